@@ -1,0 +1,58 @@
+-- commit.lua: turn a checkout's hold into a sale (the order was confirmed).
+--
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order
+-- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
+-- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
+-- ARGV[1] -> checkout id
+-- ARGV[2] -> tombstone TTL in seconds, decimal integer 1..315360000
+-- Returns {code, value, available}, always three integers, never nil or false:
+--   {0  OK,                quantity committed, available now (unchanged)}
+--   {6  ALREADY_RELEASED,  0, 0}   refused, the units went back to available
+--   {7  ALREADY_COMMITTED, 0, 0}   no-op, a retried commit
+--   {8  NO_HOLD,           0, 0}   refused, nothing to commit; nothing written
+--   {10 INVALID_ARGUMENT,  index of the bad ARGV, 0}
+--
+-- available is untouched: the units left it at reserve time. The order
+-- confirmation decrements on_hand in Postgres in the same step, which keeps
+-- available + held == on_hand.
+
+local function int_arg(s, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < 1 or n > max then
+    return nil
+  end
+  return n
+end
+
+local checkout = ARGV[1]
+if type(checkout) ~= 'string' or #checkout == 0 then
+  return {10, 1, 0}
+end
+local ttl = int_arg(ARGV[2], 315360000)
+if ttl == nil then
+  return {10, 2, 0}
+end
+
+local ended = redis.call('GET', KEYS[3])
+if ended == 'released' then
+  return {6, 0, 0}
+elseif ended == 'committed' then
+  return {7, 0, 0}
+end
+
+local quantity = tonumber(redis.call('HGET', KEYS[2], checkout))
+if quantity == nil then
+  return {8, 0, 0}
+end
+
+local available = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'held', -quantity)
+  available = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
+end
+redis.call('HDEL', KEYS[2], checkout)
+redis.call('SET', KEYS[3], 'committed', 'EX', ttl)
+return {0, quantity, available}

@@ -1,0 +1,76 @@
+// Package lua keeps stock holds for the checkout saga in Redis, one atomic
+// Lua script per state change, so that concurrent checkouts can never hold
+// more units than exist.
+//
+// # Invariant
+//
+// For every SKU, at every moment between two scripts:
+//
+//	available + held == on_hand
+//
+// on_hand lives in Postgres and is the source of truth for what is in the
+// warehouse; Redis keeps the two halves the saga moves units between.
+// Reserve moves units from available to held, Release moves them back, and
+// Commit removes them from held when the order is confirmed, at which point
+// the order confirmation decrements on_hand in Postgres by the same amount.
+// available never goes below zero: the check and the decrement run inside
+// one script.
+//
+// # Keys
+//
+// Every key carries the SKU as a {sku} hash tag, so the keys one script
+// touches share a Redis Cluster slot. Keys are built only by [StockKey],
+// [HoldsKey] and [HoldEndKey] and reach the scripts through KEYS; no script
+// builds a key name.
+//
+//	stock:{SKU}                    hash: available, held, max_per_order (decimal integers).
+//	                               Absent means the SKU was never stocked.
+//	                               Written by set_stock.lua (all three fields),
+//	                               reserve.lua, release.lua and commit.lua
+//	                               (available and held only).
+//	holds:{SKU}                    hash: checkout id -> quantity held, live holds only.
+//	                               Field added by reserve.lua, removed by
+//	                               release.lua and commit.lua.
+//	hold-end:{SKU}:<checkout id>   string "released" or "committed", with a TTL
+//	                               ([DefaultTombstoneTTL] unless
+//	                               [Stock.WithTombstoneTTL] says otherwise).
+//	                               Written by release.lua and commit.lua; read
+//	                               by all three hold scripts.
+//
+// The hold-end tombstone is what makes retries safe in any order. Temporal
+// retries activities, and the saga registers the release before the reserve
+// runs, so a release can arrive before its reserve, or a reserve can be
+// retried after the checkout was compensated. A release with no hold still
+// writes the "released" tombstone, and a reserve that finds a tombstone
+// refuses with [ErrHoldEnded] instead of holding units nobody will release.
+// The TTL bounds how long a late retry is recognised; it must exceed the
+// longest time an activity can be retried.
+//
+// # Return codes
+//
+// Each script returns an array of three integers {code, value, extra} and
+// never nil or false (go-redis would turn either into redis.Nil). The codes
+// are shared by all scripts; the Go side maps them to results and errors in
+// one switch (see errors.go):
+//
+//	code  name                reserve               release               commit              set_stock
+//	0     OK                  held                  units returned        units sold          loaded
+//	1     NOT_STOCKED         ErrNotStocked         -                     -                   -
+//	2     HOLD_ENDED          ErrHoldEnded          -                     -                   -
+//	3     ALREADY_HELD        success, no change    -                     -                   -
+//	4     OVER_LIMIT          ErrOverLimit          -                     -                   -
+//	5     OUT_OF_STOCK        ErrOutOfStock         -                     -                   -
+//	6     ALREADY_RELEASED    -                     success, no-op        ErrHoldReleased     -
+//	7     ALREADY_COMMITTED   -                     ErrHoldCommitted      success, no-op      -
+//	8     NO_HOLD             -                     success, tombstone    ErrNoHold           -
+//	9     ON_HAND_BELOW_HELD  -                     -                     -                   ErrOnHandBelowHeld
+//	10    INVALID_ARGUMENT    ErrInvalidArgument    ErrInvalidArgument    ErrInvalidArgument  ErrInvalidArgument
+//
+// The Go wrappers validate every argument before any Redis call, so code 10
+// only appears if a script is called some other way; the scripts check
+// anyway rather than crash on a bad ARGV.
+//
+// Refusals ("no") are typed errors wrapping one of the sentinels, for
+// errors.Is and errors.As; Redis and network failures ("broken") are wrapped
+// with %w and match none of the sentinels, so callers can retry them.
+package lua

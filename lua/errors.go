@@ -1,0 +1,231 @@
+package lua
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Sentinels, for errors.Is. The errors this package returns wrap them in a
+// typed error carrying the ids and numbers involved.
+var (
+	// ErrNotStocked: reserve on a SKU that set_stock never loaded.
+	ErrNotStocked = errors.New("sku not stocked")
+	// ErrOutOfStock: fewer units available than requested. See *OutOfStockError.
+	ErrOutOfStock = errors.New("out of stock")
+	// ErrOverLimit: more units requested than max_per_order. See *OverLimitError.
+	ErrOverLimit = errors.New("over the per-order limit")
+	// ErrHoldReleased: commit of a hold that was already released.
+	ErrHoldReleased = errors.New("hold already released")
+	// ErrHoldCommitted: release of a hold that was already committed.
+	ErrHoldCommitted = errors.New("hold already committed")
+	// ErrHoldEnded: reserve for a checkout whose hold was already released or
+	// committed (or released before it was ever made). See *HoldEndedError.
+	ErrHoldEnded = errors.New("hold already ended")
+	// ErrNoHold: commit for a checkout that holds nothing.
+	ErrNoHold = errors.New("no hold")
+	// ErrOnHandBelowHeld: set stock to fewer units than live holds keep.
+	// See *OnHandBelowHeldError.
+	ErrOnHandBelowHeld = errors.New("on hand below held")
+	// ErrInvalidArgument: an argument failed validation; Redis was not called.
+	// See *ArgumentError.
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// OutOfStockError is a reserve refused because too few units are available.
+type OutOfStockError struct {
+	SKU, CheckoutID      string
+	Requested, Available int64
+}
+
+func (e *OutOfStockError) Error() string {
+	return fmt.Sprintf("%s: out of stock (%d available)",
+		describe(opReserve.String(), e.SKU, e.CheckoutID, e.Requested), e.Available)
+}
+
+func (e *OutOfStockError) Unwrap() error { return ErrOutOfStock }
+
+// OverLimitError is a reserve refused because it asks for more than the
+// SKU's max_per_order.
+type OverLimitError struct {
+	SKU, CheckoutID        string
+	Requested, MaxPerOrder int64
+}
+
+func (e *OverLimitError) Error() string {
+	return fmt.Sprintf("%s: over the per-order limit (at most %d)",
+		describe(opReserve.String(), e.SKU, e.CheckoutID, e.Requested), e.MaxPerOrder)
+}
+
+func (e *OverLimitError) Unwrap() error { return ErrOverLimit }
+
+// HoldEndedError is a reserve refused because the checkout's hold on the
+// SKU already ended. Outcome is "released" or "committed".
+type HoldEndedError struct {
+	SKU, CheckoutID string
+	Requested       int64
+	Outcome         string
+}
+
+func (e *HoldEndedError) Error() string {
+	return fmt.Sprintf("%s: hold already ended (%s)",
+		describe(opReserve.String(), e.SKU, e.CheckoutID, e.Requested), e.Outcome)
+}
+
+func (e *HoldEndedError) Unwrap() error { return ErrHoldEnded }
+
+// OnHandBelowHeldError is a set stock refused because live holds keep more
+// units than the new on-hand count.
+type OnHandBelowHeldError struct {
+	SKU          string
+	OnHand, Held int64
+}
+
+func (e *OnHandBelowHeldError) Error() string {
+	return fmt.Sprintf("set stock of %s to %d on hand: on hand below held (%d held)", e.SKU, e.OnHand, e.Held)
+}
+
+func (e *OnHandBelowHeldError) Unwrap() error { return ErrOnHandBelowHeld }
+
+// HoldError is a refusal that carries nothing beyond its ids: Err is
+// ErrNotStocked, ErrHoldReleased, ErrHoldCommitted or ErrNoHold. Op is
+// "reserve", "release" or "commit"; Quantity is set for reserve only.
+type HoldError struct {
+	Op              string
+	SKU, CheckoutID string
+	Quantity        int64
+	Err             error
+}
+
+func (e *HoldError) Error() string {
+	return describe(e.Op, e.SKU, e.CheckoutID, e.Quantity) + ": " + e.Err.Error()
+}
+
+func (e *HoldError) Unwrap() error { return e.Err }
+
+// ArgumentError is an argument rejected before any Redis call.
+type ArgumentError struct {
+	Op     string // "reserve", "release", "commit", "set stock", "read stock"
+	Field  string // "sku", "checkout id", "quantity", "on hand", "max per order"
+	Value  string // as given, truncated
+	Reason string
+}
+
+func (e *ArgumentError) Error() string {
+	return fmt.Sprintf("%s: invalid argument: %s %s %s", e.Op, e.Field, e.Value, e.Reason)
+}
+
+func (e *ArgumentError) Unwrap() error { return ErrInvalidArgument }
+
+// Return codes shared by every script; doc.go has the table.
+const (
+	codeOK               = 0
+	codeNotStocked       = 1
+	codeHoldEnded        = 2
+	codeAlreadyHeld      = 3
+	codeOverLimit        = 4
+	codeOutOfStock       = 5
+	codeAlreadyReleased  = 6
+	codeAlreadyCommitted = 7
+	codeNoHold           = 8
+	codeOnHandBelowHeld  = 9
+	codeInvalidArgument  = 10
+)
+
+// reply is a script's {code, value, extra}.
+type reply struct{ code, value, extra int64 }
+
+// outcome maps a script's reply to nil (success, including the idempotent
+// no-ops) or the package's error. It is the only place return codes are
+// interpreted; the same code can mean success from one script and a refusal
+// from another (ALREADY_COMMITTED is a no-op for commit, a refusal for
+// release), so each case names its operation.
+func (c call) outcome(r reply) error {
+	switch {
+	case r.code == codeOK:
+		return nil
+	case c.op == opReserve && r.code == codeAlreadyHeld:
+		return nil
+	case c.op == opRelease && (r.code == codeAlreadyReleased || r.code == codeNoHold):
+		return nil
+	case c.op == opCommit && r.code == codeAlreadyCommitted:
+		return nil
+
+	case c.op == opReserve && r.code == codeNotStocked:
+		return c.holdError(ErrNotStocked)
+	case c.op == opReserve && r.code == codeHoldEnded:
+		outcome := "released"
+		if r.value == 2 {
+			outcome = "committed"
+		}
+		return &HoldEndedError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, Outcome: outcome}
+	case c.op == opReserve && r.code == codeOverLimit:
+		return &OverLimitError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, MaxPerOrder: r.value}
+	case c.op == opReserve && r.code == codeOutOfStock:
+		return &OutOfStockError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, Available: r.value}
+	case c.op == opRelease && r.code == codeAlreadyCommitted:
+		return c.holdError(ErrHoldCommitted)
+	case c.op == opCommit && r.code == codeAlreadyReleased:
+		return c.holdError(ErrHoldReleased)
+	case c.op == opCommit && r.code == codeNoHold:
+		return c.holdError(ErrNoHold)
+	case c.op == opSetStock && r.code == codeOnHandBelowHeld:
+		return &OnHandBelowHeldError{SKU: c.sku, OnHand: c.onHand, Held: r.value}
+	case r.code == codeInvalidArgument:
+		// The Go side validates first, so this means the two disagree.
+		return fmt.Errorf("%s: %s script rejected ARGV[%d]: %w", c, c.op.script(), r.value, ErrInvalidArgument)
+	default:
+		return fmt.Errorf("%s: unexpected reply {%d, %d, %d} from %s script",
+			c, r.code, r.value, r.extra, c.op.script())
+	}
+}
+
+func (c call) holdError(sentinel error) error {
+	return &HoldError{Op: c.op.String(), SKU: c.sku, CheckoutID: c.checkoutID, Quantity: c.quantity, Err: sentinel}
+}
+
+// Argument bounds, checked in Go before any Redis call and again in Lua.
+const (
+	maxQuantity    = 1_000_000
+	maxOnHand      = 1_000_000_000
+	maxMaxPerOrder = 1_000_000
+)
+
+const idRule = "must be 1 to 64 characters of A-Z a-z 0-9 . _ -"
+
+// validate checks every argument the operation uses.
+func (c call) validate() error {
+	if !ValidID(c.sku) {
+		return c.argError("sku", strconv.Quote(truncate(c.sku)), idRule)
+	}
+	switch c.op {
+	case opReserve, opRelease, opCommit:
+		if !ValidID(c.checkoutID) {
+			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
+		}
+	}
+	if c.op == opReserve && (c.quantity < 1 || c.quantity > maxQuantity) {
+		return c.argError("quantity", strconv.FormatInt(c.quantity, 10), "must be 1 to 1000000")
+	}
+	if c.op == opSetStock {
+		if c.onHand < 0 || c.onHand > maxOnHand {
+			return c.argError("on hand", strconv.FormatInt(c.onHand, 10), "must be 0 to 1000000000")
+		}
+		if c.maxPerOrder < 1 || c.maxPerOrder > maxMaxPerOrder {
+			return c.argError("max per order", strconv.FormatInt(c.maxPerOrder, 10), "must be 1 to 1000000")
+		}
+	}
+	return nil
+}
+
+func (c call) argError(field, value, reason string) error {
+	return &ArgumentError{Op: c.op.String(), Field: field, Value: value, Reason: reason}
+}
+
+func truncate(s string) string {
+	const limit = 80
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "..."
+}

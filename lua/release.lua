@@ -1,0 +1,60 @@
+-- release.lua: give a checkout's held units back to available (saga compensation).
+--
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order
+-- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
+-- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
+-- ARGV[1] -> checkout id
+-- ARGV[2] -> tombstone TTL in seconds, decimal integer 1..315360000
+-- Returns {code, value, available}, always three integers, never nil or false:
+--   {0  OK,                quantity released, available after}
+--   {6  ALREADY_RELEASED,  0,                 0}   no-op, a retried release
+--   {7  ALREADY_COMMITTED, 0,                 0}   refused, the units are sold
+--   {8  NO_HOLD,           0,                 0}   nothing was held; tombstone written anyway
+--   {10 INVALID_ARGUMENT,  index of the bad ARGV, 0}
+
+local function int_arg(s, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < 1 or n > max then
+    return nil
+  end
+  return n
+end
+
+local checkout = ARGV[1]
+if type(checkout) ~= 'string' or #checkout == 0 then
+  return {10, 1, 0}
+end
+local ttl = int_arg(ARGV[2], 315360000)
+if ttl == nil then
+  return {10, 2, 0}
+end
+
+local ended = redis.call('GET', KEYS[3])
+if ended == 'committed' then
+  return {7, 0, 0}
+elseif ended == 'released' then
+  return {6, 0, 0}
+end
+
+local quantity = tonumber(redis.call('HGET', KEYS[2], checkout))
+if quantity == nil then
+  -- The saga registers this release before its reserve runs, so a release
+  -- can arrive first (or instead). The tombstone makes a reserve that
+  -- arrives later refuse to hold, whether or not the SKU is stocked.
+  redis.call('SET', KEYS[3], 'released', 'EX', ttl)
+  return {8, 0, 0}
+end
+
+local after = 0
+-- Guarded so a hold outliving its stock hash cannot recreate a partial hash
+-- with no max_per_order.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  after = redis.call('HINCRBY', KEYS[1], 'available', quantity)
+  redis.call('HINCRBY', KEYS[1], 'held', -quantity)
+end
+redis.call('HDEL', KEYS[2], checkout)
+redis.call('SET', KEYS[3], 'released', 'EX', ttl)
+return {0, quantity, after}

@@ -1,0 +1,74 @@
+-- reserve.lua: hold units of one SKU for one checkout, at most once.
+--
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order
+-- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
+-- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
+-- ARGV[1] -> checkout id
+-- ARGV[2] -> quantity, decimal integer 1..1000000
+-- Returns {code, value, available}, always three integers, never nil or false
+-- (go-redis would turn either into redis.Nil):
+--   {0  OK,               quantity held,             available after the hold}
+--   {1  NOT_STOCKED,      0,                         0}
+--   {2  HOLD_ENDED,       1 released | 2 committed,  0}
+--   {3  ALREADY_HELD,     quantity already held,     available now}   nothing changes
+--   {4  OVER_LIMIT,       max_per_order,             available now}   nothing changes
+--   {5  OUT_OF_STOCK,     available now,             available now}   nothing changes
+--   {10 INVALID_ARGUMENT, index of the bad ARGV,     0}
+
+local function int_arg(s, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < 1 or n > max then
+    return nil
+  end
+  return n
+end
+
+local checkout = ARGV[1]
+if type(checkout) ~= 'string' or #checkout == 0 then
+  return {10, 1, 0}
+end
+local quantity = int_arg(ARGV[2], 1000000)
+if quantity == nil then
+  return {10, 2, 0}
+end
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {1, 0, 0}
+end
+
+-- A tombstone means the saga already compensated (or completed) this
+-- checkout; a late or retried reserve must not hold units again.
+local ended = redis.call('GET', KEYS[3])
+if ended == 'released' then
+  return {2, 1, 0}
+elseif ended == 'committed' then
+  return {2, 2, 0}
+end
+
+local fields = redis.call('HMGET', KEYS[1], 'available', 'max_per_order')
+local available = tonumber(fields[1]) or 0
+
+local already = tonumber(redis.call('HGET', KEYS[2], checkout))
+if already ~= nil then
+  return {3, already, available}
+end
+
+-- An absent max_per_order means no per-order limit.
+local max_per_order = tonumber(fields[2])
+if max_per_order ~= nil and quantity > max_per_order then
+  return {4, max_per_order, available}
+end
+
+-- The check and the decrement run in one script, so available never goes
+-- below zero however many reserves race.
+if available < quantity then
+  return {5, available, available}
+end
+
+local after = redis.call('HINCRBY', KEYS[1], 'available', -quantity)
+redis.call('HINCRBY', KEYS[1], 'held', quantity)
+redis.call('HSET', KEYS[2], checkout, quantity)
+return {0, quantity, after}

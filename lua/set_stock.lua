@@ -1,0 +1,51 @@
+-- set_stock.lua: load a SKU's on-hand count from Postgres into Redis.
+--
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order
+-- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
+-- ARGV[1] -> on_hand, decimal integer 0..1000000000
+-- ARGV[2] -> max_per_order, decimal integer 1..1000000
+-- Returns {code, value, held}, always three integers, never nil or false:
+--   {0  OK,                 available, held}
+--   {9  ON_HAND_BELOW_HELD, held,      held}   nothing changes
+--   {10 INVALID_ARGUMENT,   index of the bad ARGV, 0}
+--
+-- Live holds survive a reload: available = on_hand - held, so
+-- available + held == on_hand holds after every call.
+
+local function int_arg(s, min, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < min or n > max then
+    return nil
+  end
+  return n
+end
+
+local on_hand = int_arg(ARGV[1], 0, 1000000000)
+if on_hand == nil then
+  return {10, 1, 0}
+end
+local max_per_order = int_arg(ARGV[2], 1, 1000000)
+if max_per_order == nil then
+  return {10, 2, 0}
+end
+
+local held = tonumber(redis.call('HGET', KEYS[1], 'held'))
+if held == nil then
+  -- No held field (first load, or the stock hash was deleted while holds
+  -- lived on): count the live holds so they stay covered by on_hand.
+  held = 0
+  for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
+    held = held + (tonumber(q) or 0)
+  end
+end
+
+if on_hand < held then
+  return {9, held, held}
+end
+
+local available = on_hand - held
+redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order)
+return {0, available, held}

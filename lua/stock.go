@@ -1,0 +1,273 @@
+package lua
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultTombstoneTTL is how long a hold-end tombstone refuses late
+// reserves and recognises repeated releases and commits. It must outlast
+// every retry of a stock activity; a week is far beyond any retry policy
+// the saga uses, and a tombstone costs a few dozen bytes.
+const DefaultTombstoneTTL = 7 * 24 * time.Hour
+
+// maxTombstoneTTL bounds the TTL so it fits the scripts' ARGV check.
+const maxTombstoneTTL = 315_360_000 * time.Second // ten years
+
+// Client is the part of go-redis this package needs: scripts, plus HMGET
+// for Level. *redis.Client, *redis.ClusterClient and *redis.Ring satisfy it.
+type Client interface {
+	redis.Scripter
+	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+}
+
+// Stock holds, releases and commits units of SKUs in Redis. It is safe for
+// concurrent use.
+type Stock struct {
+	rdb          Client
+	tombstoneTTL int64 // seconds
+}
+
+// New returns a Stock on rdb whose tombstones live DefaultTombstoneTTL.
+func New(rdb Client) *Stock {
+	return &Stock{rdb: rdb, tombstoneTTL: ttlSeconds(DefaultTombstoneTTL)}
+}
+
+// WithTombstoneTTL returns a copy of s whose tombstones live d, rounded up
+// to whole seconds and kept within 1 second to 10 years.
+func (s *Stock) WithTombstoneTTL(d time.Duration) *Stock {
+	c := *s
+	c.tombstoneTTL = ttlSeconds(d)
+	return &c
+}
+
+func ttlSeconds(d time.Duration) int64 {
+	d = min(max(d, time.Second), maxTombstoneTTL)
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Level is a SKU's stock as Redis sees it. Stocked is false when the SKU was
+// never loaded with SetStock; the numbers are then zero.
+type Level struct {
+	Available, Held, MaxPerOrder int64
+	Stocked                      bool
+}
+
+// ReserveResult is a successful reserve. Held is the quantity this checkout
+// holds; when AlreadyHeld is true the hold existed before this call (a
+// retry) and Held is the quantity held then, even if this call asked for a
+// different one. Available is the SKU's available count after the call.
+type ReserveResult struct {
+	Held        int64
+	Available   int64
+	AlreadyHeld bool
+}
+
+// Reserve holds quantity units of sku for checkoutID, at most once per
+// checkout: a repeated reserve returns the existing hold. It refuses with
+// ErrNotStocked, ErrHoldEnded (the hold was already released or committed),
+// ErrOverLimit or ErrOutOfStock, changing nothing.
+func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity int64) (ReserveResult, error) {
+	c := call{op: opReserve, sku: sku, checkoutID: checkoutID, quantity: quantity}
+	if err := c.validate(); err != nil {
+		return ReserveResult{}, err
+	}
+	r, err := s.run(ctx, reserveScript, c,
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
+		checkoutID, quantity)
+	if err != nil {
+		return ReserveResult{}, err
+	}
+	return ReserveResult{Held: r.value, Available: r.extra, AlreadyHeld: r.code == codeAlreadyHeld}, nil
+}
+
+// Release returns checkoutID's held units of sku to available and records
+// that the hold ended, so a later Reserve for the checkout is refused. It
+// returns the units released: 0 with a nil error when nothing was held or
+// the hold was already released. Releasing a committed hold fails with
+// ErrHoldCommitted.
+func (s *Stock) Release(ctx context.Context, sku, checkoutID string) (released int64, err error) {
+	c := call{op: opRelease, sku: sku, checkoutID: checkoutID}
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	r, err := s.run(ctx, releaseScript, c,
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
+		checkoutID, s.tombstoneTTL)
+	if err != nil {
+		return 0, err
+	}
+	if r.code != codeOK {
+		return 0, nil
+	}
+	return r.value, nil
+}
+
+// Commit turns checkoutID's hold on sku into a sale: held drops by the
+// quantity and available stays as it is (the caller decrements on_hand in
+// Postgres). It returns the units committed, or 0 with a nil error when the
+// hold was already committed. It fails with ErrHoldReleased after a release
+// and ErrNoHold when the checkout holds nothing.
+func (s *Stock) Commit(ctx context.Context, sku, checkoutID string) (committed int64, err error) {
+	c := call{op: opCommit, sku: sku, checkoutID: checkoutID}
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	r, err := s.run(ctx, commitScript, c,
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
+		checkoutID, s.tombstoneTTL)
+	if err != nil {
+		return 0, err
+	}
+	if r.code != codeOK {
+		return 0, nil
+	}
+	return r.value, nil
+}
+
+// SetStock loads sku's on-hand count (from Postgres) and per-order limit.
+// Live holds are kept: available becomes onHand - held. It fails with
+// ErrOnHandBelowHeld, changing nothing, when onHand < held.
+func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder int64) (Level, error) {
+	c := call{op: opSetStock, sku: sku, onHand: onHand, maxPerOrder: maxPerOrder}
+	if err := c.validate(); err != nil {
+		return Level{}, err
+	}
+	r, err := s.run(ctx, setStockScript, c,
+		[]string{StockKey(sku), HoldsKey(sku)},
+		onHand, maxPerOrder)
+	if err != nil {
+		return Level{}, err
+	}
+	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true}, nil
+}
+
+// Level reads sku's stock with a plain HMGET. The three fields are read in
+// one command, so they are consistent with each other.
+func (s *Stock) Level(ctx context.Context, sku string) (Level, error) {
+	c := call{op: opLevel, sku: sku}
+	if err := c.validate(); err != nil {
+		return Level{}, err
+	}
+	vals, err := s.rdb.HMGet(ctx, StockKey(sku), "available", "held", "max_per_order").Result()
+	if err != nil {
+		return Level{}, fmt.Errorf("%s: hmget: %w", c, err)
+	}
+	var nums [3]int64
+	var l Level
+	for i, v := range vals {
+		if v == nil {
+			continue
+		}
+		l.Stocked = true
+		str, ok := v.(string)
+		if !ok {
+			return Level{}, fmt.Errorf("%s: unexpected %T in stock hash", c, v)
+		}
+		n, err := strconv.ParseInt(str, 10, 64)
+		if err != nil {
+			return Level{}, fmt.Errorf("%s: parse stock hash: %w", c, err)
+		}
+		nums[i] = n
+	}
+	l.Available, l.Held, l.MaxPerOrder = nums[0], nums[1], nums[2]
+	return l, nil
+}
+
+// Preload loads every script into the server's script cache so the first
+// calls run by EVALSHA. Optional: without it, the first call of each script
+// falls back to EVAL.
+func (s *Stock) Preload(ctx context.Context) error {
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("preload %s script: %w", sc.name, err)
+		}
+	}
+	return nil
+}
+
+// run runs sc and maps its reply; see call.outcome.
+func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args ...any) (reply, error) {
+	vals, err := sc.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return reply{}, fmt.Errorf("%s: run %s script: %w", c, sc.name, err)
+	}
+	if len(vals) != 3 {
+		return reply{}, fmt.Errorf("%s: %s script returned %d values, want 3", c, sc.name, len(vals))
+	}
+	r := reply{code: vals[0], value: vals[1], extra: vals[2]}
+	return r, c.outcome(r)
+}
+
+// op names a Stock operation, for messages and for reading return codes.
+type op int
+
+const (
+	opReserve op = iota + 1
+	opRelease
+	opCommit
+	opSetStock
+	opLevel
+)
+
+func (o op) String() string {
+	switch o {
+	case opReserve:
+		return "reserve"
+	case opRelease:
+		return "release"
+	case opCommit:
+		return "commit"
+	case opSetStock:
+		return "set stock"
+	case opLevel:
+		return "read stock"
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+func (o op) script() string {
+	switch o {
+	case opReserve:
+		return reserveScript.name
+	case opRelease:
+		return releaseScript.name
+	case opCommit:
+		return commitScript.name
+	case opSetStock:
+		return setStockScript.name
+	}
+	return o.String()
+}
+
+// call is one operation's arguments, for validation, return-code mapping
+// and error messages.
+type call struct {
+	op                  op
+	sku, checkoutID     string
+	quantity            int64 // reserve
+	onHand, maxPerOrder int64 // set stock
+}
+
+// String reads as the start of an error sentence:
+// "reserve 2 x PHONE-X for checkout c-123".
+func (c call) String() string {
+	switch c.op {
+	case opSetStock:
+		return fmt.Sprintf("set stock of %s to %d on hand", c.sku, c.onHand)
+	case opLevel:
+		return "read stock of " + c.sku
+	}
+	return describe(c.op.String(), c.sku, c.checkoutID, c.quantity)
+}
+
+func describe(opName, sku, checkoutID string, quantity int64) string {
+	if quantity > 0 {
+		return fmt.Sprintf("%s %d x %s for checkout %s", opName, quantity, sku, checkoutID)
+	}
+	return fmt.Sprintf("%s %s for checkout %s", opName, sku, checkoutID)
+}

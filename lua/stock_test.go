@@ -1,0 +1,566 @@
+package lua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestReserve(t *testing.T) {
+	tests := []struct {
+		name          string
+		onHand        int64
+		quantity      int64
+		wantErr       error
+		wantAvailable int64 // after the call
+		wantHeld      int64
+	}{
+		{name: "one unit", onHand: 3, quantity: 1, wantAvailable: 2, wantHeld: 1},
+		{name: "max per order", onHand: 3, quantity: 2, wantAvailable: 1, wantHeld: 2},
+		{name: "the last units", onHand: 2, quantity: 2, wantAvailable: 0, wantHeld: 2},
+		{name: "over max per order changes nothing", onHand: 3, quantity: 3, wantErr: ErrOverLimit, wantAvailable: 3},
+		{name: "out of stock changes nothing", onHand: 1, quantity: 2, wantErr: ErrOutOfStock, wantAvailable: 1},
+		{name: "nothing left", onHand: 0, quantity: 1, wantErr: ErrOutOfStock, wantAvailable: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, rdb, sku := stocked(t, tt.onHand, 2)
+			res, err := s.Reserve(t.Context(), sku, "c-1", tt.quantity)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("reserve: err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && (res.Held != tt.wantHeld || res.Available != tt.wantAvailable || res.AlreadyHeld) {
+				t.Errorf("reserve = %+v, want held %d available %d", res, tt.wantHeld, tt.wantAvailable)
+			}
+			holds := 0
+			if tt.wantHeld > 0 {
+				holds = 1
+			}
+			assertLevel(t, s, rdb, sku, tt.wantAvailable, tt.wantHeld, holds)
+		})
+	}
+}
+
+func TestReserveOverLimitCarriesLimit(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 2)
+	_, err := s.Reserve(t.Context(), sku, "c-1", 3)
+	var over *OverLimitError
+	if !errors.As(err, &over) || over.MaxPerOrder != 2 || over.Requested != 3 || over.SKU != sku {
+		t.Fatalf("reserve 3 over a limit of 2: err = %#v, want *OverLimitError{MaxPerOrder: 2, Requested: 3}", err)
+	}
+	want := fmt.Sprintf("reserve 3 x %s for checkout c-1: over the per-order limit (at most 2)", sku)
+	if err.Error() != want {
+		t.Errorf("error text = %q, want %q", err.Error(), want)
+	}
+	assertLevel(t, s, rdb, sku, 10, 0, 0)
+}
+
+func TestReserveOutOfStockChangesNothing(t *testing.T) {
+	s, rdb, sku := stocked(t, 3, 2)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-1", 2); err != nil {
+		t.Fatalf("first reserve: %v", err)
+	}
+	_, err := s.Reserve(ctx, sku, "c-123", 2)
+	var out *OutOfStockError
+	if !errors.As(err, &out) || !errors.Is(err, ErrOutOfStock) || out.Available != 1 || out.Requested != 2 {
+		t.Fatalf("reserve 2 with 1 left: err = %#v, want *OutOfStockError{Available: 1, Requested: 2}", err)
+	}
+	want := fmt.Sprintf("reserve 2 x %s for checkout c-123: out of stock (1 available)", sku)
+	if err.Error() != want {
+		t.Errorf("error text = %q, want %q", err.Error(), want)
+	}
+	assertLevel(t, s, rdb, sku, 1, 2, 1)
+	if n, _ := rdb.Exists(ctx, HoldEndKey(sku, "c-123")).Result(); n != 0 {
+		t.Errorf("out of stock wrote a tombstone for c-123")
+	}
+}
+
+func TestReserveNeverStocked(t *testing.T) {
+	rdb := testClient(t)
+	sku := testSKU(t, rdb)
+	s := New(rdb)
+	_, err := s.Reserve(t.Context(), sku, "c-1", 1)
+	var hold *HoldError
+	if !errors.Is(err, ErrNotStocked) || !errors.As(err, &hold) {
+		t.Fatalf("reserve on a never-stocked SKU: err = %v, want a *HoldError wrapping ErrNotStocked", err)
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		t.Errorf("never-stocked SKU surfaced as a Redis error: %v", err)
+	}
+	l, err := s.Level(t.Context(), sku)
+	if err != nil || l.Stocked || l != (Level{}) {
+		t.Errorf("level = %+v, %v; want zero and not stocked", l, err)
+	}
+	if n, _ := rdb.Exists(t.Context(), StockKey(sku), HoldsKey(sku)).Result(); n != 0 {
+		t.Errorf("reserve on a never-stocked SKU created %d keys", n)
+	}
+}
+
+func TestReserveTwiceHoldsOnce(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	first, err := s.Reserve(ctx, sku, "c-1", 3)
+	if err != nil {
+		t.Fatalf("first reserve: %v", err)
+	}
+	if first.AlreadyHeld || first.Held != 3 || first.Available != 7 {
+		t.Errorf("first reserve = %+v, want held 3 available 7", first)
+	}
+	// A retry, even one asking for another quantity, reports the hold it finds.
+	for _, q := range []int64{3, 1} {
+		again, err := s.Reserve(ctx, sku, "c-1", q)
+		if err != nil {
+			t.Fatalf("repeated reserve of %d: %v", q, err)
+		}
+		if !again.AlreadyHeld || again.Held != 3 || again.Available != 7 {
+			t.Errorf("repeated reserve of %d = %+v, want already held 3, available 7", q, again)
+		}
+	}
+	assertLevel(t, s, rdb, sku, 7, 3, 1)
+}
+
+func TestReleaseTwiceReturnsUnitsOnce(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-1", 4); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	n, err := s.Release(ctx, sku, "c-1")
+	if err != nil || n != 4 {
+		t.Fatalf("first release = %d, %v; want 4, nil", n, err)
+	}
+	assertLevel(t, s, rdb, sku, 10, 0, 0)
+	n, err = s.Release(ctx, sku, "c-1")
+	if err != nil || n != 0 {
+		t.Fatalf("second release = %d, %v; want 0, nil", n, err)
+	}
+	assertLevel(t, s, rdb, sku, 10, 0, 0)
+}
+
+func TestReleaseBeforeReserveRefusesReserve(t *testing.T) {
+	t.Run("stocked", func(t *testing.T) {
+		s, rdb, sku := stocked(t, 10, 5)
+		ctx := t.Context()
+		n, err := s.Release(ctx, sku, "c-1")
+		if err != nil || n != 0 {
+			t.Fatalf("release with no hold = %d, %v; want 0, nil", n, err)
+		}
+		_, err = s.Reserve(ctx, sku, "c-1", 2)
+		var ended *HoldEndedError
+		if !errors.As(err, &ended) || !errors.Is(err, ErrHoldEnded) || ended.Outcome != "released" {
+			t.Fatalf("late reserve: err = %v, want *HoldEndedError{Outcome: released}", err)
+		}
+		assertLevel(t, s, rdb, sku, 10, 0, 0)
+		// Other checkouts are unaffected.
+		if _, err := s.Reserve(ctx, sku, "c-2", 2); err != nil {
+			t.Errorf("reserve for another checkout: %v", err)
+		}
+	})
+	t.Run("not yet stocked", func(t *testing.T) {
+		rdb := testClient(t)
+		sku := testSKU(t, rdb)
+		s := New(rdb)
+		ctx := t.Context()
+		n, err := s.Release(ctx, sku, "c-1")
+		if err != nil || n != 0 {
+			t.Fatalf("release on an unstocked SKU = %d, %v; want 0, nil", n, err)
+		}
+		if got, _ := rdb.Get(ctx, HoldEndKey(sku, "c-1")).Result(); got != "released" {
+			t.Fatalf("tombstone = %q, want released", got)
+		}
+		if exists, _ := rdb.Exists(ctx, StockKey(sku)).Result(); exists != 0 {
+			t.Fatalf("release created the stock hash of an unstocked SKU")
+		}
+		if _, err := s.SetStock(ctx, sku, 5, 5); err != nil {
+			t.Fatalf("set stock: %v", err)
+		}
+		if _, err := s.Reserve(ctx, sku, "c-1", 1); !errors.Is(err, ErrHoldEnded) {
+			t.Fatalf("late reserve: err = %v, want ErrHoldEnded", err)
+		}
+		assertLevel(t, s, rdb, sku, 5, 0, 0)
+	})
+}
+
+func TestCommit(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	n, err := s.Commit(ctx, sku, "c-1")
+	if err != nil || n != 3 {
+		t.Fatalf("commit = %d, %v; want 3, nil", n, err)
+	}
+	// available is untouched; on_hand (Postgres) drops to 7 with the order,
+	// so available + held == on_hand still holds.
+	assertLevel(t, s, rdb, sku, 7, 0, 0)
+
+	n, err = s.Commit(ctx, sku, "c-1")
+	if err != nil || n != 0 {
+		t.Fatalf("repeated commit = %d, %v; want 0, nil", n, err)
+	}
+	assertLevel(t, s, rdb, sku, 7, 0, 0)
+
+	_, err = s.Reserve(ctx, sku, "c-1", 3)
+	var ended *HoldEndedError
+	if !errors.As(err, &ended) || ended.Outcome != "committed" {
+		t.Fatalf("reserve after commit: err = %v, want *HoldEndedError{Outcome: committed}", err)
+	}
+	assertLevel(t, s, rdb, sku, 7, 0, 0)
+}
+
+func TestCommitAfterReleaseRefused(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	if _, err := s.Release(ctx, sku, "c-1"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	n, err := s.Commit(ctx, sku, "c-1")
+	if !errors.Is(err, ErrHoldReleased) || errors.Is(err, ErrHoldCommitted) || n != 0 {
+		t.Fatalf("commit after release = %d, %v; want 0, ErrHoldReleased", n, err)
+	}
+	want := fmt.Sprintf("commit %s for checkout c-1: hold already released", sku)
+	if err.Error() != want {
+		t.Errorf("error text = %q, want %q", err.Error(), want)
+	}
+	assertLevel(t, s, rdb, sku, 10, 0, 0)
+}
+
+func TestReleaseAfterCommitRefused(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	if _, err := s.Commit(ctx, sku, "c-1"); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	n, err := s.Release(ctx, sku, "c-1")
+	if !errors.Is(err, ErrHoldCommitted) || errors.Is(err, ErrHoldReleased) || n != 0 {
+		t.Fatalf("release after commit = %d, %v; want 0, ErrHoldCommitted", n, err)
+	}
+	// The sold units must not come back to available.
+	assertLevel(t, s, rdb, sku, 7, 0, 0)
+}
+
+func TestCommitWithoutHold(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	n, err := s.Commit(ctx, sku, "c-1")
+	if !errors.Is(err, ErrNoHold) || n != 0 {
+		t.Fatalf("commit with no hold = %d, %v; want 0, ErrNoHold", n, err)
+	}
+	if exists, _ := rdb.Exists(ctx, HoldEndKey(sku, "c-1")).Result(); exists != 0 {
+		t.Errorf("commit with no hold wrote a tombstone")
+	}
+	// The checkout can still reserve: a failed commit ends nothing.
+	if _, err := s.Reserve(ctx, sku, "c-1", 1); err != nil {
+		t.Errorf("reserve after a refused commit: %v", err)
+	}
+	assertLevel(t, s, rdb, sku, 9, 1, 1)
+}
+
+func TestTombstoneTTL(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	short := s.WithTombstoneTTL(90 * time.Second)
+	if _, err := short.Release(ctx, sku, "c-1"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	ttl, err := rdb.TTL(ctx, HoldEndKey(sku, "c-1")).Result()
+	if err != nil || ttl <= 0 || ttl > 90*time.Second {
+		t.Errorf("tombstone TTL = %v, %v; want within (0, 90s]", ttl, err)
+	}
+	// The original keeps the default.
+	if _, err := s.Release(ctx, sku, "c-2"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	ttl, err = rdb.TTL(ctx, HoldEndKey(sku, "c-2")).Result()
+	if err != nil || ttl <= DefaultTombstoneTTL-time.Minute || ttl > DefaultTombstoneTTL {
+		t.Errorf("default tombstone TTL = %v, %v; want about %v", ttl, err, DefaultTombstoneTTL)
+	}
+}
+
+func TestSetStock(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-1", 4); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-2", 2); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	for _, onHand := range []int64{6, 20, 8} {
+		l, err := s.SetStock(ctx, sku, onHand, 3)
+		if err != nil {
+			t.Fatalf("set stock to %d: %v", onHand, err)
+		}
+		if l.Available+l.Held != onHand || l.Held != 6 || l.MaxPerOrder != 3 || !l.Stocked {
+			t.Errorf("set stock to %d = %+v, want available+held == on_hand and held 6", onHand, l)
+		}
+		if got, err := s.Level(ctx, sku); err != nil || got != l {
+			t.Errorf("level after set stock = %+v, %v; want %+v", got, err, l)
+		}
+		assertLevel(t, s, rdb, sku, onHand-6, 6, 2)
+	}
+
+	l, err := s.SetStock(ctx, sku, 5, 3)
+	var below *OnHandBelowHeldError
+	if !errors.As(err, &below) || !errors.Is(err, ErrOnHandBelowHeld) || below.Held != 6 || below.OnHand != 5 {
+		t.Fatalf("set stock below held = %+v, %v; want *OnHandBelowHeldError{Held: 6}", l, err)
+	}
+	want := fmt.Sprintf("set stock of %s to 5 on hand: on hand below held (6 held)", sku)
+	if err.Error() != want {
+		t.Errorf("error text = %q, want %q", err.Error(), want)
+	}
+	// Unchanged, max_per_order included.
+	got, err := s.Level(ctx, sku)
+	if err != nil || got != (Level{Available: 2, Held: 6, MaxPerOrder: 3, Stocked: true}) {
+		t.Errorf("level after refused set stock = %+v, %v", got, err)
+	}
+
+	// Releasing after a reload returns the units to the reloaded available.
+	if n, err := s.Release(ctx, sku, "c-1"); err != nil || n != 4 {
+		t.Fatalf("release = %d, %v", n, err)
+	}
+	assertLevel(t, s, rdb, sku, 6, 2, 1)
+}
+
+func TestSetStockCountsHoldsWhenHeldFieldIsMissing(t *testing.T) {
+	rdb := testClient(t)
+	sku := testSKU(t, rdb)
+	s := New(rdb)
+	ctx := t.Context()
+	if err := rdb.HSet(ctx, HoldsKey(sku), "c-1", 3, "c-2", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.SetStock(ctx, sku, 10, 5)
+	if err != nil || l.Available != 6 || l.Held != 4 {
+		t.Fatalf("set stock = %+v, %v; want available 6 held 4", l, err)
+	}
+	if _, err := s.SetStock(ctx, sku, 3, 5); !errors.Is(err, ErrOnHandBelowHeld) {
+		t.Errorf("set stock below held: err = %v, want ErrOnHandBelowHeld", err)
+	}
+}
+
+func TestInvalidArgumentsDoNotTouchRedis(t *testing.T) {
+	log := &commandLog{}
+	rdb := testClient(t)
+	rdb.AddHook(log)
+	s := New(rdb)
+	ctx := t.Context()
+	long := strings.Repeat("a", 65)
+
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"reserve empty sku", func() error { _, err := s.Reserve(ctx, "", "c-1", 1); return err }},
+		{"reserve sku with a brace", func() error { _, err := s.Reserve(ctx, "A}B", "c-1", 1); return err }},
+		{"reserve sku with a colon", func() error { _, err := s.Reserve(ctx, "A:B", "c-1", 1); return err }},
+		{"reserve sku of 65 chars", func() error { _, err := s.Reserve(ctx, long, "c-1", 1); return err }},
+		{"reserve empty checkout", func() error { _, err := s.Reserve(ctx, "SKU", "", 1); return err }},
+		{"reserve checkout with a space", func() error { _, err := s.Reserve(ctx, "SKU", "c 1", 1); return err }},
+		{"reserve zero", func() error { _, err := s.Reserve(ctx, "SKU", "c-1", 0); return err }},
+		{"reserve negative", func() error { _, err := s.Reserve(ctx, "SKU", "c-1", -1); return err }},
+		{"reserve too many", func() error { _, err := s.Reserve(ctx, "SKU", "c-1", 1_000_001); return err }},
+		{"release bad sku", func() error { _, err := s.Release(ctx, "{x}", "c-1"); return err }},
+		{"release bad checkout", func() error { _, err := s.Release(ctx, "SKU", long); return err }},
+		{"commit bad sku", func() error { _, err := s.Commit(ctx, "", "c-1"); return err }},
+		{"commit bad checkout", func() error { _, err := s.Commit(ctx, "SKU", "c/1"); return err }},
+		{"set stock negative on hand", func() error { _, err := s.SetStock(ctx, "SKU", -1, 1); return err }},
+		{"set stock on hand too large", func() error { _, err := s.SetStock(ctx, "SKU", 1_000_000_001, 1); return err }},
+		{"set stock zero max per order", func() error { _, err := s.SetStock(ctx, "SKU", 1, 0); return err }},
+		{"set stock max per order too large", func() error { _, err := s.SetStock(ctx, "SKU", 1, 1_000_001); return err }},
+		{"set stock bad sku", func() error { _, err := s.SetStock(ctx, "é", 1, 1); return err }},
+		{"level bad sku", func() error { _, err := s.Level(ctx, ""); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log.reset()
+			err := tt.call()
+			var arg *ArgumentError
+			if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &arg) {
+				t.Fatalf("err = %v, want an *ArgumentError wrapping ErrInvalidArgument", err)
+			}
+			if cmds := log.commands(); len(cmds) != 0 {
+				t.Errorf("sent %v to Redis before validating", cmds)
+			}
+		})
+	}
+	// The bounds themselves are accepted.
+	sku := testSKU(t, rdb)
+	if _, err := s.SetStock(ctx, sku, 1_000_000_000, 1_000_000); err != nil {
+		t.Fatalf("set stock at the bounds: %v", err)
+	}
+	if _, err := s.Reserve(ctx, sku, strings.Repeat("c", 64), 1_000_000); err != nil {
+		t.Fatalf("reserve at the bounds: %v", err)
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for s, want := range map[string]bool{
+		"PHONE-X": true, "a.b_c-9": true, strings.Repeat("z", 64): true,
+		"": false, strings.Repeat("z", 65): false, "a{b": false, "a}b": false,
+		"a:b": false, "a b": false, "a*b": false, "ü": false,
+	} {
+		if got := ValidID(s); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// The scripts check ARGV themselves and answer INVALID_ARGUMENT rather than
+// raise a Lua error, for callers that skip the Go wrappers.
+func TestScriptsRejectBadArgv(t *testing.T) {
+	rdb := testClient(t)
+	sku := testSKU(t, rdb)
+	ctx := t.Context()
+	if _, err := New(rdb).SetStock(ctx, sku, 10, 5); err != nil {
+		t.Fatal(err)
+	}
+	holdKeys := []string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, "c-1")}
+	tests := []struct {
+		name    string
+		sc      script
+		keys    []string
+		args    []any
+		wantArg int64
+	}{
+		{"reserve no checkout", reserveScript, holdKeys, []any{"", 1}, 1},
+		{"reserve quantity not a number", reserveScript, holdKeys, []any{"c-1", "two"}, 2},
+		{"reserve quantity hex", reserveScript, holdKeys, []any{"c-1", "0x2"}, 2},
+		{"reserve quantity fraction", reserveScript, holdKeys, []any{"c-1", "1.5"}, 2},
+		{"reserve quantity zero", reserveScript, holdKeys, []any{"c-1", 0}, 2},
+		{"reserve quantity missing", reserveScript, holdKeys, []any{"c-1"}, 2},
+		{"release ttl zero", releaseScript, holdKeys, []any{"c-1", 0}, 2},
+		{"commit ttl negative", commitScript, holdKeys, []any{"c-1", -5}, 2},
+		{"set stock on hand negative", setStockScript, holdKeys[:2], []any{-1, 5}, 1},
+		{"set stock max per order huge", setStockScript, holdKeys[:2], []any{5, 99999999999}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.sc.Run(ctx, rdb, tt.keys, tt.args...).Int64Slice()
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if !slices.Equal(got, []int64{codeInvalidArgument, tt.wantArg, 0}) {
+				t.Errorf("reply = %v, want {%d, %d, 0}", got, codeInvalidArgument, tt.wantArg)
+			}
+		})
+	}
+	assertLevel(t, New(rdb), rdb, sku, 10, 0, 0)
+}
+
+func TestEvalFallbackAfterScriptFlush(t *testing.T) {
+	log := &commandLog{}
+	s, rdb, sku := stocked(t, 10, 5)
+	rdb.AddHook(log)
+	ctx := t.Context()
+	if err := s.Preload(ctx); err != nil {
+		t.Fatalf("preload: %v", err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatalf("script flush: %v", err)
+	}
+	log.reset()
+	res, err := s.Reserve(ctx, sku, "c-1", 2)
+	if err != nil || res.Held != 2 {
+		t.Fatalf("reserve after SCRIPT FLUSH = %+v, %v", res, err)
+	}
+	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "eval"}) {
+		t.Errorf("commands = %v, want evalsha answered NOSCRIPT then eval", got)
+	}
+	// EVAL cached the script again, so the next call needs only EVALSHA.
+	log.reset()
+	if _, err := s.Release(ctx, sku, "c-1"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-2", 1); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "eval", "evalsha"}) {
+		t.Errorf("commands = %v, want release by evalsha then eval (flushed), reserve by evalsha", got)
+	}
+	assertLevel(t, s, rdb, sku, 9, 1, 1)
+}
+
+// A Redis that cannot be reached is "broken", not "no": the error carries
+// the operation and ids, wraps the cause, and matches no sentinel.
+func TestRedisFailureIsWrapped(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := New(rdb)
+	ctx := t.Context()
+	_, err := s.Reserve(ctx, "PHONE-X", "c-123", 2)
+	if err == nil {
+		t.Fatal("reserve against a closed port succeeded")
+	}
+	if !strings.HasPrefix(err.Error(), "reserve 2 x PHONE-X for checkout c-123: run reserve script: ") {
+		t.Errorf("error text = %q", err.Error())
+	}
+	for _, sentinel := range []error{ErrNotStocked, ErrOutOfStock, ErrOverLimit, ErrHoldReleased,
+		ErrHoldCommitted, ErrHoldEnded, ErrNoHold, ErrOnHandBelowHeld, ErrInvalidArgument} {
+		if errors.Is(err, sentinel) {
+			t.Errorf("network error matches %v", sentinel)
+		}
+	}
+	if _, err := s.Level(ctx, "PHONE-X"); err == nil || !strings.HasPrefix(err.Error(), "read stock of PHONE-X: hmget: ") {
+		t.Errorf("level error = %v", err)
+	}
+	if err := s.Preload(ctx); err == nil || !strings.HasPrefix(err.Error(), "preload reserve script: ") {
+		t.Errorf("preload error = %v", err)
+	}
+}
+
+func TestErrorTextReadsAsASentence(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{&OutOfStockError{SKU: "PHONE-X", CheckoutID: "c-123", Requested: 2, Available: 1},
+			"reserve 2 x PHONE-X for checkout c-123: out of stock (1 available)"},
+		{&HoldEndedError{SKU: "PHONE-X", CheckoutID: "c-123", Requested: 2, Outcome: "released"},
+			"reserve 2 x PHONE-X for checkout c-123: hold already ended (released)"},
+		{&HoldError{Op: "reserve", SKU: "PHONE-X", CheckoutID: "c-123", Quantity: 1, Err: ErrNotStocked},
+			"reserve 1 x PHONE-X for checkout c-123: sku not stocked"},
+		{&HoldError{Op: "release", SKU: "PHONE-X", CheckoutID: "c-123", Err: ErrHoldCommitted},
+			"release PHONE-X for checkout c-123: hold already committed"},
+		{&ArgumentError{Op: "reserve", Field: "quantity", Value: "0", Reason: "must be 1 to 1000000"},
+			"reserve: invalid argument: quantity 0 must be 1 to 1000000"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+var _ Client = (*redis.Client)(nil)
+var _ Client = (*redis.ClusterClient)(nil)
+var _ Client = (*redis.Ring)(nil)
+
+func ExampleStock_Reserve() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	stock := New(rdb)
+	_, err := stock.Reserve(context.Background(), "PHONE-X", "c-123", 2)
+	var out *OutOfStockError
+	switch {
+	case errors.As(err, &out):
+		fmt.Printf("only %d left\n", out.Available)
+	case err != nil:
+		fmt.Println("retry later:", err)
+	}
+}
