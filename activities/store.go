@@ -1,0 +1,303 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is the Postgres side of the product: the catalog, checkouts, orders, payment events
+// and the inventory ledger. Every write is keyed so that a retry is harmless.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore wraps a pgx pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Ping checks that Postgres answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// ErrNotFound is returned when a row the caller asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Product is one SKU's catalog row.
+type Product struct {
+	SKU         string `json:"sku"`
+	OnHand      int64  `json:"on_hand"`
+	Sold        int64  `json:"sold"`
+	PriceCents  int64  `json:"price_cents"`
+	Currency    string `json:"currency"`
+	MaxPerOrder int64  `json:"max_per_order"`
+}
+
+// Products returns the catalog rows of the given SKUs; SKUs that do not exist are absent
+// from the map.
+func (s *Store) Products(ctx context.Context, skus []string) (map[string]Product, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT sku, on_hand, sold, price_cents, currency, max_per_order FROM skus WHERE sku = ANY($1)`, skus)
+	if err != nil {
+		return nil, fmt.Errorf("read products: %w", err)
+	}
+	products, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Product])
+	if err != nil {
+		return nil, fmt.Errorf("read products: %w", err)
+	}
+	out := make(map[string]Product, len(products))
+	for _, p := range products {
+		out[p.SKU] = p
+	}
+	return out, nil
+}
+
+// setProduct writes a SKU's stock and price inside tx and appends the change of on_hand to
+// the ledger. It locks the row so two admins setting the same SKU serialize.
+func setProduct(ctx context.Context, tx pgx.Tx, p Product) (Product, error) {
+	var oldOnHand int64
+	err := tx.QueryRow(ctx, `SELECT on_hand FROM skus WHERE sku = $1 FOR UPDATE`, p.SKU).Scan(&oldOnHand)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Product{}, fmt.Errorf("lock sku %s: %w", p.SKU, err)
+	}
+	err = tx.QueryRow(ctx, `
+		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (sku) DO UPDATE SET on_hand = EXCLUDED.on_hand, price_cents = EXCLUDED.price_cents,
+			currency = EXCLUDED.currency, max_per_order = EXCLUDED.max_per_order, updated_at = now()
+		RETURNING sold`,
+		p.SKU, p.OnHand, p.PriceCents, p.Currency, p.MaxPerOrder).Scan(&p.Sold)
+	if err != nil {
+		return Product{}, fmt.Errorf("write sku %s: %w", p.SKU, err)
+	}
+	if delta := p.OnHand - oldOnHand; delta != 0 {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason) VALUES ($1, $2, 0, 'stock set by operator')`,
+			p.SKU, delta); err != nil {
+			return Product{}, fmt.Errorf("append ledger for sku %s: %w", p.SKU, err)
+		}
+	}
+	return p, nil
+}
+
+// CheckoutRecord is a checkout as Postgres knows it.
+type CheckoutRecord struct {
+	CheckoutID  string     `json:"checkout_id"`
+	CustomerID  string     `json:"customer_id"`
+	Status      string     `json:"status"`
+	Currency    string     `json:"currency"`
+	AmountCents int64      `json:"amount_cents"`
+	Items       []Item     `json:"items"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	Reason      string     `json:"reason"`
+	OrderID     string     `json:"order_id"`
+	CreatedAt   time.Time  `json:"created_at"`
+	EndedAt     *time.Time `json:"ended_at"`
+}
+
+// StatusOpen is the Postgres status of a checkout whose saga is still running; its live
+// state is the saga's own (query it), Postgres only learns how it ended.
+const StatusOpen = "open"
+
+// Checkout reads one checkout with its items.
+func (s *Store) Checkout(ctx context.Context, checkoutID string) (CheckoutRecord, error) {
+	var c CheckoutRecord
+	var reason, orderID *string
+	err := s.pool.QueryRow(ctx, `
+		SELECT checkout_id, customer_id, status, currency, amount_cents, expires_at, reason, order_id, created_at, ended_at
+		FROM checkouts WHERE checkout_id = $1`, checkoutID).
+		Scan(&c.CheckoutID, &c.CustomerID, &c.Status, &c.Currency, &c.AmountCents, &c.ExpiresAt, &reason, &orderID, &c.CreatedAt, &c.EndedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return CheckoutRecord{}, fmt.Errorf("read checkout %s: %w", checkoutID, ErrNotFound)
+	}
+	if err != nil {
+		return CheckoutRecord{}, fmt.Errorf("read checkout %s: %w", checkoutID, err)
+	}
+	if reason != nil {
+		c.Reason = *reason
+	}
+	if orderID != nil {
+		c.OrderID = *orderID
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT sku, quantity, unit_price_cents FROM checkout_items WHERE checkout_id = $1 ORDER BY sku`, checkoutID)
+	if err != nil {
+		return CheckoutRecord{}, fmt.Errorf("read items of checkout %s: %w", checkoutID, err)
+	}
+	c.Items, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Item])
+	if err != nil {
+		return CheckoutRecord{}, fmt.Errorf("read items of checkout %s: %w", checkoutID, err)
+	}
+	return c, nil
+}
+
+// insertCheckout records a new checkout with priced items. A checkout that already exists is
+// left as it is and its stored items are returned, so a retried activity sees the same cart.
+func (s *Store) insertCheckout(ctx context.Context, c CheckoutRecord) (CheckoutRecord, error) {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (checkout_id) DO NOTHING`,
+			c.CheckoutID, c.CustomerID, StatusOpen, c.Currency, c.AmountCents)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // recorded by an earlier attempt
+		}
+		for _, it := range c.Items {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO checkout_items (checkout_id, sku, quantity, unit_price_cents) VALUES ($1, $2, $3, $4)`,
+				c.CheckoutID, it.SKU, it.Quantity, it.UnitPriceCents); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return CheckoutRecord{}, fmt.Errorf("record checkout %s: %w", c.CheckoutID, err)
+	}
+	return s.Checkout(ctx, c.CheckoutID)
+}
+
+// setExpiry records when the payment hold of an open checkout runs out.
+func (s *Store) setExpiry(ctx context.Context, checkoutID string, expiresAt time.Time) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE checkouts SET expires_at = $2, updated_at = now() WHERE checkout_id = $1 AND ended_at IS NULL`,
+		checkoutID, expiresAt)
+	if err != nil {
+		return fmt.Errorf("record expiry of checkout %s: %w", checkoutID, err)
+	}
+	return nil
+}
+
+// errInsufficientOnHand means Postgres has fewer units than an order needs: the Redis holds
+// and Postgres disagree, which support must look at.
+var errInsufficientOnHand = errors.New("postgres on_hand is lower than the order's quantity")
+
+// confirmOrder writes the order, its lines, the stock change, the ledger rows and the
+// checkout's end in one transaction. A second call for the same checkout finds the order
+// (orders.checkout_id is unique) and returns it without changing anything.
+func (s *Store) confirmOrder(ctx context.Context, in ConfirmOrderInput) (orderID string, created bool, err error) {
+	orderID = OrderID(in.CheckoutID)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO orders (order_id, checkout_id, customer_id, amount_cents, currency, payment_provider, payment_ref)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (checkout_id) DO NOTHING`,
+			orderID, in.CheckoutID, in.CustomerID, in.AmountCents, in.Currency, in.PaymentProvider, in.PaymentRef)
+		if err != nil {
+			return fmt.Errorf("insert order: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // confirmed by an earlier attempt
+		}
+		created = true
+		for _, it := range in.Items {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO order_lines (order_id, sku, quantity, unit_price_cents) VALUES ($1, $2, $3, $4)`,
+				orderID, it.SKU, it.Quantity, it.UnitPriceCents); err != nil {
+				return fmt.Errorf("insert order line %s: %w", it.SKU, err)
+			}
+			tag, err := tx.Exec(ctx, `
+				UPDATE skus SET on_hand = on_hand - $2, sold = sold + $2, updated_at = now()
+				WHERE sku = $1 AND on_hand >= $2`, it.SKU, it.Quantity)
+			if err != nil {
+				return fmt.Errorf("take %d x %s from on_hand: %w", it.Quantity, it.SKU, err)
+			}
+			if tag.RowsAffected() == 0 {
+				return fmt.Errorf("take %d x %s from on_hand: %w", it.Quantity, it.SKU, errInsufficientOnHand)
+			}
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id)
+				VALUES ($1, $2, $3, 'sold', $4)`, it.SKU, -it.Quantity, it.Quantity, in.CheckoutID); err != nil {
+				return fmt.Errorf("append ledger for %s: %w", it.SKU, err)
+			}
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE checkouts SET status = 'confirmed', order_id = $2, reason = NULL, ended_at = now(), updated_at = now()
+			WHERE checkout_id = $1`, in.CheckoutID, orderID)
+		if err != nil {
+			return fmt.Errorf("mark checkout confirmed: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, err)
+	}
+	return orderID, created, nil
+}
+
+// recordOutcome writes how a checkout ended. Only the first end is kept: a checkout that has
+// ended is never rewritten, so a retry or a late duplicate changes nothing.
+func (s *Store) recordOutcome(ctx context.Context, in RecordOutcomeInput) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE checkouts SET status = $2, reason = NULLIF($3, ''), ended_at = now(), updated_at = now()
+		WHERE checkout_id = $1 AND ended_at IS NULL`, in.CheckoutID, in.Status, in.Reason)
+	if err != nil {
+		return fmt.Errorf("record outcome %s of checkout %s: %w", in.Status, in.CheckoutID, err)
+	}
+	return nil
+}
+
+// PaymentEvent is one verified event from a payment provider.
+type PaymentEvent struct {
+	Provider    string
+	EventID     string
+	Type        string
+	CheckoutID  string
+	PaymentRef  string
+	AmountCents int64
+	Currency    string
+	Payload     []byte
+}
+
+// RecordedEvent says what Postgres already knew of an event.
+type RecordedEvent struct {
+	// New is true when this call recorded the event for the first time.
+	New bool
+	// Delivered is true when an earlier call already delivered the event to its saga.
+	Delivered bool
+}
+
+// RecordPaymentEvent stores a verified event once per provider and event id.
+func (s *Store) RecordPaymentEvent(ctx context.Context, ev PaymentEvent) (RecordedEvent, error) {
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO payment_events (provider, event_id, event_type, checkout_id, payment_ref, amount_cents, currency, payload)
+		VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), $6, NULLIF($7, ''), $8)
+		ON CONFLICT (provider, event_id) DO NOTHING`,
+		ev.Provider, ev.EventID, ev.Type, ev.CheckoutID, ev.PaymentRef, ev.AmountCents, ev.Currency, ev.Payload)
+	if err != nil {
+		return RecordedEvent{}, fmt.Errorf("record %s event %s: %w", ev.Provider, ev.EventID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return RecordedEvent{New: true}, nil
+	}
+	var deliveredAt *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT delivered_at FROM payment_events WHERE provider = $1 AND event_id = $2`,
+		ev.Provider, ev.EventID).Scan(&deliveredAt); err != nil {
+		return RecordedEvent{}, fmt.Errorf("read %s event %s: %w", ev.Provider, ev.EventID, err)
+	}
+	return RecordedEvent{Delivered: deliveredAt != nil}, nil
+}
+
+// Event dispositions: what became of a recorded payment event.
+const (
+	DispositionSignalled = "signalled"  // delivered to a running saga
+	DispositionIgnored   = "ignored"    // a type the product does not act on
+	DispositionOrphan    = "orphan"     // no checkout has its id: support looks
+	DispositionLate      = "late_refund" // its checkout already ended: to be refunded
+)
+
+// MarkPaymentEventDelivered records that an event reached its end (a saga, or a decision
+// not to send it anywhere) so a redelivery changes nothing.
+func (s *Store) MarkPaymentEventDelivered(ctx context.Context, provider, eventID, disposition string) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE payment_events SET delivered_at = now(), disposition = $3
+		WHERE provider = $1 AND event_id = $2 AND delivered_at IS NULL`, provider, eventID, disposition)
+	if err != nil {
+		return fmt.Errorf("mark %s event %s delivered: %w", provider, eventID, err)
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+// Package metrics holds the product's own Prometheus counters. They live in the default
+// registry beside the Temporal SDK's metrics, so one /metrics endpoint serves both.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	// Holds counts units newly held in Redis (a retried reserve that found its hold is not counted).
+	Holds = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "checkout_stock_holds_units_total",
+		Help: "Units newly held in Redis for a checkout.",
+	}, []string{"sku"})
+
+	// Releases counts units returned to stock by compensation, by why the checkout ended.
+	Releases = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "checkout_stock_releases_units_total",
+		Help: "Units released back to stock by a checkout that did not complete.",
+	}, []string{"sku", "reason"})
+
+	// Confirmations counts orders confirmed in Postgres (once per checkout).
+	Confirmations = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "checkout_orders_confirmed_total",
+		Help: "Orders confirmed in Postgres.",
+	})
+
+	// SoldOut counts checkout requests answered 409 out_of_stock.
+	SoldOut = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "checkout_sold_out_answers_total",
+		Help: "Checkout requests answered 409 out_of_stock.",
+	})
+
+	// Outcomes counts finished checkouts by their final state.
+	Outcomes = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "checkout_outcomes_total",
+		Help: "Checkouts that reached an end state, by state.",
+	}, []string{"status"})
+)
