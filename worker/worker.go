@@ -1,0 +1,26 @@
+// Package worker wires a Temporal worker that runs the Checkout saga and its activities on
+// the checkout task queue.
+package worker
+
+import (
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// New returns a worker with the Checkout workflow and every activity registered. The caller
+// starts it (Run or Start) and stops it.
+func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	Register(w, acts)
+	return w
+}
+
+// Register adds the saga and its activities to any registry: a worker, a replayer or the
+// SDK's test environment.
+func Register(r sdkworker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflow(workflows.Checkout)
+	r.RegisterActivity(acts)
+}

@@ -1,0 +1,406 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/worker"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// The saga runs on the SDK's time-skipping environment with the REAL activities, backed by
+// a fresh Postgres database and the real Redis: every branch below checks what actually
+// happened to stock and orders, not what a mock was told.
+
+type fixture struct {
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	acts  *activities.Activities
+	inv   *activities.Inventory
+	pool  *pgxpool.Pool
+	stock *lua.Stock
+}
+
+func newFixture(t *testing.T) *fixture {
+	_, pool := testenv.Postgres(t)
+	stock := lua.New(testenv.Redis(t))
+	store := activities.NewStore(pool)
+	f := &fixture{
+		t:     t,
+		acts:  &activities.Activities{Store: store, Stock: stock},
+		inv:   &activities.Inventory{Store: store, Stock: stock},
+		pool:  pool,
+		stock: stock,
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	f.env = s.NewTestWorkflowEnvironment()
+	worker.Register(f.env, f.acts)
+	return f
+}
+
+// sku stocks a new random SKU.
+func (f *fixture) sku(onHand, priceCents, maxPerOrder int64) string {
+	sku := testenv.RandomID("SKU-")
+	_, err := f.inv.Set(context.Background(), activities.Product{
+		SKU: sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder,
+	})
+	if err != nil {
+		f.t.Fatalf("stock %s: %v", sku, err)
+	}
+	return sku
+}
+
+// level reads a SKU from both stores and checks the at-rest invariant.
+func (f *fixture) level(sku string) activities.InventoryView {
+	f.t.Helper()
+	v, err := f.inv.Get(context.Background(), sku)
+	if err != nil {
+		f.t.Fatalf("read %s: %v", sku, err)
+	}
+	if v.Available+v.Held != v.OnHand {
+		f.t.Errorf("%s: available %d + held %d != on_hand %d", sku, v.Available, v.Held, v.OnHand)
+	}
+	return v
+}
+
+func (f *fixture) orders(checkoutID string) int {
+	var n int
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM orders WHERE checkout_id = $1`, checkoutID).Scan(&n); err != nil {
+		f.t.Fatalf("count orders: %v", err)
+	}
+	return n
+}
+
+func (f *fixture) recorded(checkoutID string) activities.CheckoutRecord {
+	rec, err := f.acts.Store.Checkout(context.Background(), checkoutID)
+	if err != nil {
+		f.t.Fatalf("read checkout %s: %v", checkoutID, err)
+	}
+	return rec
+}
+
+// reserveAt sends the reservation update at d and keeps its answer.
+func (f *fixture) reserveAt(d time.Duration, requestID string) *workflows.ReservationResult {
+	var got workflows.ReservationResult
+	f.env.RegisterDelayedCallback(func() {
+		f.env.UpdateWorkflow(workflows.UpdateReservation, "reserve-"+requestID, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { f.t.Errorf("reservation update rejected: %v", err) },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					f.t.Errorf("reservation update failed: %v", err)
+					return
+				}
+				got = v.(workflows.ReservationResult)
+			},
+		}, workflows.ReservationRequest{RequestID: requestID})
+	}, d)
+	return &got
+}
+
+func (f *fixture) payAt(d time.Duration, p workflows.Payment) {
+	f.env.RegisterDelayedCallback(func() {
+		f.env.SignalWorkflow(workflows.SignalPayment, p)
+	}, d)
+}
+
+func (f *fixture) run(in workflows.Input) workflows.View {
+	f.t.Helper()
+	f.env.ExecuteWorkflow(workflows.Checkout, in)
+	if !f.env.IsWorkflowCompleted() {
+		f.t.Fatal("workflow did not complete")
+	}
+	if err := f.env.GetWorkflowError(); err != nil {
+		f.t.Fatalf("workflow failed: %v", err)
+	}
+	var v workflows.View
+	if err := f.env.GetWorkflowResult(&v); err != nil {
+		f.t.Fatalf("read result: %v", err)
+	}
+	return v
+}
+
+func input(items ...activities.Item) workflows.Input {
+	return workflows.Input{
+		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-9", Items: items,
+		PaymentTimeoutSeconds: 900, RequestID: "req-1", RequestHash: "h",
+	}
+}
+
+func paid(id string, cents int64) workflows.Payment {
+	return workflows.Payment{Provider: "stripe", EventID: id, Outcome: workflows.PaymentSucceeded,
+		PaymentRef: "pi_" + id, AmountCents: cents, Currency: "usd"}
+}
+
+func TestHappyPathConfirmsOrderAndCommitsHolds(t *testing.T) {
+	f := newFixture(t)
+	phone, cover := f.sku(10, 99_900, 2), f.sku(5, 1_000, 3)
+	in := input(activities.Item{SKU: phone, Quantity: 2}, activities.Item{SKU: cover, Quantity: 1})
+	res := f.reserveAt(0, "req-1")
+	f.payAt(5*time.Minute, paid("evt_1", 2*99_900+1_000))
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusConfirmed || v.OrderID == nil {
+		t.Fatalf("status %s order %v, want confirmed with an order", v.Status, v.OrderID)
+	}
+	if res.View.Status != workflows.StatusAwaitingPayment || !res.Created || res.View.AmountCents != 200_800 {
+		t.Errorf("reservation answer = %+v, want awaiting_payment, created, 200800 cents", res)
+	}
+	if res.View.ExpiresAt == nil {
+		t.Error("reservation answer has no expires_at")
+	}
+	if n := f.orders(in.CheckoutID); n != 1 {
+		t.Errorf("%d orders, want 1", n)
+	}
+	p := f.level(phone)
+	if p.OnHand != 8 || p.Sold != 2 || p.Held != 0 || p.Available != 8 {
+		t.Errorf("phone after sale: %+v, want on_hand 8 sold 2 held 0 available 8", p)
+	}
+	if rec := f.recorded(in.CheckoutID); rec.Status != "confirmed" || rec.OrderID != *v.OrderID {
+		t.Errorf("postgres checkout = %s/%s, want confirmed/%s", rec.Status, rec.OrderID, *v.OrderID)
+	}
+	var ledger int64
+	if err := f.pool.QueryRow(context.Background(),
+		`SELECT coalesce(sum(delta_sold), 0) FROM inventory_ledger WHERE checkout_id = $1`, in.CheckoutID).Scan(&ledger); err != nil {
+		t.Fatal(err)
+	}
+	if ledger != 3 {
+		t.Errorf("ledger records %d units sold, want 3", ledger)
+	}
+}
+
+func TestSecondSKUOutOfStockReleasesTheFirst(t *testing.T) {
+	f := newFixture(t)
+	phone, cover := f.sku(10, 99_900, 2), f.sku(1, 1_000, 3)
+	in := input(activities.Item{SKU: phone, Quantity: 2}, activities.Item{SKU: cover, Quantity: 2})
+	res := f.reserveAt(0, "req-1")
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusOutOfStock {
+		t.Fatalf("status %s, want out_of_stock", v.Status)
+	}
+	if res.RejectCode != workflows.RejectOutOfStock || len(res.View.Shortages) != 1 ||
+		res.View.Shortages[0] != (activities.Shortage{SKU: cover, Requested: 2, Available: 1}) {
+		t.Errorf("reservation answer = %+v, want one shortage of %s (2 requested, 1 available)", res, cover)
+	}
+	if p := f.level(phone); p.Available != 10 || p.Held != 0 {
+		t.Errorf("phone: %+v, want all 10 available again", p)
+	}
+	if c := f.level(cover); c.Available != 1 || c.Held != 0 {
+		t.Errorf("cover: %+v, want untouched", c)
+	}
+	if rec := f.recorded(in.CheckoutID); rec.Status != "out_of_stock" || rec.EndedAt == nil {
+		t.Errorf("postgres checkout = %+v, want ended out_of_stock", rec)
+	}
+}
+
+func TestPaymentTimerExpiresAndReleases(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 2})
+	in.PaymentTimeoutSeconds = 600
+	start := f.env.Now()
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusExpired {
+		t.Fatalf("status %s, want expired", v.Status)
+	}
+	if waited := f.env.Now().Sub(start); waited < 10*time.Minute {
+		t.Errorf("expired after %s, want the 10 minute payment window", waited)
+	}
+	if p := f.level(phone); p.Available != 10 || p.Held != 0 || p.Sold != 0 {
+		t.Errorf("phone: %+v, want all 10 available again", p)
+	}
+	if rec := f.recorded(in.CheckoutID); rec.Status != "expired" {
+		t.Errorf("postgres status %s, want expired", rec.Status)
+	}
+}
+
+func TestCancelWhileWaitingStillReleases(t *testing.T) {
+	for _, how := range []string{"workflow cancellation", "cancel update"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFixture(t)
+			phone := f.sku(10, 99_900, 2)
+			in := input(activities.Item{SKU: phone, Quantity: 2})
+			f.env.RegisterDelayedCallback(func() {
+				if f.level(phone).Held != 2 {
+					t.Error("expected 2 units held while waiting for payment")
+				}
+				if how == "workflow cancellation" {
+					f.env.CancelWorkflow()
+					return
+				}
+				f.env.UpdateWorkflow(workflows.UpdateCancel, "cancel-1", &testsuite.TestUpdateCallback{
+					OnAccept: func() {}, OnReject: func(err error) { t.Errorf("cancel rejected: %v", err) },
+					OnComplete: func(v any, err error) {
+						if err != nil || v.(workflows.View).Status != workflows.StatusCancelled {
+							t.Errorf("cancel answered %v, %v; want the cancelled view", v, err)
+						}
+					},
+				}, workflows.CancelRequest{By: "customer"})
+			}, time.Minute)
+
+			v := f.run(in)
+
+			if v.Status != workflows.StatusCancelled {
+				t.Fatalf("status %s, want cancelled", v.Status)
+			}
+			if p := f.level(phone); p.Available != 10 || p.Held != 0 {
+				t.Errorf("phone: %+v, want all 10 available again", p)
+			}
+			if rec := f.recorded(in.CheckoutID); rec.Status != "cancelled" {
+				t.Errorf("postgres status %s, want cancelled", rec.Status)
+			}
+		})
+	}
+}
+
+func TestPaymentFailedReleases(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusPaymentFailed {
+		t.Fatalf("status %s, want payment_failed", v.Status)
+	}
+	if p := f.level(phone); p.Available != 10 || p.Held != 0 {
+		t.Errorf("phone: %+v, want all 10 available again", p)
+	}
+	if f.orders(in.CheckoutID) != 0 {
+		t.Error("an order was written for a failed payment")
+	}
+}
+
+func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f.payAt(time.Minute, paid("evt_1", 199_800))
+	f.payAt(time.Minute, paid("evt_1", 199_800))
+	f.payAt(2*time.Minute, paid("evt_2", 199_800))
+	f.payAt(2*time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_3", Outcome: workflows.PaymentFailed})
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusConfirmed {
+		t.Fatalf("status %s, want confirmed", v.Status)
+	}
+	if n := f.orders(in.CheckoutID); n != 1 {
+		t.Errorf("%d orders, want exactly 1", n)
+	}
+	if p := f.level(phone); p.Sold != 2 || p.OnHand != 8 {
+		t.Errorf("phone: %+v, want 2 sold once", p)
+	}
+}
+
+func TestWrongAmountNeverConfirms(t *testing.T) {
+	for name, p := range map[string]workflows.Payment{
+		"amount":   paid("evt_w", 1),
+		"currency": {Provider: "stripe", EventID: "evt_c", Outcome: workflows.PaymentSucceeded, AmountCents: 99_900, Currency: "eur"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			phone := f.sku(10, 99_900, 2)
+			in := input(activities.Item{SKU: phone, Quantity: 1})
+			in.PaymentTimeoutSeconds = 300
+			f.payAt(time.Minute, p)
+			f.env.RegisterDelayedCallback(func() {
+				v, err := f.env.QueryWorkflow(workflows.QueryStatus)
+				if err != nil {
+					t.Fatalf("query status: %v", err)
+				}
+				var view workflows.View
+				if err := v.Get(&view); err != nil {
+					t.Fatal(err)
+				}
+				if view.Status != workflows.StatusAwaitingPayment || !view.NeedsAttention || view.Reason == nil {
+					t.Errorf("after a wrong payment: %+v, want still awaiting payment, flagged with a reason", view)
+				}
+			}, 2*time.Minute)
+
+			v := f.run(in)
+
+			if v.Status != workflows.StatusExpired || !v.NeedsAttention {
+				t.Fatalf("status %s attention %v, want expired and flagged", v.Status, v.NeedsAttention)
+			}
+			if f.orders(in.CheckoutID) != 0 {
+				t.Error("an order was confirmed for the wrong amount")
+			}
+			if l := f.level(phone); l.Available != 10 || l.Held != 0 {
+				t.Errorf("phone: %+v, want all 10 available again", l)
+			}
+		})
+	}
+}
+
+func TestTransientRedisAndPostgresErrorsAreRetried(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 2})
+	var reserveCalls, confirmCalls atomic.Int32
+	// First attempt of each step fails as a dropped connection would; later attempts run
+	// the real activity against the real stores.
+	f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.StockInput) (lua.ReserveResult, error) {
+			if reserveCalls.Add(1) == 1 {
+				return lua.ReserveResult{}, errors.New("run reserve script: read tcp 127.0.0.1:6379: connection reset by peer")
+			}
+			return f.acts.ReserveStock(ctx, in)
+		})
+	f.env.OnActivity(f.acts.ConfirmOrder, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.ConfirmOrderInput) (string, error) {
+			if confirmCalls.Add(1) == 1 {
+				return "", errors.New("insert order: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)")
+			}
+			return f.acts.ConfirmOrder(ctx, in)
+		})
+	f.payAt(time.Minute, paid("evt_1", 199_800))
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusConfirmed {
+		t.Fatalf("status %s, want confirmed after retries", v.Status)
+	}
+	if reserveCalls.Load() != 2 || confirmCalls.Load() != 2 {
+		t.Errorf("reserve ran %d times, confirm %d times; want 2 each (one failure, one retry)", reserveCalls.Load(), confirmCalls.Load())
+	}
+	if p := f.level(phone); p.Sold != 2 || p.Held != 0 {
+		t.Errorf("phone: %+v, want 2 sold and nothing held", p)
+	}
+}
+
+func TestUnknownSKUFailsWithoutHolding(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1}, activities.Item{SKU: "NOPE-" + phone, Quantity: 1})
+	res := f.reserveAt(0, "req-1")
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusFailed || res.RejectCode != workflows.RejectUnknownSKU {
+		t.Fatalf("status %s reject %q, want failed/unknown_sku", v.Status, res.RejectCode)
+	}
+	if p := f.level(phone); p.Held != 0 || p.Available != 10 {
+		t.Errorf("phone: %+v, want untouched", p)
+	}
+}

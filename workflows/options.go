@@ -1,0 +1,73 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Payment timeout bounds, in seconds, as the contract states them.
+const (
+	MinPaymentTimeoutSeconds = 1
+	// MaxPaymentTimeoutSeconds is one day: longer holds lock stock away from other buyers
+	// for longer than any card payment takes, and support can extend a hold if needed.
+	MaxPaymentTimeoutSeconds = 86_400
+	// DefaultPaymentTimeoutSeconds is used when neither the request nor the configuration
+	// names one: fifteen minutes is the usual card-checkout window.
+	DefaultPaymentTimeoutSeconds = 900
+)
+
+// recordOptions: Postgres writes at the start of a checkout. The API waits for the
+// reservation while these run, so attempts are short; a Postgres outage longer than the
+// schedule-to-close ends the checkout as failed (with nothing held) instead of leaving the
+// buyer waiting.
+var recordOptions = workflow.ActivityOptions{
+	StartToCloseTimeout:    5 * time.Second,
+	ScheduleToCloseTimeout: 2 * time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    100 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    5 * time.Second,
+	},
+}
+
+// reserveOptions: one Redis script call takes well under a millisecond, so 2 s per attempt is
+// generous; retries ride out a Redis failover of up to about two minutes, after which the
+// checkout fails and every hold is released.
+var reserveOptions = workflow.ActivityOptions{
+	StartToCloseTimeout:    2 * time.Second,
+	ScheduleToCloseTimeout: 2 * time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    100 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    5 * time.Second,
+	},
+}
+
+// mustFinishOptions: compensations (releases), confirmation, commits and the outcome record.
+// These must happen however long an outage lasts, so they retry without limit (MaximumAttempts
+// 0) and back off to one attempt a minute; only errors of a named non-retryable type stop them.
+var mustFinishOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+		MaximumAttempts:    0,
+	},
+}
+
+// paymentTimeout turns the requested seconds into the hold's duration, using the default for 0
+// and clamping to the contract's bounds (the API validates too; this guards other callers).
+func paymentTimeout(seconds int64) time.Duration {
+	switch {
+	case seconds == 0:
+		seconds = DefaultPaymentTimeoutSeconds
+	case seconds < MinPaymentTimeoutSeconds:
+		seconds = MinPaymentTimeoutSeconds
+	case seconds > MaxPaymentTimeoutSeconds:
+		seconds = MaxPaymentTimeoutSeconds
+	}
+	return time.Duration(seconds) * time.Second
+}
