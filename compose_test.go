@@ -1,0 +1,293 @@
+package checkoutsaga
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/template"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// composeFile is the stack validated here. No Docker engine runs on the dev machines, so this
+// test is what stands between the file and a broken `docker compose up`.
+const composeFile = "docker-compose.yml"
+
+// searchAttributeJob is the one-shot service that registers the contract's search attributes.
+const searchAttributeJob = "temporal-create-namespace"
+
+// contractSearchAttributes are the search attributes of CONTRACT.md ("Support staff in the
+// Temporal UI"), with the type names of `temporal operator search-attribute create --type`.
+var contractSearchAttributes = map[string]string{
+	"CheckoutState":  "Keyword",
+	"CustomerId":     "Keyword",
+	"Skus":           "KeywordList",
+	"AmountCents":    "Int",
+	"HoldExpiresAt":  "Datetime",
+	"NeedsAttention": "Bool",
+}
+
+// composeEnv is the only environment the loader sees: the test never depends on the caller's.
+func composeEnv() map[string]string {
+	return map[string]string{
+		"ADMIN_TOKEN":           "test-admin-token",
+		"STRIPE_WEBHOOK_SECRET": "whsec_test_secret",
+	}
+}
+
+// loadCompose loads the compose file the way `docker compose` does: schema validation,
+// interpolation from env, normalisation and the consistency check (which also rejects
+// depends_on targets that do not exist).
+func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
+	t.Helper()
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatalf("resolve working directory: %v", err)
+	}
+	content, err := os.ReadFile(filepath.Join(dir, composeFile))
+	if err != nil {
+		t.Fatalf("read %s: %v", composeFile, err)
+	}
+	details := types.ConfigDetails{
+		WorkingDir:  dir,
+		ConfigFiles: []types.ConfigFile{{Filename: filepath.Join(dir, composeFile), Content: content}},
+		Environment: env,
+	}
+	return loader.LoadWithContext(context.Background(), details, func(o *loader.Options) {
+		o.SkipValidation = false
+		o.SkipInterpolation = false
+		o.SkipConsistencyCheck = false
+		o.ResolvePaths = true
+	})
+}
+
+func TestComposeFile(t *testing.T) {
+	project, err := loadCompose(t, composeEnv())
+	if err != nil {
+		t.Fatalf("load %s: %v", composeFile, err)
+	}
+
+	t.Run("services", func(t *testing.T) {
+		for _, name := range []string{
+			"postgresql", "redis", "temporal-admin-tools", "temporal", searchAttributeJob,
+			"temporal-ui", "migrate", "api", "worker",
+		} {
+			if _, ok := project.Services[name]; !ok {
+				t.Errorf("service %q missing; have %v", name, project.ServiceNames())
+			}
+		}
+	})
+
+	t.Run("depends_on", func(t *testing.T) {
+		for name, svc := range project.Services {
+			for target, dep := range svc.DependsOn {
+				targetSvc, ok := project.Services[target]
+				if !ok {
+					t.Errorf("%s depends on %q, which is not a service", name, target)
+					continue
+				}
+				switch dep.Condition {
+				case types.ServiceConditionHealthy:
+					// Waiting for health on a service without a healthcheck never ends.
+					if targetSvc.HealthCheck == nil || targetSvc.HealthCheck.Disable || len(targetSvc.HealthCheck.Test) == 0 {
+						t.Errorf("%s waits for %s to be healthy, but %s has no healthcheck", name, target, target)
+					}
+				case types.ServiceConditionCompletedSuccessfully:
+					// A job that restarts forever never completes.
+					if targetSvc.Restart == types.RestartPolicyAlways || targetSvc.Restart == types.RestartPolicyUnlessStopped {
+						t.Errorf("%s waits for %s to complete, but %s restarts %s", name, target, target, targetSvc.Restart)
+					}
+				default:
+					t.Errorf("%s depends on %s with condition %q; want service_healthy or service_completed_successfully", name, target, dep.Condition)
+				}
+			}
+		}
+		want := map[string]map[string]string{
+			"temporal-admin-tools": {"postgresql": types.ServiceConditionHealthy},
+			"temporal":             {"temporal-admin-tools": types.ServiceConditionCompletedSuccessfully},
+			searchAttributeJob:     {"temporal": types.ServiceConditionHealthy},
+			"migrate":              {"postgresql": types.ServiceConditionHealthy},
+		}
+		for _, app := range []string{"api", "worker"} {
+			want[app] = map[string]string{
+				"postgresql":       types.ServiceConditionHealthy,
+				"redis":            types.ServiceConditionHealthy,
+				"migrate":          types.ServiceConditionCompletedSuccessfully,
+				searchAttributeJob: types.ServiceConditionCompletedSuccessfully,
+			}
+		}
+		for name, deps := range want {
+			for target, condition := range deps {
+				got, ok := project.Services[name].DependsOn[target]
+				if !ok {
+					t.Errorf("%s does not depend on %s", name, target)
+					continue
+				}
+				if got.Condition != condition {
+					t.Errorf("%s depends on %s with condition %q, want %q", name, target, got.Condition, condition)
+				}
+			}
+		}
+	})
+
+	t.Run("ports", func(t *testing.T) {
+		for name, want := range map[string]struct {
+			published string
+			target    uint32
+		}{
+			"api":         {"8080", 8080},
+			"temporal-ui": {"8233", 8080},
+			"temporal":    {"7233", 7233},
+		} {
+			if !publishes(project.Services[name], want.published, want.target) {
+				t.Errorf("%s does not publish %s -> %d; ports %+v", name, want.published, want.target, project.Services[name].Ports)
+			}
+		}
+		if got := env(t, project.Services["temporal-ui"], "TEMPORAL_ADDRESS"); got != "temporal:7233" {
+			t.Errorf("temporal-ui TEMPORAL_ADDRESS = %q, want temporal:7233", got)
+		}
+	})
+
+	t.Run("redis", func(t *testing.T) {
+		cmd := strings.Join(project.Services["redis"].Command, " ")
+		for _, flag := range []string{"--maxmemory-policy noeviction", "--appendonly yes"} {
+			if !strings.Contains(cmd, flag) {
+				t.Errorf("redis command %q lacks %q", cmd, flag)
+			}
+		}
+	})
+
+	t.Run("search attributes", func(t *testing.T) {
+		job := project.Services[searchAttributeJob]
+		script := strings.Join(append(slices.Clone(job.Entrypoint), job.Command...), "\n")
+		createLine := regexp.MustCompile(`(?m)^\s*sa --name (\S+) --type (\S+)\s*$`)
+		if !strings.Contains(script, "temporal operator search-attribute create") {
+			t.Fatalf("%s never runs `temporal operator search-attribute create`:\n%s", searchAttributeJob, script)
+		}
+		got := map[string]string{}
+		for _, m := range createLine.FindAllStringSubmatch(script, -1) {
+			if prev, dup := got[m[1]]; dup {
+				t.Errorf("search attribute %s registered twice (%s, %s)", m[1], prev, m[2])
+			}
+			got[m[1]] = m[2]
+		}
+		for name, typ := range contractSearchAttributes {
+			if got[name] != typ {
+				t.Errorf("search attribute %s: registered as %q, want %q", name, got[name], typ)
+			}
+		}
+		for name := range got {
+			if _, ok := contractSearchAttributes[name]; !ok {
+				t.Errorf("search attribute %s is registered but not in the contract", name)
+			}
+		}
+		if got := env(t, job, "TEMPORAL_ADDRESS"); got != "temporal:7233" {
+			t.Errorf("%s TEMPORAL_ADDRESS = %q, want temporal:7233", searchAttributeJob, got)
+		}
+	})
+
+	t.Run("app environment", func(t *testing.T) {
+		for _, name := range []string{"api", "worker", "migrate"} {
+			svc := project.Services[name]
+			if svc.Build == nil {
+				t.Errorf("%s has no build section", name)
+			} else if _, err := os.Stat(filepath.Join(svc.Build.Context, svc.Build.Dockerfile)); err != nil {
+				t.Errorf("%s builds from a missing Dockerfile: %v", name, err)
+			}
+			if got := env(t, svc, "TEMPORAL_ADDRESS"); got != "temporal:7233" {
+				t.Errorf("%s TEMPORAL_ADDRESS = %q, want temporal:7233", name, got)
+			}
+			checkURLHost(t, project, name, "REDIS_URL", "redis", "redis", "6379")
+			checkURLHost(t, project, name, "DATABASE_URL", "postgres", "postgresql", "5432")
+		}
+		api := project.Services["api"]
+		if got := env(t, api, "API_ADDR"); got != "0.0.0.0:8080" {
+			t.Errorf("api API_ADDR = %q, want 0.0.0.0:8080 (a container must listen beyond loopback)", got)
+		}
+		// The secrets come from the caller's environment, never from the file.
+		for key, want := range composeEnv() {
+			if got := env(t, api, key); got != want {
+				t.Errorf("api %s = %q, want the caller's value %q", key, got, want)
+			}
+		}
+		if got := env(t, project.Services["worker"], "WORKER_METRICS_ADDR"); got != "0.0.0.0:9091" {
+			t.Errorf("worker WORKER_METRICS_ADDR = %q, want 0.0.0.0:9091", got)
+		}
+		if got := strings.Join(project.Services["migrate"].Command, " "); got != "migrate" {
+			t.Errorf("migrate command = %q, want migrate", got)
+		}
+	})
+}
+
+func TestComposeRequiresSecrets(t *testing.T) {
+	for _, secret := range []string{"ADMIN_TOKEN", "STRIPE_WEBHOOK_SECRET"} {
+		for _, value := range []string{"unset", "empty"} {
+			t.Run(secret+" "+value, func(t *testing.T) {
+				environment := composeEnv()
+				if value == "unset" {
+					delete(environment, secret)
+				} else {
+					environment[secret] = ""
+				}
+				_, err := loadCompose(t, environment)
+				if err == nil {
+					t.Fatalf("loading with %s %s succeeded; want an error naming it", secret, value)
+				}
+				var missing *template.MissingRequiredError
+				if !errors.As(err, &missing) || missing.Variable != secret {
+					t.Fatalf("loading with %s %s: got %v; want a missing-required-variable error for %s", secret, value, err, secret)
+				}
+				if !strings.Contains(err.Error(), "required variable "+secret) {
+					t.Errorf("error %q does not name %s", err, secret)
+				}
+			})
+		}
+	}
+}
+
+// publishes reports whether svc publishes the host port published to the container port target.
+func publishes(svc types.ServiceConfig, published string, target uint32) bool {
+	for _, p := range svc.Ports {
+		if p.Published == published && p.Target == target {
+			return true
+		}
+	}
+	return false
+}
+
+// env returns the resolved value of key in svc's environment, failing the test when unset.
+func env(t *testing.T, svc types.ServiceConfig, key string) string {
+	t.Helper()
+	v, ok := svc.Environment[key]
+	if !ok || v == nil {
+		t.Errorf("%s: environment variable %s is not set", svc.Name, key)
+		return ""
+	}
+	return *v
+}
+
+// checkURLHost checks that svc's URL in key has the scheme and points at the compose service
+// host on port.
+func checkURLHost(t *testing.T, project *types.Project, name, key, scheme, host, port string) {
+	t.Helper()
+	raw := env(t, project.Services[name], key)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Errorf("%s %s = %q: %v", name, key, raw, err)
+		return
+	}
+	if u.Scheme != scheme || u.Host != net.JoinHostPort(host, port) {
+		t.Errorf("%s %s = %q, want %s://%s:%s/...", name, key, raw, scheme, host, port)
+	}
+	if _, ok := project.Services[u.Hostname()]; !ok {
+		t.Errorf("%s %s points at %q, which is not a service", name, key, u.Hostname())
+	}
+}
