@@ -1,0 +1,495 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// Contract limits on checkout requests.
+const (
+	maxCartLines         = 50
+	maxIdempotencyKeyLen = 255
+)
+
+// idPattern is the contract's id syntax: 1 to 64 letters, digits, '-', '_' and '.'.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// CheckoutRequest is the body of POST /v1/checkouts.
+type CheckoutRequest struct {
+	CartID                string        `json:"cart_id"`
+	CustomerID            string        `json:"customer_id"`
+	Items                 []RequestItem `json:"items"`
+	PaymentTimeoutSeconds *int64        `json:"payment_timeout_seconds"`
+}
+
+// RequestItem is one cart line as the client sends it.
+type RequestItem struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+}
+
+// CheckoutView is the checkout as the API returns it (the contract's view).
+type CheckoutView struct {
+	CheckoutID     string                `json:"checkout_id"`
+	WorkflowID     string                `json:"workflow_id"`
+	Status         workflows.Status      `json:"status"`
+	CustomerID     string                `json:"customer_id"`
+	Currency       string                `json:"currency"`
+	AmountCents    int64                 `json:"amount_cents"`
+	Items          []activities.Item     `json:"items"`
+	ExpiresAt      *time.Time            `json:"expires_at"`
+	OrderID        *string               `json:"order_id"`
+	Reason         *string               `json:"reason"`
+	NeedsAttention bool                  `json:"needs_attention"`
+	Shortages      []activities.Shortage `json:"shortages,omitempty"`
+	Links          Links                 `json:"links"`
+}
+
+// Links point at the checkout in the API and in the Temporal Web UI.
+type Links struct {
+	Self       string `json:"self"`
+	TemporalUI string `json:"temporal_ui"`
+}
+
+func (s *Server) present(v workflows.View) CheckoutView {
+	if v.Items == nil {
+		v.Items = []activities.Item{}
+	}
+	return CheckoutView{
+		CheckoutID: v.CheckoutID, WorkflowID: v.WorkflowID, Status: v.Status, CustomerID: v.CustomerID,
+		Currency: v.Currency, AmountCents: v.AmountCents, Items: v.Items, ExpiresAt: v.ExpiresAt,
+		OrderID: v.OrderID, Reason: v.Reason, NeedsAttention: v.NeedsAttention, Shortages: v.Shortages,
+		Links: Links{
+			Self:       "/v1/checkouts/" + v.CheckoutID,
+			TemporalUI: fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(s.cfg.TemporalUIURL, "/"), s.cfg.Namespace, v.WorkflowID),
+		}}
+}
+
+// startCheckout starts the saga of a cart with update-with-start and answers with the
+// reservation outcome, so the client never polls to learn whether its items are held.
+func (s *Server) startCheckout(c echo.Context) error {
+	req, err := decodeCheckout(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		key = req.CartID
+	}
+	if p := validateCheckout(req, key); p != nil {
+		return p
+	}
+	c.Set(ctxCheckoutID, req.CartID)
+	c.Set(ctxWorkflowID, workflows.WorkflowID(req.CartID))
+	ctx := c.Request().Context()
+
+	if p := s.checkCatalog(ctx, req); p != nil {
+		return p
+	}
+
+	timeout := s.cfg.DefaultPaymentTimeoutSeconds
+	if req.PaymentTimeoutSeconds != nil {
+		timeout = *req.PaymentTimeoutSeconds
+	}
+	in := workflows.Input{
+		CheckoutID: req.CartID, CustomerID: req.CustomerID,
+		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
+		RequestHash: requestHash(req, timeout), IdempotencyKey: key,
+	}
+	for _, it := range req.Items {
+		in.Items = append(in.Items, activities.Item{SKU: it.SKU, Quantity: it.Quantity})
+	}
+
+	res, err := s.reserve(ctx, in)
+	if err != nil {
+		return err
+	}
+	if res.RequestHash != in.RequestHash {
+		if res.IdempotencyKey == key {
+			return problem(http.StatusUnprocessableEntity, "idempotency_key_reused",
+				"Idempotency-Key "+key+" was already used with a different request body")
+		}
+		return problem(http.StatusConflict, "checkout_exists",
+			"cart "+req.CartID+" is already checking out with different contents; use a new cart_id")
+	}
+	return s.answerReservation(c, res)
+}
+
+// reserve runs update-with-start: it starts the saga if the cart has none and waits for the
+// reservation outcome. The conflict policy USE_EXISTING attaches a retried POST to the running
+// saga; the reuse policy REJECT_DUPLICATE refuses to start a second saga for a cart whose saga
+// already finished, which reserve then answers from that saga's result.
+func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.ReservationResult, error) {
+	id := workflows.WorkflowID(in.CheckoutID)
+	start := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes:    workflows.StartAttributes(in),
+		StaticSummary:            summary(in),
+	}, workflows.Checkout, in)
+	handle, err := s.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     in.RequestID,
+			UpdateName:   workflows.UpdateReservation,
+			Args:         []any{workflows.ReservationRequest{RequestID: in.RequestID}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	var res workflows.ReservationResult
+	if err == nil {
+		err = handle.Get(ctx, &res)
+	}
+	switch {
+	case err == nil:
+		return res, nil
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err) || isNotFound(err) || isWorkflowClosed(err):
+		// The cart's saga already finished: answer with how it ended.
+		v, err := s.finishedView(ctx, in.CheckoutID)
+		if err != nil {
+			return res, err
+		}
+		if v.RequestHash == "" { // answered from Postgres, which keeps no fingerprint
+			v.RequestHash, v.IdempotencyKey = in.RequestHash, in.IdempotencyKey
+		}
+		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
+	default:
+		return res, temporalProblem(err)
+	}
+}
+
+// answerReservation maps the saga's reservation outcome to the contract's responses.
+func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult) error {
+	v := res.View
+	switch res.RejectCode {
+	case workflows.RejectOutOfStock:
+		metrics.SoldOut.Inc()
+		p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
+		p.Shortages = v.Shortages
+		return p
+	case workflows.RejectOverLimit:
+		return problem(http.StatusUnprocessableEntity, "quantity_over_limit", "a quantity is over its SKU's per-order limit")
+	case workflows.RejectUnknownSKU:
+		return problem(http.StatusUnprocessableEntity, "unknown_sku", "the cart names a SKU that does not exist")
+	case workflows.RejectMixedCurrency:
+		return problem(http.StatusUnprocessableEntity, "mixed_currency", "the cart's SKUs are priced in different currencies")
+	}
+	if v.Status == workflows.StatusFailed {
+		p := problem(http.StatusInternalServerError, "checkout_failed",
+			"the checkout could not be completed and nothing is held; start again with a new cart_id")
+		return p
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/checkouts/"+v.CheckoutID)
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, s.present(v))
+}
+
+// getCheckout answers for open checkouts from the saga and for finished ones from the
+// saga's result, or from Postgres once Temporal no longer keeps the history.
+func (s *Server) getCheckout(c echo.Context) error {
+	id := c.Param("cart_id")
+	if !idPattern.MatchString(id) {
+		return invalid("invalid_request", FieldError{"cart_id", "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	}
+	c.Set(ctxCheckoutID, id)
+	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
+	v, err := s.view(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.present(v))
+}
+
+func (s *Server) view(ctx context.Context, checkoutID string) (workflows.View, error) {
+	id := workflows.WorkflowID(checkoutID)
+	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	switch {
+	case isNotFound(err):
+		return s.recordedView(ctx, checkoutID)
+	case err != nil:
+		return workflows.View{}, temporalProblem(err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return s.finishedView(ctx, checkoutID)
+	}
+	resp, err := s.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return workflows.View{}, temporalProblem(err)
+	}
+	var v workflows.View
+	if err := resp.Get(&v); err != nil {
+		return workflows.View{}, internalError(fmt.Errorf("decode status of %s: %w", id, err))
+	}
+	return v, nil
+}
+
+// finishedView reads a closed saga's result; a saga that did not return a view (terminated
+// by an operator) or whose history is gone is answered from Postgres.
+func (s *Server) finishedView(ctx context.Context, checkoutID string) (workflows.View, error) {
+	var v workflows.View
+	err := s.Temporal.GetWorkflow(ctx, workflows.WorkflowID(checkoutID), "").Get(ctx, &v)
+	if err == nil && v.CheckoutID != "" {
+		return v, nil
+	}
+	return s.recordedView(ctx, checkoutID)
+}
+
+func (s *Server) recordedView(ctx context.Context, checkoutID string) (workflows.View, error) {
+	rec, err := s.Records.Checkout(ctx, checkoutID)
+	if activities.IsNotFound(err) {
+		return workflows.View{}, problem(http.StatusNotFound, "not_found", "no checkout "+checkoutID)
+	}
+	if err != nil {
+		return workflows.View{}, unavailable("postgres", err)
+	}
+	return workflows.ViewFromRecord(rec), nil
+}
+
+// cancelCheckout ends an open checkout as cancelled. Repeating it is harmless; a paid
+// checkout answers 409.
+func (s *Server) cancelCheckout(c echo.Context) error {
+	id := c.Param("cart_id")
+	if !idPattern.MatchString(id) {
+		return invalid("invalid_request", FieldError{"cart_id", "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	}
+	c.Set(ctxCheckoutID, id)
+	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
+	ctx := c.Request().Context()
+	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.WorkflowID(id),
+		UpdateName:   workflows.UpdateCancel,
+		Args:         []any{workflows.CancelRequest{By: "customer"}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var v workflows.View
+	if err == nil {
+		err = handle.Get(ctx, &v)
+	}
+	switch {
+	case err == nil:
+	case isType(err, workflows.ErrTypeAlreadyPaid):
+		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is paid and cannot be cancelled")
+	case isNotFound(err) || isWorkflowClosed(err):
+		if v, err = s.finishedView(ctx, id); err != nil {
+			return err
+		}
+	default:
+		return temporalProblem(err)
+	}
+	if v.Status == workflows.StatusConfirmed {
+		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is confirmed and cannot be cancelled")
+	}
+	return c.JSON(http.StatusOK, s.present(v))
+}
+
+// decodeCheckout reads the body strictly: unknown fields are refused so a misspelt field
+// never silently falls back to a default.
+func decodeCheckout(body io.Reader) (CheckoutRequest, error) {
+	var req CheckoutRequest
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return req, readError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, jsonProblem(err)
+	}
+	if dec.More() {
+		return req, problem(http.StatusBadRequest, "invalid_json", "body must be one JSON object")
+	}
+	return req, nil
+}
+
+func readError(err error) error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return he
+	}
+	return problem(http.StatusBadRequest, "unreadable_body", "request body could not be read")
+}
+
+// jsonProblem names the field of a JSON decoding error where the decoder knows it.
+func jsonProblem(err error) *Problem {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		p := problem(http.StatusBadRequest, "invalid_json", fmt.Sprintf("%s: must be a %s", typeErr.Field, typeErr.Type))
+		p.Errors = []FieldError{{Field: typeErr.Field, Detail: "must be a " + typeErr.Type.String()}}
+		return p
+	case errors.As(err, &syntaxErr):
+		return problem(http.StatusBadRequest, "invalid_json", fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		p := problem(http.StatusBadRequest, "invalid_json", field+": unknown field")
+		p.Errors = []FieldError{{Field: field, Detail: "unknown field"}}
+		return p
+	case errors.Is(err, io.EOF):
+		return problem(http.StatusBadRequest, "invalid_json", "request body is empty")
+	}
+	return problem(http.StatusBadRequest, "invalid_json", "malformed JSON")
+}
+
+// validateCheckout checks everything that needs no lookup, naming each bad field.
+func validateCheckout(req CheckoutRequest, key string) *Problem {
+	var errs []FieldError
+	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
+	const idRule = "must be 1 to 64 letters, digits, '-', '_' or '.'"
+	if !idPattern.MatchString(req.CartID) {
+		bad("cart_id", idRule)
+	}
+	if !idPattern.MatchString(req.CustomerID) {
+		bad("customer_id", idRule)
+	}
+	switch {
+	case len(req.Items) == 0:
+		bad("items", "must have at least one line")
+	case len(req.Items) > maxCartLines:
+		bad("items", fmt.Sprintf("must have at most %d lines, has %d", maxCartLines, len(req.Items)))
+	}
+	seen := map[string]int{}
+	for i, it := range req.Items {
+		field := fmt.Sprintf("items[%d]", i)
+		if !idPattern.MatchString(it.SKU) {
+			bad(field+".sku", idRule)
+		} else if j, dup := seen[it.SKU]; dup {
+			bad(field+".sku", fmt.Sprintf("duplicates items[%d]: one line per SKU", j))
+		}
+		seen[it.SKU] = i
+		if it.Quantity < 1 {
+			bad(field+".quantity", "must be at least 1")
+		}
+	}
+	if t := req.PaymentTimeoutSeconds; t != nil && (*t < workflows.MinPaymentTimeoutSeconds || *t > workflows.MaxPaymentTimeoutSeconds) {
+		bad("payment_timeout_seconds", fmt.Sprintf("must be between %d and %d", workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds))
+	}
+	if len(key) > maxIdempotencyKeyLen || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+		bad("Idempotency-Key", fmt.Sprintf("must be 1 to %d visible ASCII characters", maxIdempotencyKeyLen))
+	}
+	if len(errs) > 0 {
+		return invalid("invalid_request", errs...)
+	}
+	return nil
+}
+
+// checkCatalog refuses unknown SKUs and quantities over a SKU's limit before any saga starts.
+// The saga checks again (the Lua script is the judge); this only answers bad carts early.
+func (s *Server) checkCatalog(ctx context.Context, req CheckoutRequest) *Problem {
+	skus := make([]string, len(req.Items))
+	for i, it := range req.Items {
+		skus[i] = it.SKU
+	}
+	products, err := s.Catalog.Products(ctx, skus)
+	if err != nil {
+		return unavailable("postgres", err)
+	}
+	var unknown, over []FieldError
+	currency := ""
+	for i, it := range req.Items {
+		p, ok := products[it.SKU]
+		field := fmt.Sprintf("items[%d]", i)
+		switch {
+		case !ok:
+			unknown = append(unknown, FieldError{field + ".sku", "unknown SKU " + it.SKU})
+		case it.Quantity > p.MaxPerOrder:
+			over = append(over, FieldError{field + ".quantity", fmt.Sprintf("at most %d of %s per order", p.MaxPerOrder, it.SKU)})
+		case currency != "" && p.Currency != currency:
+			return invalid("mixed_currency", FieldError{field + ".sku", fmt.Sprintf("%s is priced in %s, the cart in %s", it.SKU, p.Currency, currency)})
+		}
+		if ok {
+			currency = p.Currency
+		}
+	}
+	if len(unknown) > 0 {
+		return invalid("unknown_sku", unknown...)
+	}
+	if len(over) > 0 {
+		return invalid("quantity_over_limit", over...)
+	}
+	return nil
+}
+
+// requestHash fingerprints what a checkout was started with: the same cart sent again (in
+// any line order) hashes the same.
+func requestHash(req CheckoutRequest, timeout int64) string {
+	items := append([]RequestItem(nil), req.Items...)
+	sort.Slice(items, func(i, j int) bool { return items[i].SKU < items[j].SKU })
+	b, _ := json.Marshal(struct {
+		CartID, CustomerID string
+		Items              []RequestItem
+		Timeout            int64
+	}{req.CartID, req.CustomerID, items, timeout})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// summary is the one line the Temporal UI shows for a checkout (no personal data).
+func summary(in workflows.Input) string {
+	parts := make([]string, len(in.Items))
+	for i, it := range in.Items {
+		parts[i] = fmt.Sprintf("%d x %s", it.Quantity, it.SKU)
+	}
+	return "Checkout " + in.CheckoutID + ": " + strings.Join(parts, ", ")
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+// isWorkflowClosed reports an update that reached a saga after it finished.
+func isWorkflowClosed(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "workflow execution already completed")
+}
+
+func isType(err error, t string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == t
+}
+
+// temporalProblem maps an error talking to Temporal: a deadline or an unreachable server is a
+// 503 the client may retry (a retry never starts a second saga).
+func temporalProblem(err error) *Problem {
+	var unavailableErr *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.As(err, &unavailableErr), errors.As(err, &deadline):
+		return unavailable("temporal", err)
+	}
+	return internalError(err)
+}

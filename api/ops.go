@@ -1,0 +1,43 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// readyTimeout bounds each readiness check, so /readyz answers even while a dependency hangs.
+const readyTimeout = 2 * time.Second
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz reports whether Redis, Postgres and Temporal answer; 503 names what does not.
+func (s *Server) readyz(c echo.Context) error {
+	names := make([]string, 0, len(s.Ready))
+	for name := range s.Ready {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	checks := map[string]string{}
+	status := http.StatusOK
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+		err := s.Ready[name](ctx)
+		cancel()
+		if err != nil {
+			checks[name] = "unavailable: " + err.Error()
+			status = http.StatusServiceUnavailable
+			continue
+		}
+		checks[name] = "ok"
+	}
+	if status != http.StatusOK {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	return c.JSON(status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
+}

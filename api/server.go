@@ -1,0 +1,150 @@
+// Package api is the HTTP face of the product (Echo v4): checkouts, payment webhooks,
+// inventory administration and operations endpoints, as ../shared/CONTRACT.md describes them.
+//
+// The API does no stock or order work itself: it validates input, starts or talks to the
+// checkout saga in Temporal, and reads Postgres through the small interfaces below, which
+// the binary wires to package activities. Every error leaves as RFC 9457 problem+json with a
+// stable code, through one error handler.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+)
+
+// Catalog reads SKUs' prices and limits.
+type Catalog interface {
+	Products(ctx context.Context, skus []string) (map[string]activities.Product, error)
+}
+
+// Inventory sets and reads stock (Postgres and Redis together).
+type Inventory interface {
+	Set(ctx context.Context, p activities.Product) (activities.InventoryView, error)
+	Get(ctx context.Context, sku string) (activities.InventoryView, error)
+}
+
+// CheckoutRecords reads checkouts from Postgres, for those whose saga is no longer in Temporal.
+type CheckoutRecords interface {
+	Checkout(ctx context.Context, checkoutID string) (activities.CheckoutRecord, error)
+}
+
+// PaymentEvents records verified webhook events once and remembers their delivery.
+type PaymentEvents interface {
+	RecordPaymentEvent(ctx context.Context, ev activities.PaymentEvent) (activities.RecordedEvent, error)
+	MarkPaymentEventDelivered(ctx context.Context, provider, eventID, disposition string) error
+}
+
+// Config is the API's behaviour, from the environment (see cmd/checkout).
+type Config struct {
+	AdminToken                   string
+	StripeWebhookSecrets         []string      // several during a secret rotation
+	StripeWebhookTolerance       time.Duration // max age of a signature
+	DefaultPaymentTimeoutSeconds int64
+	TemporalUIURL                string // for the view's temporal_ui link
+	Namespace                    string
+	RequestTimeout               time.Duration
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	Temporal  client.Client
+	Catalog   Catalog
+	Inventory Inventory
+	Records   CheckoutRecords
+	Payments  PaymentEvents
+	// Ready are the checks /readyz runs, by name (redis, postgres, temporal).
+	Ready  map[string]func(context.Context) error
+	Logger *slog.Logger
+}
+
+// Server holds the handlers.
+type Server struct {
+	cfg Config
+	Deps
+}
+
+// Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
+// under 256 KiB.
+const (
+	checkoutBodyLimit = "64K"
+	webhookBodyLimit  = "256K"
+)
+
+// New builds the Echo server with every route of the contract.
+func New(cfg Config, deps Deps) *echo.Echo {
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 15 * time.Second
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, Deps: deps}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.Recover())
+	e.Use(s.logRequests)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.Handler()))
+
+	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout))
+	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit))
+	v1.GET("/checkouts/:cart_id", s.getCheckout)
+	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout)
+	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
+
+	admin := v1.Group("/inventory", s.requireAdmin)
+	admin.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit))
+	admin.GET("/:sku", s.getInventory)
+	return e
+}
+
+// logRequests writes one structured line per request, with the checkout and workflow ids
+// when the handler set them.
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		attrs := []any{
+			"method", c.Request().Method, "path", c.Request().URL.Path,
+			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(),
+		}
+		if id, ok := c.Get(ctxCheckoutID).(string); ok {
+			attrs = append(attrs, "checkout_id", id, "workflow_id", c.Get(ctxWorkflowID))
+		}
+		if code, ok := c.Get(ctxProblemCode).(string); ok {
+			attrs = append(attrs, "code", code)
+		}
+		level := slog.LevelInfo
+		if c.Response().Status >= 500 {
+			level = slog.LevelError
+		}
+		s.Logger.Log(c.Request().Context(), level, "http request", attrs...)
+		return nil
+	}
+}
+
+// Keys of values handlers leave on the echo.Context for the request log.
+const (
+	ctxCheckoutID  = "checkout_id"
+	ctxWorkflowID  = "workflow_id"
+	ctxProblemCode = "problem_code"
+	ctxErrorCause  = "error_cause"
+)

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// Local-stack secrets. The dev command sets them for itself; `checkout api` refuses them.
+const (
+	devAdminToken    = "dev-admin-token"
+	devWebhookSecret = "whsec_local_dev_secret"
+)
+
+// config is everything the binary reads from the environment.
+type config struct {
+	TemporalAddress   string        // TEMPORAL_ADDRESS
+	Namespace         string        // TEMPORAL_NAMESPACE
+	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
+	RedisURL          string        // REDIS_URL
+	DatabaseURL       string        // DATABASE_URL
+	APIAddr           string        // API_ADDR
+	WorkerMetricsAddr string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
+	AdminToken        string        // ADMIN_TOKEN
+	WebhookSecrets    []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
+	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
+	PaymentTimeout    int64         // PAYMENT_TIMEOUT_SECONDS: default hold for payment
+	TemporalCLI       string        // TEMPORAL_CLI: the dev server binary (dev only)
+	LogLevel          slog.Level    // LOG_LEVEL
+}
+
+// loadConfig reads the environment. Every value has a working local default except the two
+// secrets, which only the local stack (dev) may default; a bad value is an error naming it.
+func loadConfig(dev bool) (config, error) {
+	var errs []error
+	str := func(name, def string) string {
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	integer := func(name string, def, min, max int64) int64 {
+		v := str(name, "")
+		if v == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < min || n > max {
+			errs = append(errs, fmt.Errorf("%s=%q: must be an integer from %d to %d", name, v, min, max))
+			return def
+		}
+		return n
+	}
+	cfg := config{
+		TemporalAddress:   str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+		Namespace:         str("TEMPORAL_NAMESPACE", "default"),
+		TemporalUIURL:     str("TEMPORAL_UI_URL", "http://localhost:8233"),
+		RedisURL:          str("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		DatabaseURL:       str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+		APIAddr:           str("API_ADDR", "127.0.0.1:8080"),
+		WorkerMetricsAddr: str("WORKER_METRICS_ADDR", "127.0.0.1:9091"),
+		AdminToken:        str("ADMIN_TOKEN", ""),
+		WebhookTolerance:  time.Duration(integer("STRIPE_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
+		PaymentTimeout: integer("PAYMENT_TIMEOUT_SECONDS", workflows.DefaultPaymentTimeoutSeconds,
+			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
+		TemporalCLI: str("TEMPORAL_CLI", ".tools/temporal"),
+	}
+	for _, s := range strings.Split(str("STRIPE_WEBHOOK_SECRET", ""), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.WebhookSecrets = append(cfg.WebhookSecrets, s)
+		}
+	}
+	if dev {
+		if cfg.AdminToken == "" {
+			cfg.AdminToken = devAdminToken
+		}
+		if len(cfg.WebhookSecrets) == 0 {
+			cfg.WebhookSecrets = []string{devWebhookSecret}
+		}
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+	}
+	for name, addr := range map[string]string{"TEMPORAL_ADDRESS": cfg.TemporalAddress, "API_ADDR": cfg.APIAddr, "WORKER_METRICS_ADDR": cfg.WorkerMetricsAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: must be host:port", name, addr))
+		}
+	}
+	for name, raw := range map[string]string{"REDIS_URL": cfg.RedisURL, "DATABASE_URL": cfg.DatabaseURL, "TEMPORAL_UI_URL": cfg.TemporalUIURL} {
+		if u, err := url.Parse(raw); err != nil || u.Scheme == "" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s: must be a URL with a scheme and a host", name))
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// requireSecrets refuses to serve the API with missing or local-stack secrets.
+func (cfg config) requireSecrets() error {
+	var errs []error
+	switch {
+	case cfg.AdminToken == "":
+		errs = append(errs, errors.New("ADMIN_TOKEN is not set"))
+	case cfg.AdminToken == devAdminToken:
+		errs = append(errs, errors.New("ADMIN_TOKEN is the local stack's token; set a real one"))
+	case len(cfg.AdminToken) < 16:
+		errs = append(errs, errors.New("ADMIN_TOKEN must be at least 16 characters"))
+	}
+	if len(cfg.WebhookSecrets) == 0 {
+		errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET is not set"))
+	}
+	for _, s := range cfg.WebhookSecrets {
+		if s == devWebhookSecret {
+			errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET is the local stack's secret; set the endpoint's real signing secret"))
+		}
+	}
+	return errors.Join(errs...)
+}

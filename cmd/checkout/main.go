@@ -1,0 +1,74 @@
+// Command checkout is the product's one binary.
+//
+//	checkout api             serve the HTTP API
+//	checkout worker          run the Temporal worker (applies migrations first)
+//	checkout migrate         apply the Postgres migrations
+//	checkout dev             the whole product locally: Temporal dev server with its Web UI,
+//	                         migrations, demo stock, API and worker, until Ctrl-C
+//	checkout setup-temporal  register the contract's search attributes on a Temporal cluster
+//	checkout sign-webhook    send a correctly signed Stripe test event to the API
+//
+// Configuration comes only from environment variables (see config.go).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: checkout <command> [flags]
+
+commands:
+  api             serve the HTTP API
+  worker          run the Temporal worker (applies migrations first)
+  migrate         apply the Postgres migrations
+  dev             run the whole product locally until Ctrl-C
+  setup-temporal  register the search attributes on a Temporal cluster
+  sign-webhook    send a signed Stripe test event (checkout sign-webhook -h)
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "checkout "+os.Args[1]+": "+err.Error())
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, command string, args []string) error {
+	if command == "sign-webhook" {
+		return signWebhook(ctx, args)
+	}
+	if command == "-h" || command == "--help" || command == "help" {
+		fmt.Print(usage)
+		return nil
+	}
+	cfg, err := loadConfig(command == "dev")
+	if err != nil {
+		return err
+	}
+	switch command {
+	case "api":
+		return runAPI(ctx, cfg)
+	case "worker":
+		return runWorker(ctx, cfg)
+	case "migrate":
+		return runMigrate(ctx, cfg)
+	case "dev":
+		return runDev(ctx, cfg)
+	case "setup-temporal":
+		return setupTemporal(ctx, cfg)
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return errors.New("unknown command " + command)
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	"go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/uber-go/tally/v4"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/worker"
+)
+
+// deps are the open connections a command works with.
+type deps struct {
+	logger   *slog.Logger
+	pool     *pgxpool.Pool
+	rdb      *redis.Client
+	temporal client.Client
+	store    *activities.Store
+	stock    *lua.Stock
+	closers  []func()
+}
+
+func (d *deps) Close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+func newLogger(cfg config) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+}
+
+// open connects to Postgres, Redis and Temporal, in that order, and checks each answers.
+func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
+	d := &deps{logger: logger}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	d.closers = append(d.closers, pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	d.pool, d.store = pool, activities.NewStore(pool)
+
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open redis: REDIS_URL: %w", err)
+	}
+	d.rdb = redis.NewClient(opts)
+	d.closers = append(d.closers, func() { _ = d.rdb.Close() })
+	if err := d.rdb.Ping(ctx).Err(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open redis: %w", err)
+	}
+	checkRedisSettings(ctx, d.rdb, logger)
+	d.stock = lua.New(d.rdb)
+	if err := d.stock.Preload(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open redis: load scripts: %w", err)
+	}
+
+	d.temporal, err = dialTemporal(cfg, logger)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.closers = append(d.closers, d.temporal.Close)
+	return d, nil
+}
+
+func dialTemporal(cfg config, logger *slog.Logger) (client.Client, error) {
+	c, err := client.Dial(client.Options{
+		HostPort:       cfg.TemporalAddress,
+		Namespace:      cfg.Namespace,
+		Logger:         sdklog.NewStructuredLogger(logger),
+		MetricsHandler: sdkMetrics(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
+
+// checkRedisSettings warns where Redis could silently lose stock keys: an eviction policy
+// other than noeviction may evict stock:{sku} under memory pressure, which looks exactly
+// like "sold out" (or worse, a fresh SKU) to the scripts.
+func checkRedisSettings(ctx context.Context, rdb *redis.Client, logger *slog.Logger) {
+	policy, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		logger.Warn("cannot read redis maxmemory-policy (CONFIG may be disabled); make sure it is noeviction", "error", err)
+		return
+	}
+	if p := policy["maxmemory-policy"]; p != "noeviction" {
+		logger.Warn("redis maxmemory-policy is not noeviction: stock keys could be evicted under memory pressure", "policy", p)
+	}
+}
+
+var sdkScope tally.Scope
+
+// sdkMetrics exposes the Temporal SDK's metrics in the default Prometheus registry, beside
+// the product's own counters (package metrics), so one /metrics serves both.
+func sdkMetrics() client.MetricsHandler {
+	if sdkScope == nil {
+		reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: prometheus.DefaultRegisterer})
+		sdkScope, _ = tally.NewRootScope(tally.ScopeOptions{
+			CachedReporter:  reporter,
+			Separator:       tallyprom.DefaultSeparator,
+			SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+		}, time.Second)
+		sdkScope = sdktally.NewPrometheusNamingScope(sdkScope)
+	}
+	return sdktally.NewMetricsHandler(sdkScope)
+}
+
+func runMigrate(ctx context.Context, cfg config) error {
+	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	newLogger(cfg).Info("migrations applied")
+	return nil
+}
+
+func runWorker(ctx context.Context, cfg config) error {
+	logger := newLogger(cfg)
+	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	d, err := open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	metricsSrv := &http.Server{Addr: cfg.WorkerMetricsAddr, Handler: promhttp.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := metricsSrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("worker metrics server", "error", err)
+		}
+	}()
+	defer metricsSrv.Close()
+	return serveWorker(ctx, d)
+}
+
+func serveWorker(ctx context.Context, d *deps) error {
+	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	d.logger.Info("worker started", "task_queue", "checkout")
+	<-ctx.Done()
+	w.Stop()
+	return nil
+}
+
+func runAPI(ctx context.Context, cfg config) error {
+	if err := cfg.requireSecrets(); err != nil {
+		return err
+	}
+	d, err := open(ctx, cfg, newLogger(cfg))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return serveAPI(ctx, cfg, d)
+}
+
+func serveAPI(ctx context.Context, cfg config, d *deps) error {
+	e := api.New(api.Config{
+		AdminToken:                   cfg.AdminToken,
+		StripeWebhookSecrets:         cfg.WebhookSecrets,
+		StripeWebhookTolerance:       cfg.WebhookTolerance,
+		DefaultPaymentTimeoutSeconds: cfg.PaymentTimeout,
+		TemporalUIURL:                cfg.TemporalUIURL,
+		Namespace:                    cfg.Namespace,
+	}, api.Deps{
+		Temporal:  d.temporal,
+		Catalog:   d.store,
+		Inventory: &activities.Inventory{Store: d.store, Stock: d.stock},
+		Records:   d.store,
+		Payments:  d.store,
+		Ready: map[string]func(context.Context) error{
+			"postgres": d.store.Ping,
+			"redis":    func(ctx context.Context) error { return d.rdb.Ping(ctx).Err() },
+			"temporal": func(ctx context.Context) error {
+				_, err := d.temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+				return err
+			},
+		},
+		Logger: d.logger,
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- e.Start(cfg.APIAddr) }()
+	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve api on %s: %w", cfg.APIAddr, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return e.Shutdown(shutdownCtx)
+}
+
+// attributeFlags renders search attributes as `temporal server start-dev` flags.
+func attributeFlags(attrs map[string]string) []string {
+	var flags []string
+	for name, typ := range attrs {
+		flags = append(flags, "--search-attribute", name+"="+typ)
+	}
+	return flags
+}
