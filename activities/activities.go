@@ -89,18 +89,6 @@ func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput)
 	return a.Store.insertCheckout(ctx, rec)
 }
 
-// RecordExpiryInput says when a checkout's payment hold runs out.
-type RecordExpiryInput struct {
-	CheckoutID string    `json:"checkout_id"`
-	ExpiresAt  time.Time `json:"expires_at"`
-}
-
-// RecordExpiry stores the payment deadline of an open checkout, so support can list
-// checkouts about to expire from Postgres as well as from Temporal.
-func (a *Activities) RecordExpiry(ctx context.Context, in RecordExpiryInput) error {
-	return a.Store.setExpiry(ctx, in.CheckoutID, in.ExpiresAt)
-}
-
 // StockInput names one SKU of one checkout.
 type StockInput struct {
 	CheckoutID string `json:"checkout_id"`
@@ -196,6 +184,8 @@ type ConfirmOrderInput struct {
 	Currency        string `json:"currency"`
 	PaymentProvider string `json:"payment_provider"`
 	PaymentRef      string `json:"payment_ref"`
+	// ExpiresAt is when the payment hold would have run out, kept for support.
+	ExpiresAt *time.Time `json:"expires_at"`
 }
 
 // OrderID is the id of the order that confirms a checkout: derived from the checkout, so a
@@ -206,7 +196,7 @@ func OrderID(checkoutID string) string { return "ord-" + checkoutID }
 // and marks the checkout confirmed, in one transaction; idempotent per checkout.
 func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (string, error) {
 	orderID, created, err := a.Store.confirmOrder(ctx, in)
-	if errors.Is(err, errInsufficientOnHand) {
+	if errors.Is(err, errInsufficientOnHand) || errors.Is(err, errCheckoutEnded) {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeStockMismatch, nil)
 	}
 	if err != nil {
@@ -225,6 +215,8 @@ type RecordOutcomeInput struct {
 	CheckoutID string `json:"checkout_id"`
 	Status     string `json:"status"`
 	Reason     string `json:"reason"`
+	// ExpiresAt is when the payment hold ran out or would have (nil if never held).
+	ExpiresAt *time.Time `json:"expires_at"`
 }
 
 // RecordOutcome stores how a checkout ended; only the first end is kept.

@@ -57,17 +57,20 @@ func (s *Store) Products(ctx context.Context, skus []string) (map[string]Product
 // setProduct writes a SKU's stock and price inside tx and appends the change of on_hand to
 // the ledger. It locks the row so two admins setting the same SKU serialize.
 func setProduct(ctx context.Context, tx pgx.Tx, p Product) (Product, error) {
+	// Make sure the row exists first, so that FOR UPDATE below always has a row to lock:
+	// two operators creating the same SKU at once then serialize instead of both reading 0.
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order) VALUES ($1, 0, $2, $3, $4)
+		ON CONFLICT (sku) DO NOTHING`, p.SKU, p.PriceCents, p.Currency, p.MaxPerOrder); err != nil {
+		return Product{}, fmt.Errorf("create sku %s: %w", p.SKU, err)
+	}
 	var oldOnHand int64
-	err := tx.QueryRow(ctx, `SELECT on_hand FROM skus WHERE sku = $1 FOR UPDATE`, p.SKU).Scan(&oldOnHand)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if err := tx.QueryRow(ctx, `SELECT on_hand FROM skus WHERE sku = $1 FOR UPDATE`, p.SKU).Scan(&oldOnHand); err != nil {
 		return Product{}, fmt.Errorf("lock sku %s: %w", p.SKU, err)
 	}
-	err = tx.QueryRow(ctx, `
-		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (sku) DO UPDATE SET on_hand = EXCLUDED.on_hand, price_cents = EXCLUDED.price_cents,
-			currency = EXCLUDED.currency, max_per_order = EXCLUDED.max_per_order, updated_at = now()
-		RETURNING sold`,
+	err := tx.QueryRow(ctx, `
+		UPDATE skus SET on_hand = $2, price_cents = $3, currency = $4, max_per_order = $5, updated_at = now()
+		WHERE sku = $1 RETURNING sold`,
 		p.SKU, p.OnHand, p.PriceCents, p.Currency, p.MaxPerOrder).Scan(&p.Sold)
 	if err != nil {
 		return Product{}, fmt.Errorf("write sku %s: %w", p.SKU, err)
@@ -162,20 +165,12 @@ func (s *Store) insertCheckout(ctx context.Context, c CheckoutRecord) (CheckoutR
 	return s.Checkout(ctx, c.CheckoutID)
 }
 
-// setExpiry records when the payment hold of an open checkout runs out.
-func (s *Store) setExpiry(ctx context.Context, checkoutID string, expiresAt time.Time) error {
-	_, err := s.pool.Exec(ctx, `
-		UPDATE checkouts SET expires_at = $2, updated_at = now() WHERE checkout_id = $1 AND ended_at IS NULL`,
-		checkoutID, expiresAt)
-	if err != nil {
-		return fmt.Errorf("record expiry of checkout %s: %w", checkoutID, err)
-	}
-	return nil
-}
-
 // errInsufficientOnHand means Postgres has fewer units than an order needs: the Redis holds
 // and Postgres disagree, which support must look at.
 var errInsufficientOnHand = errors.New("postgres on_hand is lower than the order's quantity")
+
+// errCheckoutEnded means an order was asked for a checkout that already ended otherwise.
+var errCheckoutEnded = errors.New("the checkout already ended without an order")
 
 // confirmOrder writes the order, its lines, the stock change, the ledger rows and the
 // checkout's end in one transaction. A second call for the same checkout finds the order
@@ -215,11 +210,17 @@ func (s *Store) confirmOrder(ctx context.Context, in ConfirmOrderInput) (orderID
 				return fmt.Errorf("append ledger for %s: %w", it.SKU, err)
 			}
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE checkouts SET status = 'confirmed', order_id = $2, reason = NULL, ended_at = now(), updated_at = now()
-			WHERE checkout_id = $1`, in.CheckoutID, orderID)
+		tag, err = tx.Exec(ctx, `
+			UPDATE checkouts SET status = 'confirmed', order_id = $2, reason = NULL, expires_at = $3,
+				ended_at = now(), updated_at = now()
+			WHERE checkout_id = $1 AND ended_at IS NULL`, in.CheckoutID, orderID, in.ExpiresAt)
 		if err != nil {
 			return fmt.Errorf("mark checkout confirmed: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			// A checkout that already ended (expired, cancelled) released its units:
+			// confirming it now would sell stock that is no longer held.
+			return fmt.Errorf("mark checkout confirmed: %w", errCheckoutEnded)
 		}
 		return nil
 	})
@@ -233,8 +234,8 @@ func (s *Store) confirmOrder(ctx context.Context, in ConfirmOrderInput) (orderID
 // ended is never rewritten, so a retry or a late duplicate changes nothing.
 func (s *Store) recordOutcome(ctx context.Context, in RecordOutcomeInput) error {
 	_, err := s.pool.Exec(ctx, `
-		UPDATE checkouts SET status = $2, reason = NULLIF($3, ''), ended_at = now(), updated_at = now()
-		WHERE checkout_id = $1 AND ended_at IS NULL`, in.CheckoutID, in.Status, in.Reason)
+		UPDATE checkouts SET status = $2, reason = NULLIF($3, ''), expires_at = $4, ended_at = now(), updated_at = now()
+		WHERE checkout_id = $1 AND ended_at IS NULL`, in.CheckoutID, in.Status, in.Reason, in.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("record outcome %s of checkout %s: %w", in.Status, in.CheckoutID, err)
 	}
@@ -284,9 +285,9 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, ev PaymentEvent) (Record
 
 // Event dispositions: what became of a recorded payment event.
 const (
-	DispositionSignalled = "signalled"  // delivered to a running saga
-	DispositionIgnored   = "ignored"    // a type the product does not act on
-	DispositionOrphan    = "orphan"     // no checkout has its id: support looks
+	DispositionSignalled = "signalled"   // delivered to a running saga
+	DispositionIgnored   = "ignored"     // a type the product does not act on
+	DispositionOrphan    = "orphan"      // no checkout has its id: support looks
 	DispositionLate      = "late_refund" // its checkout already ended: to be refunded
 )
 

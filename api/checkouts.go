@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -90,16 +91,16 @@ func (s *Server) present(v workflows.View) CheckoutView {
 // startCheckout starts the saga of a cart with update-with-start and answers with the
 // reservation outcome, so the client never polls to learn whether its items are held.
 func (s *Server) startCheckout(c echo.Context) error {
-	req, err := decodeCheckout(c.Request().Body)
-	if err != nil {
+	var req CheckoutRequest
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
 	key := c.Request().Header.Get("Idempotency-Key")
-	if key == "" {
-		key = req.CartID
-	}
 	if p := validateCheckout(req, key); p != nil {
 		return p
+	}
+	if key == "" {
+		key = req.CartID
 	}
 	c.Set(ctxCheckoutID, req.CartID)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(req.CartID))
@@ -309,23 +310,22 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.present(v))
 }
 
-// decodeCheckout reads the body strictly: unknown fields are refused so a misspelt field
-// never silently falls back to a default.
-func decodeCheckout(body io.Reader) (CheckoutRequest, error) {
-	var req CheckoutRequest
+// decodeStrict reads a JSON body strictly: unknown fields and trailing data are refused, so
+// a misspelt field never silently falls back to a default.
+func decodeStrict(body io.Reader, v any) error {
 	raw, err := io.ReadAll(body)
 	if err != nil {
-		return req, readError(err)
+		return readError(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, jsonProblem(err)
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err)
 	}
 	if dec.More() {
-		return req, problem(http.StatusBadRequest, "invalid_json", "body must be one JSON object")
+		return problem(http.StatusBadRequest, "invalid_json", "body must be one JSON object")
 	}
-	return req, nil
+	return nil
 }
 
 func readError(err error) error {
@@ -341,9 +341,12 @@ func jsonProblem(err error) *Problem {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return problem(http.StatusBadRequest, "invalid_json", "body must be a JSON object")
 	case errors.As(err, &typeErr):
-		p := problem(http.StatusBadRequest, "invalid_json", fmt.Sprintf("%s: must be a %s", typeErr.Field, typeErr.Type))
-		p.Errors = []FieldError{{Field: typeErr.Field, Detail: "must be a " + typeErr.Type.String()}}
+		detail := "must be " + jsonKind(typeErr.Type)
+		p := problem(http.StatusBadRequest, "invalid_json", typeErr.Field+": "+detail)
+		p.Errors = []FieldError{{Field: typeErr.Field, Detail: detail}}
 		return p
 	case errors.As(err, &syntaxErr):
 		return problem(http.StatusBadRequest, "invalid_json", fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset))
@@ -356,6 +359,26 @@ func jsonProblem(err error) *Problem {
 		return problem(http.StatusBadRequest, "invalid_json", "request body is empty")
 	}
 	return problem(http.StatusBadRequest, "invalid_json", "malformed JSON")
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
 }
 
 // validateCheckout checks everything that needs no lookup, naming each bad field.
@@ -391,7 +414,7 @@ func validateCheckout(req CheckoutRequest, key string) *Problem {
 	if t := req.PaymentTimeoutSeconds; t != nil && (*t < workflows.MinPaymentTimeoutSeconds || *t > workflows.MaxPaymentTimeoutSeconds) {
 		bad("payment_timeout_seconds", fmt.Sprintf("must be between %d and %d", workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds))
 	}
-	if len(key) > maxIdempotencyKeyLen || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+	if key != "" && len(key) > maxIdempotencyKeyLen || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
 		bad("Idempotency-Key", fmt.Sprintf("must be 1 to %d visible ASCII characters", maxIdempotencyKeyLen))
 	}
 	if len(errs) > 0 {
@@ -411,28 +434,32 @@ func (s *Server) checkCatalog(ctx context.Context, req CheckoutRequest) *Problem
 	if err != nil {
 		return unavailable("postgres", err)
 	}
-	var unknown, over []FieldError
+	// Every problem is collected; the code names the most basic one (unknown SKU first).
+	var unknown, mixed, over []FieldError
 	currency := ""
 	for i, it := range req.Items {
 		p, ok := products[it.SKU]
 		field := fmt.Sprintf("items[%d]", i)
-		switch {
-		case !ok:
+		if !ok {
 			unknown = append(unknown, FieldError{field + ".sku", "unknown SKU " + it.SKU})
-		case it.Quantity > p.MaxPerOrder:
-			over = append(over, FieldError{field + ".quantity", fmt.Sprintf("at most %d of %s per order", p.MaxPerOrder, it.SKU)})
-		case currency != "" && p.Currency != currency:
-			return invalid("mixed_currency", FieldError{field + ".sku", fmt.Sprintf("%s is priced in %s, the cart in %s", it.SKU, p.Currency, currency)})
+			continue
 		}
-		if ok {
+		if currency == "" {
 			currency = p.Currency
+		} else if p.Currency != currency {
+			mixed = append(mixed, FieldError{field + ".sku", fmt.Sprintf("%s is priced in %s, the cart in %s", it.SKU, p.Currency, currency)})
+		}
+		if it.Quantity > p.MaxPerOrder {
+			over = append(over, FieldError{field + ".quantity", fmt.Sprintf("at most %d of %s per order", p.MaxPerOrder, it.SKU)})
 		}
 	}
-	if len(unknown) > 0 {
-		return invalid("unknown_sku", unknown...)
-	}
-	if len(over) > 0 {
-		return invalid("quantity_over_limit", over...)
+	switch all := append(append(append([]FieldError(nil), unknown...), mixed...), over...); {
+	case len(unknown) > 0:
+		return invalid("unknown_sku", all...)
+	case len(mixed) > 0:
+		return invalid("mixed_currency", all...)
+	case len(over) > 0:
+		return invalid("quantity_over_limit", all...)
 	}
 	return nil
 }

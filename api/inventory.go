@@ -1,11 +1,8 @@
 package api
 
 import (
-	"bytes"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -36,8 +33,8 @@ type InventoryRequest struct {
 // constant time so response timing reveals nothing about the token.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		token, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-		if !ok || s.cfg.AdminToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) != 1 {
+		scheme, token, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+		if !strings.EqualFold(scheme, "Bearer") || s.cfg.AdminToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) != 1 {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="checkout-admin"`)
 			return problem(http.StatusUnauthorized, "unauthorized", "a valid admin bearer token is required")
 		}
@@ -48,15 +45,9 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 // putInventory sets a SKU's stock and price and publishes availability to Redis.
 func (s *Server) putInventory(c echo.Context) error {
 	sku := c.Param("sku")
-	raw, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return readError(err)
-	}
 	var req InventoryRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return jsonProblem(err)
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
+		return err
 	}
 	var errs []FieldError
 	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }

@@ -100,6 +100,10 @@ CREATE TRIGGER inventory_ledger_no_update_or_delete
     BEFORE UPDATE OR DELETE ON inventory_ledger
     FOR EACH ROW EXECUTE FUNCTION inventory_ledger_append_only();
 
+CREATE TRIGGER inventory_ledger_no_truncate
+    BEFORE TRUNCATE ON inventory_ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION inventory_ledger_append_only();
+
 ---- create above / drop below ----
 
 DROP TABLE inventory_ledger;

@@ -13,7 +13,12 @@ import (
 // New returns a worker with the Checkout workflow and every activity registered. The caller
 // starts it (Run or Start) and stops it.
 func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
-	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+		// A flash sale starts hundreds of sagas at once; the SDK's default of two pollers per
+		// task type leaves them queued on the server while the worker idles.
+		MaxConcurrentWorkflowTaskPollers: 8,
+		MaxConcurrentActivityTaskPollers: 8,
+	})
 	Register(w, acts)
 	return w
 }

@@ -51,6 +51,9 @@ func Checkout(ctx workflow.Context, in Input) (View, error) {
 			Status:     StatusReserving,
 			CustomerID: in.CustomerID,
 			Items:      in.Items,
+
+			RequestHash:    in.RequestHash,
+			IdempotencyKey: in.IdempotencyKey,
 		},
 	}
 	if err := c.registerHandlers(ctx); err != nil {
@@ -112,10 +115,6 @@ func (c *checkout) run(ctx workflow.Context) {
 	c.view.ExpiresAt = &expiresAt
 	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(expiresAt))
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for payment of %s until %s", money(c.view.AmountCents, c.view.Currency), expiresAt.Format(time.RFC3339)))
-	// Best effort: Postgres learns the deadline for support queries; the timer below is the
-	// real deadline, so a failure here must not stop the saga.
-	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, recordOptions), acts.RecordExpiry,
-		activities.RecordExpiryInput{CheckoutID: c.in.CheckoutID, ExpiresAt: expiresAt}).Get(ctx, nil)
 
 	ready, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
 		Timeout:      expiresAt.Sub(workflow.Now(ctx)),
@@ -144,8 +143,8 @@ func (c *checkout) run(ctx workflow.Context) {
 // record prices the cart and writes the checkout to Postgres.
 func (c *checkout) record(ctx workflow.Context) (activities.CheckoutRecord, error) {
 	var rec activities.CheckoutRecord
-	actx := workflow.WithActivityOptions(ctx, withSummary(recordOptions, "Record checkout "+c.in.CheckoutID))
-	err := workflow.ExecuteActivity(actx, acts.RecordCheckout, activities.RecordCheckoutInput{
+	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(recordOptions, "Record checkout "+c.in.CheckoutID))
+	err := workflow.ExecuteLocalActivity(lctx, acts.RecordCheckout, activities.RecordCheckoutInput{
 		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: c.in.Items,
 	}).Get(ctx, &rec)
 	return rec, err
@@ -161,10 +160,10 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 		c.undo = append(c.undo, func(ctx workflow.Context, reason Status) {
 			in := in
 			in.Reason = string(reason)
-			c.mustRun(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in)
+			c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in)
 		})
-		actx := workflow.WithActivityOptions(ctx, withSummary(reserveOptions, fmt.Sprintf("Hold %d x %s", it.Quantity, it.SKU)))
-		futures[i] = workflow.ExecuteActivity(actx, acts.ReserveStock, in)
+		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(reserveOptions, fmt.Sprintf("Hold %d x %s", it.Quantity, it.SKU)))
+		futures[i] = workflow.ExecuteLocalActivity(lctx, acts.ReserveStock, in)
 	}
 	var firstErr error
 	for _, f := range futures {
@@ -195,7 +194,7 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 	err := c.mustRunGet(dctx, "Confirm order in Postgres", acts.ConfirmOrder, activities.ConfirmOrderInput{
 		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: c.view.Items,
 		AmountCents: c.view.AmountCents, Currency: c.view.Currency,
-		PaymentProvider: p.Provider, PaymentRef: p.PaymentRef,
+		PaymentProvider: p.Provider, PaymentRef: p.PaymentRef, ExpiresAt: c.view.ExpiresAt,
 	}, &orderID)
 	if err != nil {
 		// The order could not be written for good (Postgres disagrees with the holds).
@@ -233,15 +232,17 @@ func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
 		c.undo[i](dctx, status)
 	}
 	c.undo = nil
-	_ = c.mustRunGet(dctx, "Record outcome "+string(status), acts.RecordOutcome,
-		activities.RecordOutcomeInput{CheckoutID: c.in.CheckoutID, Status: string(status), Reason: reason}, nil)
+	c.undoStep(dctx, "Record outcome "+string(status), acts.RecordOutcome, activities.RecordOutcomeInput{
+		CheckoutID: c.in.CheckoutID, Status: string(status), Reason: reason, ExpiresAt: c.view.ExpiresAt,
+	})
 	c.setState(dctx, status, reason)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ended as %s: %s", status, reason))
 }
 
-// mustRun runs an activity that must finish (see mustFinishOptions) and ignores its result.
-func (c *checkout) mustRun(ctx workflow.Context, summary string, activity any, arg any) {
-	if err := c.mustRunGet(ctx, summary, activity, arg, nil); err != nil {
+// undoStep runs a step of ending a checkout (see undoOptions), retrying until it succeeds.
+func (c *checkout) undoStep(ctx workflow.Context, summary string, activity any, arg any) {
+	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
+	if err := workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, nil); err != nil {
 		// Only a named non-retryable error gets here (a release after commit, say): the
 		// hold is not ours to release, which support must look at.
 		c.view.NeedsAttention = true
@@ -249,6 +250,7 @@ func (c *checkout) mustRun(ctx workflow.Context, summary string, activity any, a
 	}
 }
 
+// mustRunGet runs an activity of a paid checkout that must finish (see mustFinishOptions).
 func (c *checkout) mustRunGet(ctx workflow.Context, summary string, activity any, arg any, result any) error {
 	actx := workflow.WithActivityOptions(ctx, withSummary(mustFinishOptions, summary))
 	return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, result)
@@ -353,7 +355,7 @@ func (c *checkout) registerHandlers(ctx workflow.Context) error {
 		}
 		return ReservationResult{
 			View: c.view, Created: req.RequestID != "" && req.RequestID == c.in.RequestID,
-			RequestHash: c.in.RequestHash, RejectCode: c.rejectCode,
+			RequestHash: c.in.RequestHash, IdempotencyKey: c.in.IdempotencyKey, RejectCode: c.rejectCode,
 		}, nil
 	})
 	if err != nil {
@@ -396,6 +398,11 @@ func (c *checkout) registerHandlers(ctx workflow.Context) error {
 const ErrTypeAlreadyPaid = "AlreadyPaid"
 
 func withSummary(o workflow.ActivityOptions, summary string) workflow.ActivityOptions {
+	o.Summary = summary
+	return o
+}
+
+func withLocalSummary(o workflow.LocalActivityOptions, summary string) workflow.LocalActivityOptions {
 	o.Summary = summary
 	return o
 }

@@ -18,11 +18,16 @@ const (
 	DefaultPaymentTimeoutSeconds = 900
 )
 
+// The first two steps (record, reserve) run as local activities: each is short and
+// idempotent, and running them inside the workflow task saves the server the scheduling and
+// dispatch of an activity task per step, which is most of a checkout's cost on the server
+// during a flash sale. They still show in the history (as markers) with their summaries.
+
 // recordOptions: Postgres writes at the start of a checkout. The API waits for the
 // reservation while these run, so attempts are short; a Postgres outage longer than the
 // schedule-to-close ends the checkout as failed (with nothing held) instead of leaving the
 // buyer waiting.
-var recordOptions = workflow.ActivityOptions{
+var recordOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    5 * time.Second,
 	ScheduleToCloseTimeout: 2 * time.Minute,
 	RetryPolicy: &temporal.RetryPolicy{
@@ -35,7 +40,7 @@ var recordOptions = workflow.ActivityOptions{
 // reserveOptions: one Redis script call takes well under a millisecond, so 2 s per attempt is
 // generous; retries ride out a Redis failover of up to about two minutes, after which the
 // checkout fails and every hold is released.
-var reserveOptions = workflow.ActivityOptions{
+var reserveOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    2 * time.Second,
 	ScheduleToCloseTimeout: 2 * time.Minute,
 	RetryPolicy: &temporal.RetryPolicy{
@@ -45,9 +50,9 @@ var reserveOptions = workflow.ActivityOptions{
 	},
 }
 
-// mustFinishOptions: compensations (releases), confirmation, commits and the outcome record.
-// These must happen however long an outage lasts, so they retry without limit (MaximumAttempts
-// 0) and back off to one attempt a minute; only errors of a named non-retryable type stop them.
+// mustFinishOptions: confirmation and commits of a paid checkout. These must happen however
+// long an outage lasts, so they retry without limit (MaximumAttempts 0) and back off to one
+// attempt a minute; only errors of a named non-retryable type stop them.
 var mustFinishOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
@@ -70,4 +75,17 @@ func paymentTimeout(seconds int64) time.Duration {
 		seconds = MaxPaymentTimeoutSeconds
 	}
 	return time.Duration(seconds) * time.Second
+}
+
+// undoOptions: releases and the outcome record of a checkout that did not complete. Like
+// mustFinishOptions they retry without limit; they run as local activities because most
+// checkouts in a flash sale end here (out of stock), and each is one short idempotent call.
+var undoOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+		MaximumAttempts:    0,
+	},
 }

@@ -73,6 +73,8 @@ type Input struct {
 	// RequestHash fingerprints the request body, so a reused idempotency key with a
 	// different body is refused.
 	RequestHash string `json:"request_hash"`
+	// IdempotencyKey is the key the starting request carried (the cart id by default).
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // View is the checkout as clients and support see it.
@@ -89,6 +91,33 @@ type View struct {
 	Reason         *string               `json:"reason"`
 	Shortages      []activities.Shortage `json:"shortages,omitempty"`
 	NeedsAttention bool                  `json:"needs_attention"`
+
+	// RequestHash and IdempotencyKey identify the request that started the saga, so the
+	// API can tell a retry from a reused key even after the saga finished. Not for clients.
+	RequestHash    string `json:"request_hash,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// ViewFromRecord rebuilds a finished checkout's view from its Postgres record, for when
+// Temporal no longer keeps its history.
+func ViewFromRecord(rec activities.CheckoutRecord) View {
+	v := View{
+		CheckoutID: rec.CheckoutID, WorkflowID: WorkflowID(rec.CheckoutID), Status: Status(rec.Status),
+		CustomerID: rec.CustomerID, Currency: rec.Currency, AmountCents: rec.AmountCents,
+		Items: rec.Items, ExpiresAt: rec.ExpiresAt,
+	}
+	if rec.Status == activities.StatusOpen {
+		// The saga is gone but never recorded an end: say so rather than guess.
+		v.Status, v.NeedsAttention = StatusFailed, true
+		v.Reason = ptr("the checkout's saga is no longer running and recorded no end; support must look")
+	}
+	if rec.OrderID != "" {
+		v.OrderID = &rec.OrderID
+	}
+	if rec.Reason != "" {
+		v.Reason = &rec.Reason
+	}
+	return v
 }
 
 // Reject codes say why a checkout was refused at reservation, for the API's error body.
@@ -111,6 +140,8 @@ type ReservationResult struct {
 	Created bool `json:"created"`
 	// RequestHash is the fingerprint of the body that started the saga.
 	RequestHash string `json:"request_hash"`
+	// IdempotencyKey is the key of the request that started the saga.
+	IdempotencyKey string `json:"idempotency_key"`
 	// RejectCode is set when the checkout was refused at reservation.
 	RejectCode string `json:"reject_code,omitempty"`
 }

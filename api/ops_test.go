@@ -1,0 +1,83 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/checkout-saga/checkout-saga/api"
+)
+
+func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := h.do(t, request{method: http.MethodGet, path: "/v1/nothing-here"})
+	problemOf(t, rec, http.StatusNotFound, "not_found")
+	rec = h.do(t, request{method: http.MethodDelete, path: "/healthz"})
+	problemOf(t, rec, http.StatusMethodNotAllowed, "method_not_allowed")
+	// Under /v1 Echo v4's group middleware registers catch-all routes, so a wrong method
+	// there is a 404 rather than a 405; either way it is a problem+json.
+	rec = h.do(t, request{method: http.MethodDelete, path: "/v1/checkouts"})
+	if rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE /v1/checkouts = %d, want 404 or 405", rec.Code)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("DELETE /v1/checkouts Content-Type = %q, want application/problem+json", ct)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := h.do(t, request{method: http.MethodGet, path: "/healthz"})
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"ok"`) {
+		t.Errorf("healthz = %d %s, want 200 ok", rec.Code, rec.Body)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	ok := func(context.Context) error { return nil }
+	t.Run("all ready", func(t *testing.T) {
+		h := newHarness(t, func(_ *api.Config, d *api.Deps) {
+			d.Ready = map[string]func(context.Context) error{"redis": ok, "postgres": ok}
+		})
+		rec := h.do(t, request{method: http.MethodGet, path: "/readyz"})
+		if rec.Code != http.StatusOK || rec.Header().Get("Retry-After") != "" {
+			t.Errorf("readyz = %d (Retry-After %q) %s, want 200", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+		}
+	})
+	t.Run("one check fails", func(t *testing.T) {
+		h := newHarness(t, func(_ *api.Config, d *api.Deps) {
+			d.Ready = map[string]func(context.Context) error{
+				"redis":    ok,
+				"temporal": func(context.Context) error { return errors.New("connection refused") },
+			}
+		})
+		rec := h.do(t, request{method: http.MethodGet, path: "/readyz"})
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Errorf("status = %d, want 503; body %s", rec.Code, rec.Body)
+		}
+		if rec.Header().Get("Retry-After") == "" {
+			t.Error("503 without Retry-After")
+		}
+		var body struct {
+			Ready  bool              `json:"ready"`
+			Checks map[string]string `json:"checks"`
+		}
+		decodeJSON(t, rec, &body)
+		if body.Ready || body.Checks["redis"] != "ok" || !strings.Contains(body.Checks["temporal"], "unavailable") {
+			t.Errorf("body = %+v, want not ready, redis ok, temporal unavailable", body)
+		}
+	})
+	t.Run("a hanging check is cut off", func(t *testing.T) {
+		h := newHarness(t, func(_ *api.Config, d *api.Deps) {
+			d.Ready = map[string]func(context.Context) error{
+				"postgres": func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() },
+			}
+		})
+		rec := h.do(t, request{method: http.MethodGet, path: "/readyz"})
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "postgres") {
+			t.Errorf("readyz = %d %s, want 503 naming postgres", rec.Code, rec.Body)
+		}
+	})
+}
