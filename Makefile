@@ -1,0 +1,29 @@
+# The two commands a newcomer needs:
+#   make run    the whole product locally (Temporal dev server + UI, migrations, demo stock, API, worker)
+#   make test   every test, against real Redis, Postgres and a Temporal dev server
+
+# The Temporal CLI (dev server and Web UI) is pinned in tools/temporal/go.mod and built from
+# the module proxy into .tools/ (git-ignored; about 250 MB; ~3 minutes cold, seconds warm).
+TEMPORAL_VERSION := 1.5.1
+TEMPORAL := .tools/temporal
+
+.PHONY: run test tools build vet
+
+run: $(TEMPORAL)
+	go run ./cmd/checkout dev
+
+test: $(TEMPORAL) vet
+	TEMPORAL_CLI=$(CURDIR)/$(TEMPORAL) go test -count=1 -race -timeout 30m ./...
+
+vet:
+	go vet ./...
+
+build:
+	go build -o bin/checkout ./cmd/checkout
+
+tools: $(TEMPORAL)
+
+$(TEMPORAL): tools/temporal/go.mod tools/temporal/go.sum
+	cd tools/temporal && go build \
+		-ldflags "-X github.com/temporalio/cli/temporalcli.Version=$(TEMPORAL_VERSION)" \
+		-o $(CURDIR)/$(TEMPORAL) github.com/temporalio/cli/cmd/temporal
