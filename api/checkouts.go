@@ -106,9 +106,17 @@ func (s *Server) startCheckout(c echo.Context) error {
 	c.Set(ctxWorkflowID, workflows.WorkflowID(req.CartID))
 	ctx := c.Request().Context()
 
+	if p := s.soldOut(ctx, req); p != nil {
+		return p
+	}
 	if p := s.checkCatalog(ctx, req); p != nil {
 		return p
 	}
+	release, p := s.admit(ctx)
+	if p != nil {
+		return p
+	}
+	defer release()
 
 	timeout := s.cfg.DefaultPaymentTimeoutSeconds
 	if req.PaymentTimeoutSeconds != nil {
@@ -421,6 +429,58 @@ func validateCheckout(req CheckoutRequest, key string) *Problem {
 		return invalid("invalid_request", errs...)
 	}
 	return nil
+}
+
+// soldOut is the sold-out gate: a cart that cannot be held right now is answered 409 from one
+// Redis round trip, without a saga. A retry of a cart that already holds (or held) stock, a SKU
+// Redis does not know, or a Redis error all pass through to the saga, which decides.
+func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) *Problem {
+	if s.Gate == nil {
+		return nil
+	}
+	items := make(map[string]int64, len(req.Items))
+	for _, it := range req.Items {
+		items[it.SKU] = it.Quantity
+	}
+	pre, err := s.Gate.Precheck(ctx, req.CartID, items)
+	if err != nil {
+		s.Logger.Warn("sold-out gate skipped", "checkout_id", req.CartID, "error", err)
+		return nil
+	}
+	if !pre.SoldOut() {
+		return nil
+	}
+	metrics.SoldOut.Inc()
+	p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
+	for _, sh := range pre.Shortages {
+		p.Shortages = append(p.Shortages, activities.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
+	}
+	sort.Slice(p.Shortages, func(i, j int) bool { return p.Shortages[i].SKU < p.Shortages[j].SKU })
+	return p
+}
+
+// admit bounds the checkout requests talking to Temporal at once. Past the bound a request
+// waits up to AdmissionWait, then is shed with 503 and Retry-After: a flash-sale crowd gets a
+// quick "try again" instead of a pile of timeouts.
+func (s *Server) admit(ctx context.Context) (func(), *Problem) {
+	release := func() { <-s.starting }
+	select {
+	case s.starting <- struct{}{}:
+		return release, nil
+	default:
+	}
+	timer := time.NewTimer(s.cfg.AdmissionWait)
+	defer timer.Stop()
+	select {
+	case s.starting <- struct{}{}:
+		return release, nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	metrics.Shed.Inc()
+	p := problem(http.StatusServiceUnavailable, "overloaded", "too many checkouts are starting right now; retry shortly")
+	p.retryAfter = 1
+	return nil, p
 }
 
 // checkCatalog refuses unknown SKUs and quantities over a SKU's limit before any saga starts.

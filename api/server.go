@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/lua"
 )
 
 // Catalog reads SKUs' prices and limits.
@@ -42,6 +43,12 @@ type PaymentEvents interface {
 	MarkPaymentEventDelivered(ctx context.Context, provider, eventID, disposition string) error
 }
 
+// Gate answers, from Redis and without starting a saga, whether a cart can be refused as sold
+// out right now (see lua.Stock.Precheck).
+type Gate interface {
+	Precheck(ctx context.Context, checkoutID string, items map[string]int64) (lua.Precheck, error)
+}
+
 // Config is the API's behaviour, from the environment (see cmd/checkout).
 type Config struct {
 	AdminToken                   string
@@ -51,7 +58,19 @@ type Config struct {
 	TemporalUIURL                string // for the view's temporal_ui link
 	Namespace                    string
 	RequestTimeout               time.Duration
+	// MaxStartingCheckouts bounds the checkout requests talking to Temporal at once; a
+	// request waits up to AdmissionWait for a place, then gets 503 with Retry-After.
+	MaxStartingCheckouts int
+	AdmissionWait        time.Duration
 }
+
+// Admission defaults: enough concurrent starts to keep a dev server busy on two cores (it
+// sustains a few dozen sagas a second), and a wait that absorbs a burst without letting
+// clients pile up behind a slow server.
+const (
+	DefaultMaxStartingCheckouts = 128
+	DefaultAdmissionWait        = 2 * time.Second
+)
 
 // Deps are the API's collaborators.
 type Deps struct {
@@ -60,6 +79,8 @@ type Deps struct {
 	Inventory Inventory
 	Records   CheckoutRecords
 	Payments  PaymentEvents
+	// Gate is the sold-out gate; nil turns it off.
+	Gate Gate
 	// Ready are the checks /readyz runs, by name (redis, postgres, temporal).
 	Ready  map[string]func(context.Context) error
 	Logger *slog.Logger
@@ -69,6 +90,7 @@ type Deps struct {
 type Server struct {
 	cfg Config
 	Deps
+	starting chan struct{} // admission: one token per checkout request talking to Temporal
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
@@ -89,7 +111,13 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, Deps: deps}
+	if cfg.MaxStartingCheckouts <= 0 {
+		cfg.MaxStartingCheckouts = DefaultMaxStartingCheckouts
+	}
+	if cfg.AdmissionWait <= 0 {
+		cfg.AdmissionWait = DefaultAdmissionWait
+	}
+	s := &Server{cfg: cfg, Deps: deps, starting: make(chan struct{}, cfg.MaxStartingCheckouts)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -16,18 +16,18 @@ import (
 // defaultTestRedisURL uses DB 15 to stay clear of the local stack's DB 0.
 const defaultTestRedisURL = "redis://127.0.0.1:6379/15"
 
-// testClient connects to the real Redis at REDIS_URL (or DB 15 on
+// testClient connects to the real Redis at TEST_REDIS_URL (or DB 15 on
 // localhost). An unreachable Redis fails the test: these tests are the
 // proof that the scripts work, so skipping would hide that they did not run.
 func testClient(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
 	t.Helper()
-	url := os.Getenv("REDIS_URL")
+	url := os.Getenv("TEST_REDIS_URL")
 	if url == "" {
 		url = defaultTestRedisURL
 	}
 	o, err := redis.ParseURL(url)
 	if err != nil {
-		t.Fatalf("parse REDIS_URL %q: %v", url, err)
+		t.Fatalf("parse TEST_REDIS_URL %q: %v", url, err)
 	}
 	for _, f := range opts {
 		f(o)
@@ -37,7 +37,7 @@ func testClient(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("redis at %s is unreachable (%v); these tests need a real Redis 7: start one, or set REDIS_URL", url, err)
+		t.Fatalf("redis at %s is unreachable (%v); these tests need a real Redis 7: start one, or set TEST_REDIS_URL", url, err)
 	}
 	return rdb
 }

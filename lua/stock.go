@@ -19,10 +19,12 @@ const DefaultTombstoneTTL = 7 * 24 * time.Hour
 const maxTombstoneTTL = 315_360_000 * time.Second // ten years
 
 // Client is the part of go-redis this package needs: scripts, plus HMGET
-// for Level. *redis.Client, *redis.ClusterClient and *redis.Ring satisfy it.
+// for Level and a pipeline for Precheck. *redis.Client, *redis.ClusterClient
+// and *redis.Ring satisfy it.
 type Client interface {
 	redis.Scripter
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	Pipeline() redis.Pipeliner
 }
 
 // Stock holds, releases and commits units of SKUs in Redis. It is safe for

@@ -32,6 +32,12 @@ var (
 		Help: "Checkout requests answered 409 out_of_stock.",
 	})
 
+	// Shed counts checkout requests refused with 503 by admission control.
+	Shed = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "checkout_requests_shed_total",
+		Help: "Checkout requests answered 503 because too many checkouts were starting at once.",
+	})
+
 	// Outcomes counts finished checkouts by their final state.
 	Outcomes = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "checkout_outcomes_total",

@@ -34,6 +34,8 @@ type config struct {
 	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
 	PaymentTimeout    int64         // PAYMENT_TIMEOUT_SECONDS: default hold for payment
 	TemporalCLI       string        // TEMPORAL_CLI: the dev server binary (dev only)
+	MaxStarting       int64         // MAX_STARTING_CHECKOUTS: admission bound
+	AdmissionWait     time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
 	LogLevel          slog.Level    // LOG_LEVEL
 }
 
@@ -71,7 +73,9 @@ func loadConfig(dev bool) (config, error) {
 		WebhookTolerance:  time.Duration(integer("STRIPE_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
 		PaymentTimeout: integer("PAYMENT_TIMEOUT_SECONDS", workflows.DefaultPaymentTimeoutSeconds,
 			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
-		TemporalCLI: str("TEMPORAL_CLI", ".tools/temporal"),
+		TemporalCLI:   str("TEMPORAL_CLI", ".tools/temporal"),
+		MaxStarting:   integer("MAX_STARTING_CHECKOUTS", 128, 1, 100_000),
+		AdmissionWait: time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
 	}
 	for _, s := range strings.Split(str("STRIPE_WEBHOOK_SECRET", ""), ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -192,12 +192,15 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		DefaultPaymentTimeoutSeconds: cfg.PaymentTimeout,
 		TemporalUIURL:                cfg.TemporalUIURL,
 		Namespace:                    cfg.Namespace,
+		MaxStartingCheckouts:         int(cfg.MaxStarting),
+		AdmissionWait:                cfg.AdmissionWait,
 	}, api.Deps{
 		Temporal:  d.temporal,
 		Catalog:   d.store,
 		Inventory: &activities.Inventory{Store: d.store, Stock: d.stock},
 		Records:   d.store,
 		Payments:  d.store,
+		Gate:      d.stock,
 		Ready: map[string]func(context.Context) error{
 			"postgres": d.store.Ping,
 			"redis":    func(ctx context.Context) error { return d.rdb.Ping(ctx).Err() },
