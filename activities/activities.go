@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/payments"
 )
 
 // Error types of non-retryable activity failures. Workflows branch on these, never on text.
@@ -48,6 +50,11 @@ type Item struct {
 type Activities struct {
 	Store *Store
 	Stock *lua.Stock
+	// Payments are the configured payment providers by name ("stripe"), for refunds and
+	// reconciliation; a checkout whose refund has no provider is flagged for support.
+	Payments map[string]payments.Provider
+	// Temporal is used by ListWorkflowIDs (visibility queries for reconciliation).
+	Temporal client.Client
 }
 
 // RecordCheckoutInput is the cart as the client sent it.

@@ -302,3 +302,31 @@ func (s *Store) MarkPaymentEventDelivered(ctx context.Context, provider, eventID
 	}
 	return nil
 }
+
+// recordRefund upserts a refund's state; a refund that was recorded as refunded stays so.
+func (s *Store) recordRefund(ctx context.Context, in RecordRefundInput) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO refunds (refund_key, checkout_id, provider, payment_ref, amount_cents, currency, reason, status, provider_refund_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''))
+		ON CONFLICT (refund_key) DO UPDATE SET status = EXCLUDED.status,
+			provider_refund_id = COALESCE(EXCLUDED.provider_refund_id, refunds.provider_refund_id), updated_at = now()
+		WHERE refunds.status <> 'refunded'`,
+		in.ID, in.CheckoutID, in.Provider, in.PaymentRef, in.AmountCents, in.Currency, in.Reason, in.Status, in.ProviderRefundID)
+	if err != nil {
+		return fmt.Errorf("record refund %s: %w", in.ID, err)
+	}
+	return nil
+}
+
+// OrderPaymentRef returns the payment reference recorded on the checkout's order.
+func (s *Store) OrderPaymentRef(ctx context.Context, checkoutID string) (string, error) {
+	var ref string
+	err := s.pool.QueryRow(ctx, `SELECT payment_ref FROM orders WHERE checkout_id = $1`, checkoutID).Scan(&ref)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("read order of checkout %s: %w", checkoutID, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read order of checkout %s: %w", checkoutID, err)
+	}
+	return ref, nil
+}

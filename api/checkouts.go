@@ -64,6 +64,8 @@ type CheckoutView struct {
 	OrderID        *string               `json:"order_id"`
 	Reason         *string               `json:"reason"`
 	NeedsAttention bool                  `json:"needs_attention"`
+	Attention      string                `json:"attention,omitempty"`
+	Refunds        []string              `json:"refunds,omitempty"`
 	Shortages      []activities.Shortage `json:"shortages,omitempty"`
 	Links          Links                 `json:"links"`
 }
@@ -81,7 +83,8 @@ func (s *Server) present(v workflows.View) CheckoutView {
 	return CheckoutView{
 		CheckoutID: v.CheckoutID, WorkflowID: v.WorkflowID, Status: v.Status, CustomerID: v.CustomerID,
 		Currency: v.Currency, AmountCents: v.AmountCents, Items: v.Items, ExpiresAt: v.ExpiresAt,
-		OrderID: v.OrderID, Reason: v.Reason, NeedsAttention: v.NeedsAttention, Shortages: v.Shortages,
+		OrderID: v.OrderID, Reason: v.Reason, NeedsAttention: v.NeedsAttention, Attention: v.Attention,
+		Refunds: v.Refunds, Shortages: v.Shortages,
 		Links: Links{
 			Self:       "/v1/checkouts/" + v.CheckoutID,
 			TemporalUI: fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(s.cfg.TemporalUIURL, "/"), s.cfg.Namespace, v.WorkflowID),
@@ -561,6 +564,15 @@ func isNotFound(err error) bool {
 // isWorkflowClosed reports an update that reached a saga after it finished.
 func isWorkflowClosed(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "workflow execution already completed")
+}
+
+// reasonText is the message of the innermost application error (a validator's refusal).
+func reasonText(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	return err.Error()
 }
 
 func isType(err error, t string) bool {

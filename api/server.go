@@ -35,6 +35,8 @@ type Inventory interface {
 // CheckoutRecords reads checkouts from Postgres, for those whose saga is no longer in Temporal.
 type CheckoutRecords interface {
 	Checkout(ctx context.Context, checkoutID string) (activities.CheckoutRecord, error)
+	// OrderPaymentRef is the payment reference recorded on the checkout's order.
+	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
 }
 
 // PaymentEvents records verified webhook events once and remembers their delivery.
@@ -135,9 +137,15 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 
-	admin := v1.Group("/inventory", s.requireAdmin)
-	admin.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit))
-	admin.GET("/:sku", s.getInventory)
+	inventory := v1.Group("/inventory", s.requireAdmin)
+	inventory.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit))
+	inventory.GET("/:sku", s.getInventory)
+
+	support := v1.Group("/admin", s.requireAdmin, middleware.BodyLimit(checkoutBodyLimit))
+	support.POST("/checkouts/:cart_id/extend", s.supportExtend)
+	support.POST("/checkouts/:cart_id/cancel", s.supportCancel)
+	support.POST("/checkouts/:cart_id/retry", s.supportRetry)
+	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund)
 	return e
 }
 

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/stripe/stripe-go/v82/webhook"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -42,7 +46,7 @@ type stripeEvent struct {
 var stripeOutcomes = map[string]workflows.PaymentKind{
 	"payment_intent.succeeded":      workflows.PaymentSucceeded,
 	"payment_intent.payment_failed": workflows.PaymentFailed,
-	"payment_intent.canceled":       workflows.PaymentFailed,
+	"payment_intent.canceled":       workflows.PaymentCanceled,
 }
 
 // stripeWebhook verifies a Stripe event on the raw body, records it once in Postgres, and
@@ -110,8 +114,9 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": disposition})
 }
 
-// deliver signals a payment to its saga. A saga that has finished, or a checkout nobody
-// knows, is not an error: the event is kept for refund or for support.
+// deliver signals a payment to its saga. A checkout nobody knows is an orphan for support,
+// not an error. A successful payment for a checkout whose saga already finished is routed to
+// a refund: it never confirms units that were released.
 func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Payment) (string, error) {
 	err := s.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(checkoutID), "", workflows.SignalPayment, p)
 	switch {
@@ -120,14 +125,47 @@ func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Pay
 	case !isNotFound(err):
 		return "", temporalProblem(err)
 	}
-	_, err = s.Records.Checkout(ctx, checkoutID)
+	rec, err := s.Records.Checkout(ctx, checkoutID)
 	switch {
 	case activities.IsNotFound(err):
 		return activities.DispositionOrphan, nil
 	case err != nil:
 		return "", unavailable("postgres", err)
+	case p.Outcome != workflows.PaymentSucceeded:
+		return activities.DispositionIgnored, nil // a failure for a finished checkout changes nothing
+	case rec.Status == string(workflows.StatusConfirmed) && rec.OrderID != "" && s.paidBy(ctx, rec, p):
+		return activities.DispositionIgnored, nil // the payment that confirmed it, redelivered late
+	}
+	if err := s.startRefund(ctx, rec, p, "payment arrived after the checkout ended as "+rec.Status); err != nil {
+		return "", err
 	}
 	return activities.DispositionLate, nil
+}
+
+// paidBy reports whether p is the payment recorded on the checkout's order.
+func (s *Server) paidBy(ctx context.Context, rec activities.CheckoutRecord, p workflows.Payment) bool {
+	ref, err := s.Records.OrderPaymentRef(ctx, rec.CheckoutID)
+	return err == nil && ref == p.PaymentRef
+}
+
+// startRefund starts the Refund workflow of a payment; its id is derived from the payment, so
+// a redelivered event or a saga that started it already never causes a second refund.
+func (s *Server) startRefund(ctx context.Context, rec activities.CheckoutRecord, p workflows.Payment, reason string) error {
+	in := workflows.RefundInput{
+		CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Provider: p.Provider, PaymentRef: p.PaymentRef,
+		EventID: p.EventID, AmountCents: p.AmountCents, Currency: strings.ToLower(p.Currency), Reason: reason,
+	}
+	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    workflows.RefundWorkflowID(in.Provider, in.PaymentRef),
+		TaskQueue:             workflows.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: workflows.RefundAttributes(in),
+		StaticSummary:         "Refund late payment " + p.PaymentRef + " of checkout " + rec.CheckoutID,
+	}, workflows.Refund, in)
+	if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return temporalProblem(err)
+	}
+	return nil
 }
 
 // verifyStripe accepts a signature made with any of the configured secrets, so a secret can

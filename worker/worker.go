@@ -23,9 +23,11 @@ func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 	return w
 }
 
-// Register adds the saga and its activities to any registry: a worker, a replayer or the
+// Register adds the saga, its helper workflows and the activities to any registry: a worker, a replayer or the
 // SDK's test environment.
 func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.Checkout)
+	r.RegisterWorkflow(workflows.Refund)
+	r.RegisterWorkflow(workflows.ReconcilePayments)
 	r.RegisterActivity(acts)
 }

@@ -1,5 +1,6 @@
-// Package workflows holds the Checkout saga. Its code is deterministic: every side effect is
-// an activity (package activities), and time comes from workflow.Now.
+// Package workflows holds the Checkout saga and its two helpers, Refund and
+// ReconcilePayments. Their code is deterministic: every side effect is an activity (package
+// activities), and time comes from workflow.Now.
 //
 // The saga, top to bottom, with the undo registered beside each step:
 //
@@ -10,15 +11,21 @@
 //     the workflow (a timeout after the script ran); releasing a hold that was never taken
 //     is a harmless no-op that also refuses any late reserve.
 //  3. Answer the reservation update: awaiting_payment, or out_of_stock with the shortages.
-//  4. Wait for a payment event, a cancel, or the payment timer (durable: it survives worker
-//     and server restarts).
+//  4. Wait for a successful payment, a cancel, or the payment timer (durable: it survives
+//     worker and server restarts; support may extend it). A failed card attempt is noted and
+//     the wait goes on, because the buyer may retry with another card.
 //  5. Paid with the right amount and currency: ConfirmOrder in Postgres (order, lines,
 //     on_hand/sold, ledger, in one transaction), then CommitStock for every hold.
 //
 // Every other end (out of stock, payment failed, expired, cancelled, a step that failed for
 // good) runs the registered releases last-in-first-out on a disconnected context, so that
-// cancelling the workflow itself still returns the stock, retrying each until it succeeds,
-// and then records the end in Postgres.
+// cancelling the workflow itself still returns the stock, and then records the end in
+// Postgres. A step that keeps failing is never dropped: the checkout is flagged
+// (NeedsAttention), its current details say what is wrong and what to do, and the step is
+// tried again every few minutes or at once when support sends the retry update.
+//
+// Money that cannot be kept (a payment after the checkout ended, a second payment, a wrong
+// amount or currency) is refunded by a Refund workflow started as an abandoned child.
 //
 // States never move backwards (Status.rank); a late or repeated event cannot reopen a
 // finished checkout.
@@ -30,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -42,9 +50,10 @@ var acts *activities.Activities
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
 func Checkout(ctx workflow.Context, in Input) (View, error) {
 	c := &checkout{
-		in:    in,
-		seen:  map[string]bool{},
-		state: StatusReserving,
+		in:         in,
+		seenEvents: map[string]bool{},
+		seenPaid:   map[string]bool{},
+		state:      StatusReserving,
 		view: View{
 			CheckoutID: in.CheckoutID,
 			WorkflowID: WorkflowID(in.CheckoutID),
@@ -59,13 +68,17 @@ func Checkout(ctx workflow.Context, in Input) (View, error) {
 	if err := c.registerHandlers(ctx); err != nil {
 		return View{}, err
 	}
+	workflow.Go(ctx, c.startRefunds)
 	c.run(ctx)
-	// Let the reservation and cancel updates answer before the workflow closes.
-	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	// Let the updates answer, and every refund start, before the workflow closes.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(dctx, func() bool {
+		return workflow.AllHandlersFinished(dctx) && c.refundsStarted == len(c.refunds)
+	})
 	return c.view, nil
 }
 
-// checkout is the saga's state. Only the workflow goroutine and its handlers touch it, and
+// checkout is the saga's state. Only the workflow goroutines and handlers touch it, and
 // Temporal runs those one at a time.
 type checkout struct {
 	in    Input
@@ -75,23 +88,37 @@ type checkout struct {
 	// undo holds the compensations registered so far, run last-in-first-out.
 	undo []func(ctx workflow.Context, reason Status)
 
-	rejectCode string
-	seen       map[string]bool // payment event ids already handled
-	paid       *Payment
-	failedPay  *Payment
-	cancelBy   string
+	rejectCode  string
+	seenEvents  map[string]bool // payment event ids already handled
+	seenPaid    map[string]bool // payment refs already counted as paid (webhook or reconciliation)
+	paid        *Payment        // the payment that pays the checkout
+	lastFailure *Payment        // the latest failed attempt; the buyer may still retry
+	canceledPay *Payment        // the payment was canceled for good
+	cancelBy    string
 	// pending holds payment events that arrived before the cart was priced; they are
 	// applied once the amount to check them against is known.
 	pending []Payment
-	// late holds payment events that arrived once the checkout could no longer take them
-	// (for the refund path).
-	late []Payment
+
+	// refunds are payments the checkout cannot keep; startRefunds starts one Refund each.
+	refunds        []refundOrder
+	refundsStarted int
+
+	holdStarted time.Time
+	expiresAt   time.Time
+	extended    bool // the hold was extended: the payment timer must restart
+
+	stuck          string // the step waiting for support, if any
+	retryRequested bool
+	flagged        bool // something support must look at besides a stuck step (wrong money, ...)
+}
+
+type refundOrder struct {
+	payment Payment
+	reason  string
 }
 
 // run executes the saga's forward steps and ends it one way or another.
 func (c *checkout) run(ctx workflow.Context) {
-	logger := workflow.GetLogger(ctx)
-
 	rec, err := c.record(ctx)
 	if err != nil {
 		c.end(ctx, c.failureStatus(err), reasonOf(err))
@@ -109,18 +136,13 @@ func (c *checkout) run(ctx workflow.Context) {
 		return
 	}
 
-	timeout := paymentTimeout(c.in.PaymentTimeoutSeconds)
+	c.holdStarted = workflow.Now(ctx)
 	// Rounded up to the second: the buyer never gets less than the window they were promised.
-	expiresAt := workflow.Now(ctx).Add(timeout + time.Second - 1).UTC().Truncate(time.Second)
-	c.view.ExpiresAt = &expiresAt
-	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(expiresAt))
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Waiting for payment of %s until %s", money(c.view.AmountCents, c.view.Currency), expiresAt.Format(time.RFC3339)))
+	c.expiresAt = c.holdStarted.Add(paymentTimeout(c.in.PaymentTimeoutSeconds) + time.Second - 1).UTC().Truncate(time.Second)
+	c.view.ExpiresAt = ptr(c.expiresAt)
+	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt))
 
-	ready, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-		Timeout:      expiresAt.Sub(workflow.Now(ctx)),
-		TimerOptions: workflow.TimerOptions{Summary: "Payment window until " + expiresAt.Format(time.RFC3339)},
-	}, func() bool { return c.paid != nil || c.failedPay != nil || c.cancelBy != "" })
-
+	timedOut, err := c.awaitPayment(ctx)
 	switch {
 	case temporal.IsCanceledError(err):
 		c.end(ctx, StatusCancelled, "workflow cancelled")
@@ -128,16 +150,43 @@ func (c *checkout) run(ctx workflow.Context) {
 		c.end(ctx, StatusFailed, "wait for payment: "+err.Error())
 	case c.paid != nil: // a payment that arrived with a cancel still wins: money was taken
 		c.confirm(ctx, *c.paid)
-	case c.failedPay != nil:
-		c.end(ctx, StatusPaymentFailed, "payment failed ("+c.failedPay.EventID+")")
+	case c.canceledPay != nil:
+		c.end(ctx, StatusPaymentFailed, "payment canceled ("+c.canceledPay.EventID+")")
 	case c.cancelBy != "":
 		c.end(ctx, StatusCancelled, "cancelled by "+c.cancelBy)
-	case !ready:
-		c.end(ctx, StatusExpired, "no payment before "+expiresAt.Format(time.RFC3339))
+	case timedOut && c.lastFailure != nil:
+		c.end(ctx, StatusPaymentFailed, "payment failed ("+c.lastFailure.EventID+") and no payment succeeded before "+c.expiresAt.Format(time.RFC3339))
+	case timedOut:
+		c.end(ctx, StatusExpired, "no payment before "+c.expiresAt.Format(time.RFC3339))
 	}
-	if len(c.late) > 0 {
-		logger.Warn("payment events arrived after the checkout could take them", "count", len(c.late))
+}
+
+// awaitPayment waits until the checkout is decided or the payment timer fires. The timer is
+// restarted when support extends the hold.
+func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error) {
+	decided := func() bool { return c.paid != nil || c.canceledPay != nil || c.cancelBy != "" }
+	for {
+		c.waitingDetails(ctx)
+		c.extended = false
+		ready, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+			Timeout:      c.expiresAt.Sub(workflow.Now(ctx)),
+			TimerOptions: workflow.TimerOptions{Summary: "Payment window until " + c.expiresAt.Format(time.RFC3339)},
+		}, func() bool { return decided() || c.extended })
+		if err != nil || decided() {
+			return false, err
+		}
+		if !ready {
+			return true, nil
+		}
 	}
+}
+
+func (c *checkout) waitingDetails(ctx workflow.Context) {
+	details := fmt.Sprintf("Waiting for payment of %s until %s", money(c.view.AmountCents, c.view.Currency), c.expiresAt.Format(time.RFC3339))
+	if c.lastFailure != nil {
+		details += fmt.Sprintf(". Last attempt failed (%s); the buyer may retry", c.lastFailure.EventID)
+	}
+	workflow.SetCurrentDetails(ctx, details)
 }
 
 // record prices the cart and writes the checkout to Postgres.
@@ -191,31 +240,35 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 
 	var orderID string
-	err := c.mustRunGet(dctx, "Confirm order in Postgres", acts.ConfirmOrder, activities.ConfirmOrderInput{
-		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: c.view.Items,
-		AmountCents: c.view.AmountCents, Currency: c.view.Currency,
-		PaymentProvider: p.Provider, PaymentRef: p.PaymentRef, ExpiresAt: c.view.ExpiresAt,
-	}, &orderID)
+	err := c.persist(dctx, "Confirm order in Postgres", func(ctx workflow.Context) error {
+		actx := workflow.WithActivityOptions(ctx, withSummary(mustFinishOptions, "Confirm order in Postgres"))
+		return workflow.ExecuteActivity(actx, acts.ConfirmOrder, activities.ConfirmOrderInput{
+			CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: c.view.Items,
+			AmountCents: c.view.AmountCents, Currency: c.view.Currency,
+			PaymentProvider: p.Provider, PaymentRef: p.PaymentRef, ExpiresAt: c.view.ExpiresAt,
+		}).Get(ctx, &orderID)
+	})
 	if err != nil {
 		// The order could not be written for good (Postgres disagrees with the holds).
-		// Nothing was sold: release the holds; the payment needs a refund, so flag it.
-		c.view.NeedsAttention = true
+		// Nothing was sold: release the holds and give the money back.
+		c.flag(dctx)
+		c.refund(p, "the order could not be confirmed: "+reasonOf(err))
 		c.end(ctx, StatusFailed, "confirm order: "+reasonOf(err))
 		return
 	}
 	c.view.OrderID = &orderID
 
-	futures := make([]workflow.Future, len(c.view.Items))
-	for i, it := range c.view.Items {
-		actx := workflow.WithActivityOptions(dctx, withSummary(mustFinishOptions, fmt.Sprintf("Commit %d x %s", it.Quantity, it.SKU)))
-		futures[i] = workflow.ExecuteActivity(actx, acts.CommitStock,
-			activities.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity})
-	}
-	for _, f := range futures {
-		if err := f.Get(dctx, nil); err != nil {
+	for _, it := range c.view.Items {
+		in := activities.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity}
+		summary := fmt.Sprintf("Commit %d x %s", it.Quantity, it.SKU)
+		err := c.persist(dctx, summary, func(ctx workflow.Context) error {
+			actx := workflow.WithActivityOptions(ctx, withSummary(mustFinishOptions, summary))
+			return workflow.ExecuteActivity(actx, acts.CommitStock, in).Get(ctx, nil)
+		})
+		if err != nil {
 			// The order stands (it is in Postgres); a hold that cannot be committed means
 			// Redis and Postgres disagree, which support must reconcile.
-			c.view.NeedsAttention = true
+			c.flag(dctx)
 			c.view.Reason = ptr("commit hold: " + reasonOf(err))
 		}
 	}
@@ -239,21 +292,47 @@ func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ended as %s: %s", status, reason))
 }
 
-// undoStep runs a step of ending a checkout (see undoOptions), retrying until it succeeds.
+// undoStep runs one step of ending a checkout (see undoOptions) until it succeeds.
 func (c *checkout) undoStep(ctx workflow.Context, summary string, activity any, arg any) {
-	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
-	if err := workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, nil); err != nil {
+	err := c.persist(ctx, summary, func(ctx workflow.Context) error {
+		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
+		return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, nil)
+	})
+	if err != nil {
 		// Only a named non-retryable error gets here (a release after commit, say): the
 		// hold is not ours to release, which support must look at.
-		c.view.NeedsAttention = true
-		workflow.GetLogger(ctx).Error("compensation refused", "summary", summary, "error", err)
+		c.flag(ctx)
+		workflow.GetLogger(ctx).Error("compensation refused", "step", summary, "error", err)
 	}
 }
 
-// mustRunGet runs an activity of a paid checkout that must finish (see mustFinishOptions).
-func (c *checkout) mustRunGet(ctx workflow.Context, summary string, activity any, arg any, result any) error {
-	actx := workflow.WithActivityOptions(ctx, withSummary(mustFinishOptions, summary))
-	return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, result)
+// persist runs a step that must not be dropped. When its retry policy gives up, the
+// checkout is flagged for support with what is wrong and what to do, and the step is tried
+// again when support sends the retry update, or by itself after stuckRetryInterval. Only a
+// non-retryable error (a definite "no") is returned.
+func (c *checkout) persist(ctx workflow.Context, summary string, step func(workflow.Context) error) error {
+	for {
+		err := step(ctx)
+		var appErr *temporal.ApplicationError
+		if err == nil || errors.As(err, &appErr) && appErr.NonRetryable() || temporal.IsCanceledError(err) {
+			if c.stuck != "" {
+				c.stuck, c.view.Attention = "", ""
+				c.refreshAttention(ctx)
+			}
+			return err
+		}
+		c.stuck = summary
+		c.view.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause (Redis, Postgres or the payment provider); the step is retried every %s, or at once with the retry action (POST /v1/admin/checkouts/%s/retry).",
+			summary, reasonOf(err), stuckRetryInterval, c.in.CheckoutID)
+		c.refreshAttention(ctx)
+		workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+c.view.Attention)
+		workflow.GetLogger(ctx).Error("step stuck", "step", summary, "error", err)
+		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+			Timeout:      stuckRetryInterval,
+			TimerOptions: workflow.TimerOptions{Summary: "Retry " + summary},
+		}, func() bool { return c.retryRequested })
+		c.retryRequested = false
+	}
 }
 
 // setState moves the checkout forward and keeps the search attributes current. A move to
@@ -269,6 +348,21 @@ func (c *checkout) setState(ctx workflow.Context, s Status, reason string, extra
 	c.upsert(ctx, append(extra,
 		AttrCheckoutState.ValueSet(string(s)),
 		AttrNeedsAttention.ValueSet(c.view.NeedsAttention))...)
+}
+
+// flag marks the checkout for support.
+func (c *checkout) flag(ctx workflow.Context) {
+	c.flagged = true
+	c.refreshAttention(ctx)
+}
+
+// refreshAttention keeps NeedsAttention (view and search attribute) equal to "flagged or stuck".
+func (c *checkout) refreshAttention(ctx workflow.Context) {
+	needs := c.flagged || c.stuck != ""
+	if needs != c.view.NeedsAttention {
+		c.view.NeedsAttention = needs
+		c.upsert(ctx, AttrNeedsAttention.ValueSet(needs))
+	}
 }
 
 func (c *checkout) upsert(ctx workflow.Context, updates ...temporal.SearchAttributeUpdate) {
@@ -303,15 +397,18 @@ func (c *checkout) failureStatus(err error) Status {
 	return StatusFailed
 }
 
-// onPayment applies one verified payment event. Repeats (same event id) are ignored; events
-// that arrive once the checkout can no longer take them are kept for the refund path.
+// onPayment applies one verified payment event. Repeats (same event id, or the same
+// successful payment seen through another channel) are ignored.
 func (c *checkout) onPayment(ctx workflow.Context, p Payment) {
 	logger := workflow.GetLogger(ctx)
-	if c.seen[p.EventID] {
-		logger.Info("duplicate payment event ignored", "event_id", p.EventID)
+	if c.seenEvents[p.EventID] || p.Outcome == PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[p.PaymentRef] {
+		logger.Info("duplicate payment event ignored", "event_id", p.EventID, "payment_ref", p.PaymentRef)
 		return
 	}
-	c.seen[p.EventID] = true
+	c.seenEvents[p.EventID] = true
+	if p.Outcome == PaymentSucceeded && p.PaymentRef != "" {
+		c.seenPaid[p.PaymentRef] = true
+	}
 	if c.view.Currency == "" && !c.state.Final() {
 		c.pending = append(c.pending, p)
 		return
@@ -322,80 +419,70 @@ func (c *checkout) onPayment(ctx workflow.Context, p Payment) {
 // applyPayment decides what a new payment event does to the checkout.
 func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
 	logger := workflow.GetLogger(ctx)
-	if c.state.rank() >= StatusConfirming.rank() || c.paid != nil || c.failedPay != nil || c.cancelBy != "" {
-		c.late = append(c.late, p)
-		logger.Warn("payment event after the checkout was decided", "event_id", p.EventID, "status", c.state)
-		return
-	}
-	switch p.Outcome {
-	case PaymentSucceeded:
-		if p.AmountCents != c.view.AmountCents || !strings.EqualFold(p.Currency, c.view.Currency) {
-			c.view.NeedsAttention = true
-			reason := fmt.Sprintf("payment %s of %s does not match the checkout's %s", p.EventID,
-				money(p.AmountCents, strings.ToLower(p.Currency)), money(c.view.AmountCents, c.view.Currency))
-			c.view.Reason = &reason
-			c.late = append(c.late, p)
-			c.upsert(ctx, AttrNeedsAttention.ValueSet(true))
-			logger.Warn("payment amount mismatch", "event_id", p.EventID)
-			return
+	open := c.state.rank() < StatusConfirming.rank() && c.paid == nil && c.canceledPay == nil && c.cancelBy == ""
+	switch {
+	case p.Outcome != PaymentSucceeded && !open:
+		logger.Info("payment event after the checkout was decided ignored", "event_id", p.EventID, "status", c.state)
+	case p.Outcome == PaymentFailed:
+		c.lastFailure = &p
+		if c.state == StatusAwaitingPayment {
+			c.waitingDetails(ctx)
 		}
+	case p.Outcome == PaymentCanceled:
+		c.canceledPay = &p
+	case !open:
+		// Money for a checkout that can no longer take it: give it back.
+		c.refund(p, fmt.Sprintf("payment arrived after the checkout was %s", c.state))
+		logger.Warn("late payment will be refunded", "event_id", p.EventID, "status", c.state)
+	case p.AmountCents != c.view.AmountCents || !strings.EqualFold(p.Currency, c.view.Currency):
+		reason := fmt.Sprintf("payment %s of %s does not match the checkout's %s", p.EventID,
+			money(p.AmountCents, strings.ToLower(p.Currency)), money(c.view.AmountCents, c.view.Currency))
+		c.view.Reason = &reason
+		c.flag(ctx)
+		c.refund(p, reason)
+		logger.Warn("payment amount mismatch; refunding it", "event_id", p.EventID)
+	default:
 		c.paid = &p
-	case PaymentFailed:
-		c.failedPay = &p
 	}
 }
 
-func (c *checkout) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (View, error) { return c.view, nil }); err != nil {
-		return fmt.Errorf("register status query: %w", err)
-	}
-	err := workflow.SetUpdateHandler(ctx, UpdateReservation, func(ctx workflow.Context, req ReservationRequest) (ReservationResult, error) {
-		if err := workflow.Await(ctx, func() bool { return c.state != StatusReserving }); err != nil {
-			return ReservationResult{}, err
-		}
-		return ReservationResult{
-			View: c.view, Created: req.RequestID != "" && req.RequestID == c.in.RequestID,
-			RequestHash: c.in.RequestHash, IdempotencyKey: c.in.IdempotencyKey, RejectCode: c.rejectCode,
-		}, nil
-	})
-	if err != nil {
-		return fmt.Errorf("register reservation update: %w", err)
-	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, func(ctx workflow.Context, req CancelRequest) (View, error) {
-		if c.cancelBy == "" && c.paid == nil {
-			c.cancelBy = req.By
-		}
-		if err := workflow.Await(ctx, func() bool { return c.state.Final() }); err != nil {
-			return View{}, err
-		}
-		return c.view, nil
-	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req CancelRequest) error {
-		if c.state == StatusConfirming || c.state == StatusConfirmed || c.paid != nil {
-			return temporal.NewApplicationError("checkout is already paid and cannot be cancelled", ErrTypeAlreadyPaid)
-		}
-		if req.By != "customer" && req.By != "support" {
-			return fmt.Errorf("cancel: by must be customer or support, not %q", req.By)
-		}
-		return nil
-	}})
-	if err != nil {
-		return fmt.Errorf("register cancel update: %w", err)
-	}
-	payments := workflow.GetSignalChannel(ctx, SignalPayment)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var p Payment
-			if !payments.Receive(ctx, &p) {
-				return
-			}
-			c.onPayment(ctx, p)
-		}
-	})
-	return nil
+// refund queues a payment for a Refund workflow (see startRefunds).
+func (c *checkout) refund(p Payment, reason string) {
+	c.refunds = append(c.refunds, refundOrder{payment: p, reason: reason})
 }
 
-// ErrTypeAlreadyPaid is the error type of a cancel refused because the checkout was paid.
-const ErrTypeAlreadyPaid = "AlreadyPaid"
+// startRefunds starts one Refund child workflow per queued payment. The child is abandoned
+// when the checkout closes: a refund outlives the saga that ordered it. Its id is derived
+// from the payment, so a payment is never refunded by two workflows.
+func (c *checkout) startRefunds(ctx workflow.Context) {
+	for {
+		if err := workflow.Await(ctx, func() bool { return c.refundsStarted < len(c.refunds) }); err != nil {
+			ctx, _ = workflow.NewDisconnectedContext(ctx) // keep starting refunds after a cancel
+			continue
+		}
+		order := c.refunds[c.refundsStarted]
+		in := RefundInput{
+			CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Provider: order.payment.Provider,
+			PaymentRef: order.payment.PaymentRef, EventID: order.payment.EventID,
+			AmountCents: order.payment.AmountCents, Currency: strings.ToLower(order.payment.Currency), Reason: order.reason,
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:            RefundWorkflowID(in.Provider, in.PaymentRef),
+			TaskQueue:             TaskQueue,
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			StaticSummary:         fmt.Sprintf("Refund %s of checkout %s", money(in.AmountCents, in.Currency), in.CheckoutID),
+			TypedSearchAttributes: RefundAttributes(in),
+		})
+		err := workflow.ExecuteChildWorkflow(cctx, Refund, in).GetChildWorkflowExecution().Get(ctx, nil)
+		if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			workflow.GetLogger(ctx).Error("start refund", "payment_ref", in.PaymentRef, "error", err)
+			c.flag(ctx)
+		}
+		c.view.Refunds = append(c.view.Refunds, RefundWorkflowID(in.Provider, in.PaymentRef))
+		c.refundsStarted++
+	}
+}
 
 func withSummary(o workflow.ActivityOptions, summary string) workflow.ActivityOptions {
 	o.Summary = summary

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -26,7 +27,8 @@ import (
 // happened to stock and orders, not what a mock was told.
 
 type fixture struct {
-	t     *testing.T
+	t       *testing.T
+	refunds []workflows.RefundInput // Refund children the saga started (the child is tested on its own)
 	env   *testsuite.TestWorkflowEnvironment
 	acts  *activities.Activities
 	inv   *activities.Inventory
@@ -34,7 +36,20 @@ type fixture struct {
 	stock *lua.Stock
 }
 
+// newFixture is the saga's environment; Refund children are recorded, not run (the Refund
+// workflow has its own tests, see refund_test.go).
 func newFixture(t *testing.T) *fixture {
+	f := newRealFixture(t)
+	f.env.OnWorkflow(workflows.Refund, mock.Anything, mock.Anything).Return(
+		func(ctx workflow.Context, in workflows.RefundInput) (workflows.RefundView, error) {
+			f.refunds = append(f.refunds, in)
+			return workflows.RefundView{RefundInput: in, Status: workflows.RefundRefunded}, nil
+		})
+	return f
+}
+
+// newRealFixture runs every workflow for real.
+func newRealFixture(t *testing.T) *fixture {
 	_, pool := testenv.Postgres(t)
 	stock := lua.New(testenv.Redis(t))
 	store := activities.NewStore(pool)
@@ -272,16 +287,35 @@ func TestCancelWhileWaitingStillReleases(t *testing.T) {
 	}
 }
 
-func TestPaymentFailedReleases(t *testing.T) {
+func TestPaymentFailedThenSucceededPays(t *testing.T) {
+	// A declined card is one attempt: the buyer retries with another card while the
+	// checkout is open, and that payment confirms it.
 	f := newFixture(t)
 	phone := f.sku(10, 99_900, 2)
 	in := input(activities.Item{SKU: phone, Quantity: 1})
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
+	f.payAt(2*time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_s", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_1", AmountCents: 99_900, Currency: "usd"})
+
+	if v := f.run(in); v.Status != workflows.StatusConfirmed {
+		t.Fatalf("status %s, want confirmed", v.Status)
+	}
+}
+
+func TestPaymentFailedReleasesAtDeadline(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	in.PaymentTimeoutSeconds = 600
+	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
+	start := f.env.Now()
 
 	v := f.run(in)
 
 	if v.Status != workflows.StatusPaymentFailed {
 		t.Fatalf("status %s, want payment_failed", v.Status)
+	}
+	if f.env.Now().Sub(start) < 10*time.Minute {
+		t.Error("a failed attempt ended the checkout before its deadline; the buyer could not retry")
 	}
 	if p := f.level(phone); p.Available != 10 || p.Held != 0 {
 		t.Errorf("phone: %+v, want all 10 available again", p)
@@ -291,14 +325,34 @@ func TestPaymentFailedReleases(t *testing.T) {
 	}
 }
 
+func TestPaymentCanceledReleasesAtOnce(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_x", Outcome: workflows.PaymentCanceled, PaymentRef: "pi_1"})
+	start := f.env.Now()
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusPaymentFailed || f.env.Now().Sub(start) > 2*time.Minute {
+		t.Fatalf("status %s after %s, want payment_failed right after the cancel", v.Status, f.env.Now().Sub(start))
+	}
+	if p := f.level(phone); p.Available != 10 || p.Held != 0 {
+		t.Errorf("phone: %+v, want all 10 available again", p)
+	}
+}
+
 func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
 	f := newFixture(t)
 	phone := f.sku(10, 99_900, 2)
 	in := input(activities.Item{SKU: phone, Quantity: 2})
 	f.payAt(time.Minute, paid("evt_1", 199_800))
-	f.payAt(time.Minute, paid("evt_1", 199_800))
-	f.payAt(2*time.Minute, paid("evt_2", 199_800))
-	f.payAt(2*time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_3", Outcome: workflows.PaymentFailed})
+	f.payAt(time.Minute, paid("evt_1", 199_800)) // the same event redelivered
+	reconciled := paid("reconcile-pi_evt_1", 199_800)
+	reconciled.PaymentRef = "pi_evt_1" // the same payment found by reconciliation
+	f.payAt(time.Minute, reconciled)
+	f.payAt(time.Minute, paid("evt_2", 199_800)) // a second, different payment while confirming
+	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_3", Outcome: workflows.PaymentFailed})
 
 	v := f.run(in)
 
@@ -311,12 +365,15 @@ func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
 	if p := f.level(phone); p.Sold != 2 || p.OnHand != 8 {
 		t.Errorf("phone: %+v, want 2 sold once", p)
 	}
+	if len(f.refunds) != 1 || f.refunds[0].PaymentRef != "pi_evt_2" || f.refunds[0].AmountCents != 199_800 {
+		t.Errorf("refunds %+v, want exactly the second payment (pi_evt_2) refunded", f.refunds)
+	}
 }
 
 func TestWrongAmountNeverConfirms(t *testing.T) {
 	for name, p := range map[string]workflows.Payment{
 		"amount":   paid("evt_w", 1),
-		"currency": {Provider: "stripe", EventID: "evt_c", Outcome: workflows.PaymentSucceeded, AmountCents: 99_900, Currency: "eur"},
+		"currency": {Provider: "stripe", EventID: "evt_c", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_c", AmountCents: 99_900, Currency: "eur"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
@@ -348,6 +405,9 @@ func TestWrongAmountNeverConfirms(t *testing.T) {
 			}
 			if l := f.level(phone); l.Available != 10 || l.Held != 0 {
 				t.Errorf("phone: %+v, want all 10 available again", l)
+			}
+			if len(f.refunds) != 1 || f.refunds[0].PaymentRef != p.PaymentRef || f.refunds[0].AmountCents != p.AmountCents {
+				t.Errorf("refunds %+v, want the wrong payment %s refunded", f.refunds, p.PaymentRef)
 			}
 		})
 	}

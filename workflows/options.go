@@ -51,17 +51,22 @@ var reserveOptions = workflow.LocalActivityOptions{
 }
 
 // mustFinishOptions: confirmation and commits of a paid checkout. These must happen however
-// long an outage lasts, so they retry without limit (MaximumAttempts 0) and back off to one
-// attempt a minute; only errors of a named non-retryable type stop them.
+// long an outage lasts. Ten attempts (about two minutes with this backoff) ride out a blip;
+// after that the step is stuck: the checkout is flagged for support and the step is tried
+// again every stuckRetryInterval or on support's retry (see checkout.persist), never dropped.
 var mustFinishOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    200 * time.Millisecond,
 		BackoffCoefficient: 2,
-		MaximumInterval:    time.Minute,
-		MaximumAttempts:    0,
+		MaximumInterval:    30 * time.Second,
+		MaximumAttempts:    10,
 	},
 }
+
+// stuckRetryInterval is how often a stuck step tries again by itself: often enough that an
+// outage's end is noticed within minutes, rarely enough to keep a long outage's history small.
+const stuckRetryInterval = 5 * time.Minute
 
 // paymentTimeout turns the requested seconds into the hold's duration, using the default for 0
 // and clamping to the contract's bounds (the API validates too; this guards other callers).
@@ -77,15 +82,16 @@ func paymentTimeout(seconds int64) time.Duration {
 	return time.Duration(seconds) * time.Second
 }
 
-// undoOptions: releases and the outcome record of a checkout that did not complete. Like
-// mustFinishOptions they retry without limit; they run as local activities because most
-// checkouts in a flash sale end here (out of stock), and each is one short idempotent call.
+// undoOptions: releases and the outcome record of a checkout that did not complete, with the
+// same retry budget and stuck handling as mustFinishOptions. They run as local activities
+// because most checkouts in a flash sale end here (out of stock), and each is one short
+// idempotent call.
 var undoOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout: 10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    200 * time.Millisecond,
 		BackoffCoefficient: 2,
-		MaximumInterval:    time.Minute,
-		MaximumAttempts:    0,
+		MaximumInterval:    30 * time.Second,
+		MaximumAttempts:    10,
 	},
 }

@@ -22,7 +22,27 @@ const (
 	SignalPayment = "payment"
 	// QueryStatus returns the checkout view.
 	QueryStatus = "status"
+	// UpdateExtend moves the payment deadline later (support; bounded by MaxHold).
+	UpdateExtend = "extend"
+	// UpdateRetry retries a stuck step at once (support).
+	UpdateRetry = "retry"
 )
+
+// Error types of refused support updates; the API maps them to HTTP answers.
+const (
+	ErrTypeAlreadyPaid           = "AlreadyPaid"
+	ErrTypeNotExtendable         = "NotExtendable"
+	ErrTypeInvalidSupportRequest = "InvalidSupportRequest"
+	ErrTypeNothingToRetry        = "NothingToRetry"
+)
+
+// ExtendRequest is the argument of the extend update.
+type ExtendRequest struct {
+	Seconds int64 `json:"seconds"`
+}
+
+// RetryRequest is the argument of the retry update.
+type RetryRequest struct{}
 
 // WorkflowID is the id of the saga of a checkout: one saga per cart.
 func WorkflowID(checkoutID string) string { return "checkout-" + checkoutID }
@@ -91,6 +111,10 @@ type View struct {
 	Reason         *string               `json:"reason"`
 	Shortages      []activities.Shortage `json:"shortages,omitempty"`
 	NeedsAttention bool                  `json:"needs_attention"`
+	// Attention says, while NeedsAttention is set by a stuck step, what is wrong and what to do.
+	Attention string `json:"attention,omitempty"`
+	// Refunds are the ids of the Refund workflows this checkout started.
+	Refunds []string `json:"refunds,omitempty"`
 
 	// RequestHash and IdempotencyKey identify the request that started the saga, so the
 	// API can tell a retry from a reused key even after the saga finished. Not for clients.
@@ -162,7 +186,10 @@ type PaymentKind string
 // Payment outcomes.
 const (
 	PaymentSucceeded PaymentKind = "succeeded"
-	PaymentFailed    PaymentKind = "failed"
+	// PaymentFailed is one failed attempt (a declined card); the buyer may still retry.
+	PaymentFailed PaymentKind = "failed"
+	// PaymentCanceled means the payment will not happen (the intent was canceled).
+	PaymentCanceled PaymentKind = "canceled"
 )
 
 // CancelRequest is the argument of the cancel update.

@@ -34,6 +34,8 @@ type config struct {
 	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
 	PaymentTimeout    int64         // PAYMENT_TIMEOUT_SECONDS: default hold for payment
 	TemporalCLI       string        // TEMPORAL_CLI: the dev server binary (dev only)
+	StripeAPIKey      string        // STRIPE_API_KEY: refunds and reconciliation (optional)
+	StripeAPIURL      string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
 	MaxStarting       int64         // MAX_STARTING_CHECKOUTS: admission bound
 	AdmissionWait     time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
 	LogLevel          slog.Level    // LOG_LEVEL
@@ -74,6 +76,8 @@ func loadConfig(dev bool) (config, error) {
 		PaymentTimeout: integer("PAYMENT_TIMEOUT_SECONDS", workflows.DefaultPaymentTimeoutSeconds,
 			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
 		TemporalCLI:   str("TEMPORAL_CLI", ".tools/temporal"),
+		StripeAPIKey:  str("STRIPE_API_KEY", ""),
+		StripeAPIURL:  str("STRIPE_API_URL", ""),
 		MaxStarting:   integer("MAX_STARTING_CHECKOUTS", 128, 1, 100_000),
 		AdmissionWait: time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
 	}

@@ -51,7 +51,7 @@ func runDev(ctx context.Context, cfg config) error {
 	}
 
 	errc := make(chan error, 2)
-	go func() { errc <- serveWorker(ctx, d) }()
+	go func() { errc <- serveWorker(ctx, cfg, d) }()
 	go func() { errc <- serveAPI(ctx, cfg, d) }()
 	logger.Info("local stack ready",
 		"api", "http://"+cfg.APIAddr, "temporal_ui", cfg.TemporalUIURL,

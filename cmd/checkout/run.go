@@ -14,9 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/uber-go/tally/v4"
 
@@ -24,7 +26,9 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/worker"
+	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // deps are the open connections a command works with.
@@ -158,11 +162,24 @@ func runWorker(ctx context.Context, cfg config) error {
 		}
 	}()
 	defer metricsSrv.Close()
-	return serveWorker(ctx, d)
+	return serveWorker(ctx, cfg, d)
 }
 
-func serveWorker(ctx context.Context, d *deps) error {
-	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock})
+func serveWorker(ctx context.Context, cfg config, d *deps) error {
+	acts := &activities.Activities{Store: d.store, Stock: d.stock, Temporal: d.temporal, Payments: map[string]payments.Provider{}}
+	if cfg.StripeAPIKey != "" {
+		var opts []payments.StripeOption
+		if cfg.StripeAPIURL != "" {
+			opts = append(opts, payments.WithStripeAPIURL(cfg.StripeAPIURL))
+		}
+		acts.Payments["stripe"] = payments.NewStripe(cfg.StripeAPIKey, opts...)
+		if err := ensureReconcileSchedule(ctx, d.temporal); err != nil {
+			return err
+		}
+	} else {
+		d.logger.Warn("STRIPE_API_KEY is not set: late or wrong payments cannot be refunded (their refunds wait for support) and missed webhooks are not reconciled")
+	}
+	w := worker.New(d.temporal, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
@@ -231,4 +248,24 @@ func attributeFlags(attrs map[string]string) []string {
 		flags = append(flags, "--search-attribute", name+"="+typ)
 	}
 	return flags
+}
+
+// ensureReconcileSchedule creates the Temporal Schedule that looks for missed payment
+// webhooks (workflows.ReconcilePayments) unless it exists.
+func ensureReconcileSchedule(ctx context.Context, c client.Client) error {
+	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID:      workflows.ReconcileScheduleID,
+		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: workflows.ReconcileEvery}}},
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Action: &client.ScheduleWorkflowAction{
+			ID:        workflows.ReconcileScheduleID,
+			Workflow:  workflows.ReconcilePayments,
+			Args:      []any{workflows.ReconcileInput{}},
+			TaskQueue: workflows.TaskQueue,
+		},
+	})
+	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("create reconcile schedule: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,138 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/checkout-saga/checkout-saga/payments"
+)
+
+// Error types of payment activities.
+const (
+	ErrTypeRefundRefused     = "RefundRefused"
+	ErrTypeNoPaymentProvider = "NoPaymentProvider"
+)
+
+// RefundPaymentInput asks for one refund.
+type RefundPaymentInput struct {
+	Provider       string `json:"provider"`
+	PaymentRef     string `json:"payment_ref"`
+	AmountCents    int64  `json:"amount_cents"`
+	Currency       string `json:"currency"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Reason         string `json:"reason"`
+}
+
+// RefundResult is the provider's answer.
+type RefundResult struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+func (a *Activities) provider(name string) (payments.Provider, error) {
+	if p, ok := a.Payments[name]; ok {
+		return p, nil
+	}
+	return nil, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("no payment provider %q is configured (set STRIPE_API_KEY for stripe)", name), ErrTypeNoPaymentProvider, nil)
+}
+
+// RefundPayment refunds a payment through its provider. The idempotency key makes a retry
+// return the first refund; a refusal for good is a non-retryable RefundRefused.
+func (a *Activities) RefundPayment(ctx context.Context, in RefundPaymentInput) (RefundResult, error) {
+	p, err := a.provider(in.Provider)
+	if err != nil {
+		return RefundResult{}, err
+	}
+	r, err := p.Refund(ctx, payments.RefundRequest{
+		PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
+		IdempotencyKey: in.IdempotencyKey, Reason: in.Reason,
+	})
+	switch {
+	case errors.Is(err, payments.ErrRefundRefused), errors.Is(err, payments.ErrInvalidRequest):
+		return RefundResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundRefused, nil)
+	case err != nil:
+		return RefundResult{}, fmt.Errorf("refund payment %s: %w", in.PaymentRef, err)
+	case r.Status == payments.RefundFailed || r.Status == payments.RefundCanceled:
+		return RefundResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("refund %s of payment %s ended %s at the provider", r.ID, in.PaymentRef, r.Status), ErrTypeRefundRefused, nil)
+	}
+	activity.GetLogger(ctx).Info("payment refunded", "payment_ref", in.PaymentRef, "refund_id", r.ID, "status", r.Status)
+	return RefundResult{ID: r.ID, Status: r.Status}, nil
+}
+
+// RecordRefundInput is a refund's state for Postgres.
+type RecordRefundInput struct {
+	ID               string `json:"id"`
+	CheckoutID       string `json:"checkout_id"`
+	Provider         string `json:"provider"`
+	PaymentRef       string `json:"payment_ref"`
+	AmountCents      int64  `json:"amount_cents"`
+	Currency         string `json:"currency"`
+	Reason           string `json:"reason"`
+	Status           string `json:"status"`
+	ProviderRefundID string `json:"provider_refund_id"`
+}
+
+// RecordRefund writes a refund's current state (one row per refund, keyed by its idempotency key).
+func (a *Activities) RecordRefund(ctx context.Context, in RecordRefundInput) error {
+	return a.Store.recordRefund(ctx, in)
+}
+
+// FindPaymentInput names a checkout to ask a provider about.
+type FindPaymentInput struct {
+	Provider   string `json:"provider"`
+	CheckoutID string `json:"checkout_id"`
+}
+
+// FoundPayment is a succeeded payment the provider knows of.
+type FoundPayment struct {
+	Ref         string `json:"ref"`
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+}
+
+// FindSucceededPayment asks the provider whether the checkout was paid (for missed webhooks).
+func (a *Activities) FindSucceededPayment(ctx context.Context, in FindPaymentInput) (*FoundPayment, error) {
+	p, err := a.provider(in.Provider)
+	if err != nil {
+		return nil, err
+	}
+	found, err := p.FindSucceeded(ctx, in.CheckoutID)
+	if err != nil || found == nil {
+		return nil, err
+	}
+	return &FoundPayment{Ref: found.Ref, AmountCents: found.AmountCents, Currency: found.Currency}, nil
+}
+
+// ListWorkflowsInput is a visibility query.
+type ListWorkflowsInput struct {
+	Query string `json:"query"`
+	Limit int    `json:"limit"`
+}
+
+// ListWorkflowIDs runs a visibility query and returns the matching workflow ids, at most Limit.
+func (a *Activities) ListWorkflowIDs(ctx context.Context, in ListWorkflowsInput) ([]string, error) {
+	var ids []string
+	var token []byte
+	for len(ids) < in.Limit {
+		resp, err := a.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: in.Query, PageSize: int32(min(in.Limit-len(ids), 1000)), NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list workflows: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			ids = append(ids, e.GetExecution().GetWorkflowId())
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,93 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"go.temporal.io/sdk/client"
+
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// Support actions go through Temporal updates, never by hand in Redis or Postgres: each is
+// validated by the saga itself, so a bad request (extending a finished checkout, retrying
+// when nothing is stuck) is refused before it changes anything.
+
+// ExtendRequest is the body of POST /v1/admin/checkouts/{id}/extend.
+type ExtendRequest struct {
+	Seconds int64 `json:"seconds"`
+}
+
+func (s *Server) supportExtend(c echo.Context) error {
+	var req ExtendRequest
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
+		return err
+	}
+	if req.Seconds < 1 || req.Seconds > workflows.MaxPaymentTimeoutSeconds {
+		return invalid("invalid_request", FieldError{"seconds", "must be between 1 and 86400"})
+	}
+	return s.supportUpdate(c, workflows.UpdateExtend, workflows.ExtendRequest{Seconds: req.Seconds})
+}
+
+func (s *Server) supportCancel(c echo.Context) error {
+	return s.supportUpdate(c, workflows.UpdateCancel, workflows.CancelRequest{By: "support"})
+}
+
+func (s *Server) supportRetry(c echo.Context) error {
+	return s.supportUpdate(c, workflows.UpdateRetry, workflows.RetryRequest{})
+}
+
+// supportUpdate sends a support update to a checkout's saga and answers with its view.
+func (s *Server) supportUpdate(c echo.Context, name string, arg any) error {
+	id := c.Param("cart_id")
+	if !idPattern.MatchString(id) {
+		return invalid("invalid_request", FieldError{"cart_id", "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	}
+	c.Set(ctxCheckoutID, id)
+	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
+	var v workflows.View
+	if err := s.update(c.Request().Context(), workflows.WorkflowID(id), name, arg, &v); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.present(v))
+}
+
+// supportRetryRefund wakes a stuck refund.
+func (s *Server) supportRetryRefund(c echo.Context) error {
+	provider, ref := c.Param("provider"), c.Param("payment_ref")
+	if !idPattern.MatchString(provider) || !idPattern.MatchString(ref) {
+		return invalid("invalid_request", FieldError{"payment_ref", "provider and payment_ref must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	}
+	var v workflows.RefundView
+	if err := s.update(c.Request().Context(), workflows.RefundWorkflowID(provider, ref), workflows.UpdateRetry, workflows.RetryRequest{}, &v); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// update runs a validated update and maps the saga's refusals to HTTP answers.
+func (s *Server) update(ctx context.Context, workflowID, name string, arg, result any) error {
+	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: name, Args: []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = handle.Get(ctx, result)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case isNotFound(err) || isWorkflowClosed(err):
+		return problem(http.StatusConflict, "not_open", workflowID+" is not running (unknown or already finished)")
+	case isType(err, workflows.ErrTypeAlreadyPaid):
+		return problem(http.StatusConflict, "already_confirmed", "the checkout is paid and cannot be cancelled")
+	case isType(err, workflows.ErrTypeNotExtendable):
+		return problem(http.StatusConflict, "not_extendable", reasonText(err))
+	case isType(err, workflows.ErrTypeNothingToRetry):
+		return problem(http.StatusConflict, "nothing_to_retry", reasonText(err))
+	case isType(err, workflows.ErrTypeInvalidSupportRequest):
+		return problem(http.StatusUnprocessableEntity, "invalid_request", reasonText(err))
+	}
+	return temporalProblem(err)
+}

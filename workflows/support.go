@@ -1,0 +1,117 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// MaxHold bounds how long a checkout may hold stock in all, extensions included: held units
+// are units no other buyer can have, and two days is beyond any real payment.
+const MaxHold = 48 * time.Hour
+
+// registerHandlers installs the saga's query, updates and signal. Every update that changes
+// the checkout has a validator, so a bad request is refused before it enters the history.
+func (c *checkout) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (View, error) { return c.view, nil }); err != nil {
+		return fmt.Errorf("register status query: %w", err)
+	}
+	handlers := []struct {
+		name    string
+		handler any
+		opts    workflow.UpdateHandlerOptions
+	}{
+		{UpdateReservation, c.reservation, workflow.UpdateHandlerOptions{}},
+		{UpdateCancel, c.cancel, workflow.UpdateHandlerOptions{Validator: c.validateCancel}},
+		{UpdateExtend, c.extend, workflow.UpdateHandlerOptions{Validator: c.validateExtend}},
+		{UpdateRetry, c.retry, workflow.UpdateHandlerOptions{Validator: c.validateRetry}},
+	}
+	for _, h := range handlers {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.handler, h.opts); err != nil {
+			return fmt.Errorf("register %s update: %w", h.name, err)
+		}
+	}
+	payments := workflow.GetSignalChannel(ctx, SignalPayment)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var p Payment
+			if !payments.Receive(ctx, &p) {
+				return
+			}
+			c.onPayment(ctx, p)
+		}
+	})
+	return nil
+}
+
+// reservation answers once the checkout holds every SKU or was refused.
+func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (ReservationResult, error) {
+	if err := workflow.Await(ctx, func() bool { return c.state != StatusReserving }); err != nil {
+		return ReservationResult{}, err
+	}
+	return ReservationResult{
+		View: c.view, Created: req.RequestID != "" && req.RequestID == c.in.RequestID,
+		RequestHash: c.in.RequestHash, IdempotencyKey: c.in.IdempotencyKey, RejectCode: c.rejectCode,
+	}, nil
+}
+
+func (c *checkout) validateCancel(ctx workflow.Context, req CancelRequest) error {
+	if c.state == StatusConfirming || c.state == StatusConfirmed || c.paid != nil {
+		return temporal.NewApplicationError("checkout is already paid and cannot be cancelled", ErrTypeAlreadyPaid)
+	}
+	if req.By != "customer" && req.By != "support" {
+		return fmt.Errorf("cancel: by must be customer or support, not %q", req.By)
+	}
+	return nil
+}
+
+// cancel ends an open checkout; it answers with the final view. Cancelling a checkout that
+// already ended otherwise is harmless and answers with that end.
+func (c *checkout) cancel(ctx workflow.Context, req CancelRequest) (View, error) {
+	if c.cancelBy == "" && c.paid == nil {
+		c.cancelBy = req.By
+	}
+	if err := workflow.Await(ctx, func() bool { return c.state.Final() }); err != nil {
+		return View{}, err
+	}
+	return c.view, nil
+}
+
+func (c *checkout) validateExtend(ctx workflow.Context, req ExtendRequest) error {
+	if c.state != StatusAwaitingPayment || c.paid != nil || c.canceledPay != nil || c.cancelBy != "" {
+		return temporal.NewApplicationError(fmt.Sprintf("only a checkout awaiting payment can be extended; this one is %s", c.state), ErrTypeNotExtendable)
+	}
+	if req.Seconds < 1 || req.Seconds > MaxPaymentTimeoutSeconds {
+		return temporal.NewApplicationError(fmt.Sprintf("seconds must be between 1 and %d", MaxPaymentTimeoutSeconds), ErrTypeInvalidSupportRequest)
+	}
+	if until := c.expiresAt.Add(time.Duration(req.Seconds) * time.Second); until.Sub(c.holdStarted) > MaxHold {
+		return temporal.NewApplicationError(fmt.Sprintf("a hold may last at most %s in all; this one may be extended until %s",
+			MaxHold, c.holdStarted.Add(MaxHold).Format(time.RFC3339)), ErrTypeInvalidSupportRequest)
+	}
+	return nil
+}
+
+// extend moves the payment deadline later; the payment timer restarts with the new deadline.
+func (c *checkout) extend(ctx workflow.Context, req ExtendRequest) (View, error) {
+	c.expiresAt = c.expiresAt.Add(time.Duration(req.Seconds) * time.Second)
+	c.view.ExpiresAt = ptr(c.expiresAt)
+	c.extended = true
+	c.upsert(ctx, AttrHoldExpiresAt.ValueSet(c.expiresAt))
+	workflow.GetLogger(ctx).Info("hold extended", "expires_at", c.expiresAt)
+	return c.view, nil
+}
+
+func (c *checkout) validateRetry(ctx workflow.Context, req RetryRequest) error {
+	if c.stuck == "" {
+		return temporal.NewApplicationError("no step of this checkout is waiting to be retried", ErrTypeNothingToRetry)
+	}
+	return nil
+}
+
+// retry wakes a stuck step at once instead of at its next automatic attempt.
+func (c *checkout) retry(ctx workflow.Context, req RetryRequest) (View, error) {
+	c.retryRequested = true
+	return c.view, nil
+}

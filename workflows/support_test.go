@@ -1,0 +1,166 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// update sends a support update at d and reports its answer through the callbacks' results.
+type updateResult struct {
+	rejected error
+	failed   error
+	view     workflows.View
+	done     bool
+}
+
+func (f *fixture) updateAt(d time.Duration, name, id string, arg any) *updateResult {
+	r := &updateResult{}
+	f.env.RegisterDelayedCallback(func() {
+		f.env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { r.rejected, r.done = err, true },
+			OnComplete: func(v any, err error) {
+				r.failed, r.done = err, true
+				if view, ok := v.(workflows.View); ok {
+					r.view = view
+				}
+			},
+		}, arg)
+	}, d)
+	return r
+}
+
+func (f *fixture) status() workflows.View {
+	f.t.Helper()
+	v, err := f.env.QueryWorkflow(workflows.QueryStatus)
+	if err != nil {
+		f.t.Fatalf("query status: %v", err)
+	}
+	var view workflows.View
+	if err := v.Get(&view); err != nil {
+		f.t.Fatal(err)
+	}
+	return view
+}
+
+func TestExtendHold(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	in.PaymentTimeoutSeconds = 900
+	start := f.env.Now()
+
+	zero := f.updateAt(time.Minute, workflows.UpdateExtend, "x0", workflows.ExtendRequest{Seconds: 0})
+	pastCap := f.updateAt(time.Minute, workflows.UpdateExtend, "x1", workflows.ExtendRequest{Seconds: 86_400})
+	pastCap2 := f.updateAt(2*time.Minute, workflows.UpdateExtend, "x2", workflows.ExtendRequest{Seconds: 86_400})
+	ok := f.updateAt(3*time.Minute, workflows.UpdateExtend, "x3", workflows.ExtendRequest{Seconds: 600})
+
+	v := f.run(in)
+
+	if zero.rejected == nil || !strings.Contains(zero.rejected.Error(), "seconds must be between") {
+		t.Errorf("extend by 0: %+v, want rejected by the validator", zero)
+	}
+	if pastCap.rejected != nil || pastCap.failed != nil {
+		t.Errorf("first extension by a day: %+v, want accepted (hold becomes about 1 day 15 min)", pastCap)
+	}
+	if pastCap2.rejected == nil || !strings.Contains(pastCap2.rejected.Error(), "at most") {
+		t.Errorf("second extension by a day: %+v, want rejected past the %s cap", pastCap2, workflows.MaxHold)
+	}
+	if ok.rejected != nil || ok.view.ExpiresAt == nil {
+		t.Fatalf("extend by 600 s: %+v, want accepted with a new expiry", ok)
+	}
+	if v.Status != workflows.StatusExpired {
+		t.Fatalf("status %s, want expired at the extended deadline", v.Status)
+	}
+	if held := f.env.Now().Sub(start); held < 900*time.Second+24*time.Hour+600*time.Second {
+		t.Errorf("expired after %s, want after the original 15 min plus both extensions", held)
+	}
+	if p := f.level(phone); p.Held != 0 {
+		t.Errorf("phone: %+v, want nothing held", p)
+	}
+}
+
+func TestExtendRefusedOnceDecided(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	// Cancel and extend in the same instant: the cancel is taken first, the extend refused.
+	f.updateAt(time.Minute, workflows.UpdateCancel, "c1", workflows.CancelRequest{By: "support"})
+	late := f.updateAt(time.Minute, workflows.UpdateExtend, "x1", workflows.ExtendRequest{Seconds: 60})
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusCancelled || v.Reason == nil || !strings.Contains(*v.Reason, "support") {
+		t.Fatalf("status %s reason %v, want cancelled by support", v.Status, v.Reason)
+	}
+	if late.rejected == nil {
+		t.Errorf("extend after cancel: %+v, want rejected", late)
+	}
+}
+
+func TestStuckReleaseWaitsForSupportRetry(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 2})
+	in.PaymentTimeoutSeconds = 60
+	var broken atomic.Bool
+	broken.Store(true)
+	var calls atomic.Int32
+	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.StockInput) (int64, error) {
+			calls.Add(1)
+			if broken.Load() {
+				return 0, errors.New("run release script: dial tcp 127.0.0.1:6379: connect: connection refused")
+			}
+			return f.acts.ReleaseStock(ctx, in)
+		})
+	// Long after the retry budget is spent, support looks: the checkout is flagged and
+	// says what is wrong; the retry action without a fix stays stuck, with a fix it ends.
+	var flagged workflows.View
+	f.env.RegisterDelayedCallback(func() { flagged = f.status() }, time.Hour)
+	noFix := f.updateAt(time.Hour+time.Minute, workflows.UpdateRetry, "r1", workflows.RetryRequest{})
+	f.env.RegisterDelayedCallback(func() { broken.Store(false) }, 2*time.Hour)
+	fixed := f.updateAt(2*time.Hour+time.Minute, workflows.UpdateRetry, "r2", workflows.RetryRequest{})
+
+	v := f.run(in)
+
+	if !flagged.NeedsAttention || !strings.Contains(flagged.Attention, "Release 2 x "+phone) || !strings.Contains(flagged.Attention, "connection refused") {
+		t.Errorf("while stuck: needs_attention %v, attention %q; want flagged, naming the step and the error", flagged.NeedsAttention, flagged.Attention)
+	}
+	if noFix.rejected != nil || fixed.rejected != nil {
+		t.Errorf("retry updates rejected: %v, %v", noFix.rejected, fixed.rejected)
+	}
+	if v.Status != workflows.StatusExpired || v.NeedsAttention || v.Attention != "" {
+		t.Errorf("end: status %s needs_attention %v attention %q; want expired and no longer flagged", v.Status, v.NeedsAttention, v.Attention)
+	}
+	if p := f.level(phone); p.Held != 0 || p.Available != 10 {
+		t.Errorf("phone: %+v, want all 10 available once the release went through", p)
+	}
+	if calls.Load() < 10 {
+		t.Errorf("release ran %d times, want the retry budget spent before flagging", calls.Load())
+	}
+}
+
+func TestRetryRefusedWhenNothingIsStuck(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	in.PaymentTimeoutSeconds = 120
+	r := f.updateAt(time.Minute, workflows.UpdateRetry, "r1", workflows.RetryRequest{})
+
+	f.run(in)
+
+	if r.rejected == nil || !strings.Contains(r.rejected.Error(), "no step") {
+		t.Errorf("retry with nothing stuck: %+v, want rejected", r)
+	}
+}
