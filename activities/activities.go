@@ -115,6 +115,18 @@ type Shortage struct {
 // ReserveStock holds Quantity units of SKU for the checkout, atomically in Redis.
 func (a *Activities) ReserveStock(ctx context.Context, in StockInput) (lua.ReserveResult, error) {
 	res, err := a.Stock.Reserve(ctx, in.SKU, in.CheckoutID, in.Quantity)
+	if errors.Is(err, lua.ErrNotStocked) {
+		// Redis does not know the SKU. If Postgres does, Redis lost it (a restart without
+		// persistence): rebuild it from Postgres before taking any hold, then try again.
+		rebuilt, rerr := a.Store.RebuildStock(ctx, a.Stock, in.SKU)
+		if rerr != nil {
+			return res, fmt.Errorf("reserve %s for checkout %s: %w", in.SKU, in.CheckoutID, rerr)
+		}
+		if rebuilt {
+			activity.GetLogger(ctx).Warn("stock rebuilt from postgres after redis lost it", "sku", in.SKU)
+		}
+		res, err = a.Stock.Reserve(ctx, in.SKU, in.CheckoutID, in.Quantity)
+	}
 	var oos *lua.OutOfStockError
 	var over *lua.OverLimitError
 	switch {
@@ -174,7 +186,11 @@ func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, err
 	case errors.Is(err, lua.ErrHoldReleased):
 		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHoldReleased, nil)
 	case errors.Is(err, lua.ErrNoHold):
-		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNoHold, nil)
+		// The order is confirmed, so its units already left on_hand in Postgres. No hold
+		// to commit means Redis lost it (a restart) and the rebuild did not count this
+		// checkout, which had already ended in Postgres: nothing is left to do.
+		activity.GetLogger(ctx).Warn("no hold to commit (redis lost it); nothing to do", "checkout_id", in.CheckoutID, "sku", in.SKU)
+		return 0, nil
 	case errors.Is(err, lua.ErrInvalidArgument):
 		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
 	default:

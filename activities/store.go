@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/checkout-saga/checkout-saga/lua"
 )
 
 // Store is the Postgres side of the product: the catalog, checkouts, orders, payment events
@@ -262,6 +266,11 @@ type RecordedEvent struct {
 	Delivered bool
 }
 
+// ErrUnstorableEvent means Postgres refused an event's data itself (SQLSTATE class 22: a NUL
+// character or invalid UTF-8 in a text column, a lone surrogate or an out-of-range number in the
+// jsonb payload). Retrying cannot help.
+var ErrUnstorableEvent = errors.New("event data cannot be stored")
+
 // RecordPaymentEvent stores a verified event once per provider and event id.
 func (s *Store) RecordPaymentEvent(ctx context.Context, ev PaymentEvent) (RecordedEvent, error) {
 	tag, err := s.pool.Exec(ctx, `
@@ -269,6 +278,10 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, ev PaymentEvent) (Record
 		VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), $6, NULLIF($7, ''), $8)
 		ON CONFLICT (provider, event_id) DO NOTHING`,
 		ev.Provider, ev.EventID, ev.Type, ev.CheckoutID, ev.PaymentRef, ev.AmountCents, ev.Currency, ev.Payload)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		return RecordedEvent{}, fmt.Errorf("record %s event %q: %w: %w", ev.Provider, ev.EventID, ErrUnstorableEvent, err)
+	}
 	if err != nil {
 		return RecordedEvent{}, fmt.Errorf("record %s event %s: %w", ev.Provider, ev.EventID, err)
 	}
@@ -329,4 +342,38 @@ func (s *Store) OrderPaymentRef(ctx context.Context, checkoutID string) (string,
 		return "", fmt.Errorf("read order of checkout %s: %w", checkoutID, err)
 	}
 	return ref, nil
+}
+
+// RebuildStock restores a SKU that Redis lost, from Postgres: on_hand, max_per_order and
+// every open checkout's quantity as a hold (see lua.Stock.Rebuild). It reports whether this
+// call rebuilt it (false: Redis has it, or Postgres does not know the SKU either).
+func (s *Store) RebuildStock(ctx context.Context, stock *lua.Stock, sku string) (bool, error) {
+	var onHand, maxPerOrder int64
+	err := s.pool.QueryRow(ctx, `SELECT on_hand, max_per_order FROM skus WHERE sku = $1`, sku).Scan(&onHand, &maxPerOrder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // never stocked: the reserve's "not stocked" stands
+	}
+	if err != nil {
+		return false, fmt.Errorf("rebuild %s: read sku: %w", sku, err)
+	}
+	holds, err := s.openHolds(ctx, sku)
+	if err != nil {
+		return false, fmt.Errorf("rebuild %s: %w", sku, err)
+	}
+	_, rebuilt, err := stock.Rebuild(ctx, sku, onHand, maxPerOrder, holds)
+	if err != nil {
+		return false, err
+	}
+	return rebuilt, nil
+}
+
+// openHolds lists the open checkouts' quantities of a SKU: every hold that can exist.
+func (s *Store) openHolds(ctx context.Context, sku string) ([]lua.Hold, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT ci.checkout_id, ci.quantity FROM checkout_items ci JOIN checkouts c USING (checkout_id)
+		WHERE ci.sku = $1 AND c.ended_at IS NULL`, sku)
+	if err != nil {
+		return nil, fmt.Errorf("read open checkouts of %s: %w", sku, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[lua.Hold])
 }

@@ -25,11 +25,13 @@
 //
 //	stock:{SKU}                    hash: available, held, max_per_order (decimal integers).
 //	                               Absent means the SKU was never stocked.
-//	                               Written by set_stock.lua (all three fields),
-//	                               reserve.lua, release.lua and commit.lua
-//	                               (available and held only).
+//	                               Written by set_stock.lua and rebuild.lua (all
+//	                               three fields), reserve.lua, release.lua,
+//	                               commit.lua and reconcile.lua (available and
+//	                               held only).
 //	holds:{SKU}                    hash: checkout id -> quantity held, live holds only.
-//	                               Field added by reserve.lua, removed by
+//	                               Field added by reserve.lua (and rebuild.lua,
+//	                               from Postgres's open checkouts), removed by
 //	                               release.lua and commit.lua.
 //	hold-end:{SKU}:<checkout id>   string "released" or "committed", with a TTL
 //	                               ([DefaultTombstoneTTL] unless
@@ -65,6 +67,14 @@
 //	8     NO_HOLD             -                     success, tombstone    ErrNoHold           -
 //	9     ON_HAND_BELOW_HELD  -                     -                     -                   ErrOnHandBelowHeld
 //	10    INVALID_ARGUMENT    ErrInvalidArgument    ErrInvalidArgument    ErrInvalidArgument  ErrInvalidArgument
+//	11    ALREADY_STOCKED     (rebuild.lua only: the SKU is in Redis; nothing changes)
+//
+// rebuild.lua and reconcile.lua are the recovery paths. When Redis loses a SKU
+// (a restart without persistence), reserve answers NOT_STOCKED for a SKU that
+// Postgres knows; the caller then rebuilds it from Postgres (on_hand, and every
+// open checkout as a hold) before any new hold is taken. reconcile.lua repairs
+// drift: held recounted from the live holds, available = max(0, on_hand - held).
+// Both can only undersell (count too much as held), never oversell.
 //
 // The Go wrappers validate every argument before any Redis call, so code 10
 // only appears if a script is called some other way; the scripts check

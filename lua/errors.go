@@ -130,6 +130,7 @@ const (
 	codeNoHold           = 8
 	codeOnHandBelowHeld  = 9
 	codeInvalidArgument  = 10
+	codeAlreadyStocked   = 11
 )
 
 // reply is a script's {code, value, extra}.
@@ -150,6 +151,10 @@ func (c call) outcome(r reply) error {
 		return nil
 	case c.op == opCommit && r.code == codeAlreadyCommitted:
 		return nil
+	case c.op == opRebuild && r.code == codeAlreadyStocked:
+		return nil // another caller rebuilt it first
+	case c.op == opReconcile && r.code == codeNotStocked:
+		return nil // nothing to reconcile; a reserve will rebuild it
 
 	case c.op == opReserve && r.code == codeNotStocked:
 		return c.holdError(ErrNotStocked)
@@ -207,7 +212,7 @@ func (c call) validate() error {
 	if c.op == opReserve && (c.quantity < 1 || c.quantity > maxQuantity) {
 		return c.argError("quantity", strconv.FormatInt(c.quantity, 10), "must be 1 to 1000000")
 	}
-	if c.op == opSetStock {
+	if c.op == opSetStock || c.op == opRebuild || c.op == opReconcile {
 		if c.onHand < 0 || c.onHand > maxOnHand {
 			return c.argError("on hand", strconv.FormatInt(c.onHand, 10), "must be 0 to 1000000000")
 		}

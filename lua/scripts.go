@@ -29,4 +29,12 @@ var commitScript = script{"commit", redis.NewScript(commitLua)}
 var setStockLua string
 var setStockScript = script{"set_stock", redis.NewScript(setStockLua)}
 
-var allScripts = []script{reserveScript, releaseScript, commitScript, setStockScript}
+//go:embed rebuild.lua
+var rebuildLua string
+var rebuildScript = script{"rebuild", redis.NewScript(rebuildLua)}
+
+//go:embed reconcile.lua
+var reconcileLua string
+var reconcileScript = script{"reconcile", redis.NewScript(reconcileLua)}
+
+var allScripts = []script{reserveScript, releaseScript, commitScript, setStockScript, rebuildScript, reconcileScript}

@@ -24,6 +24,7 @@ const maxTombstoneTTL = 315_360_000 * time.Second // ten years
 type Client interface {
 	redis.Scripter
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -148,6 +149,70 @@ func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder in
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true}, nil
 }
 
+// Hold is one checkout's hold of a SKU, as Postgres knows it.
+type Hold struct {
+	CheckoutID string
+	Quantity   int64
+}
+
+// Rebuild restores a SKU that Redis lost (see rebuild.lua): on_hand and max_per_order from
+// Postgres, and every open checkout as a hold. It changes nothing and reports
+// rebuilt=false when the SKU is stocked in Redis (another caller rebuilt it first).
+func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int64, open []Hold) (Level, bool, error) {
+	c := call{op: opRebuild, sku: sku, onHand: onHand, maxPerOrder: maxPerOrder}
+	if err := c.validate(); err != nil {
+		return Level{}, false, err
+	}
+	args := []any{onHand, maxPerOrder}
+	for _, h := range open {
+		if !ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
+			return Level{}, false, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
+		}
+		args = append(args, h.CheckoutID, h.Quantity)
+	}
+	r, err := s.run(ctx, rebuildScript, c, []string{StockKey(sku), HoldsKey(sku)}, args...)
+	if err != nil {
+		return Level{}, false, err
+	}
+	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true}, r.code == codeOK, nil
+}
+
+// Reconcile recounts held from the live holds and sets available = max(0, onHand - held)
+// (see reconcile.lua). It returns available before and after; stocked=false when Redis
+// does not have the SKU at all (Rebuild's job).
+func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64) (before, after int64, stocked bool, err error) {
+	c := call{op: opReconcile, sku: sku, onHand: onHand, maxPerOrder: 1}
+	if err := c.validate(); err != nil {
+		return 0, 0, false, err
+	}
+	r, err := s.run(ctx, reconcileScript, c, []string{StockKey(sku), HoldsKey(sku)}, onHand)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return r.value, r.extra, r.code == codeOK, nil
+}
+
+// Holds lists a SKU's live holds.
+func (s *Stock) Holds(ctx context.Context, sku string) ([]Hold, error) {
+	c := call{op: opLevel, sku: sku}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	m, err := s.rdb.HGetAll(ctx, HoldsKey(sku)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list holds of %s: %w", sku, err)
+	}
+	holds := make([]Hold, 0, len(m))
+	for id, q := range m {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("list holds of %s: hold of %s is %q: %w", sku, id, q, err)
+		}
+		holds = append(holds, Hold{CheckoutID: id, Quantity: n})
+	}
+	return holds, nil
+}
+
 // Level reads sku's stock with a plain HMGET. The three fields are read in
 // one command, so they are consistent with each other.
 func (s *Stock) Level(ctx context.Context, sku string) (Level, error) {
@@ -214,6 +279,8 @@ const (
 	opCommit
 	opSetStock
 	opLevel
+	opRebuild
+	opReconcile
 )
 
 func (o op) String() string {
@@ -228,6 +295,10 @@ func (o op) String() string {
 		return "set stock"
 	case opLevel:
 		return "read stock"
+	case opRebuild:
+		return "rebuild stock"
+	case opReconcile:
+		return "reconcile stock"
 	}
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
@@ -242,6 +313,10 @@ func (o op) script() string {
 		return commitScript.name
 	case opSetStock:
 		return setStockScript.name
+	case opRebuild:
+		return rebuildScript.name
+	case opReconcile:
+		return reconcileScript.name
 	}
 	return o.String()
 }
@@ -261,8 +336,8 @@ func (c call) String() string {
 	switch c.op {
 	case opSetStock:
 		return fmt.Sprintf("set stock of %s to %d on hand", c.sku, c.onHand)
-	case opLevel:
-		return "read stock of " + c.sku
+	case opLevel, opRebuild, opReconcile:
+		return c.op.String() + " of " + c.sku
 	}
 	return describe(c.op.String(), c.sku, c.checkoutID, c.quantity)
 }

@@ -29,5 +29,6 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.Checkout)
 	r.RegisterWorkflow(workflows.Refund)
 	r.RegisterWorkflow(workflows.ReconcilePayments)
+	r.RegisterWorkflow(workflows.ReconcileStock)
 	r.RegisterActivity(acts)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -32,6 +33,9 @@ type config struct {
 	AdminToken        string        // ADMIN_TOKEN
 	WebhookSecrets    []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
 	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
+	// StandardSecrets: STANDARD_WEBHOOK_SECRETS, provider=whsec_... pairs (Standard Webhooks)
+	StandardSecrets   map[string][]string
+	StandardTolerance time.Duration // STANDARD_WEBHOOK_TOLERANCE_SECONDS
 	PaymentTimeout    int64         // PAYMENT_TIMEOUT_SECONDS: default hold for payment
 	TemporalCLI       string        // TEMPORAL_CLI: the dev server binary (dev only)
 	StripeAPIKey      string        // STRIPE_API_KEY: refunds and reconciliation (optional)
@@ -73,6 +77,7 @@ func loadConfig(dev bool) (config, error) {
 		WorkerMetricsAddr: str("WORKER_METRICS_ADDR", "127.0.0.1:9091"),
 		AdminToken:        str("ADMIN_TOKEN", ""),
 		WebhookTolerance:  time.Duration(integer("STRIPE_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
+		StandardTolerance: time.Duration(integer("STANDARD_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
 		PaymentTimeout: integer("PAYMENT_TIMEOUT_SECONDS", workflows.DefaultPaymentTimeoutSeconds,
 			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
 		TemporalCLI:   str("TEMPORAL_CLI", ".tools/temporal"),
@@ -86,6 +91,11 @@ func loadConfig(dev bool) (config, error) {
 			cfg.WebhookSecrets = append(cfg.WebhookSecrets, s)
 		}
 	}
+	standard, err := api.ParseStandardWebhookSecrets(str("STANDARD_WEBHOOK_SECRETS", ""))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
+	}
+	cfg.StandardSecrets = standard
 	if dev {
 		if cfg.AdminToken == "" {
 			cfg.AdminToken = devAdminToken

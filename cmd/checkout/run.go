@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -77,7 +78,10 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
 		d.Close()
 		return nil, fmt.Errorf("open redis: %w", err)
 	}
-	checkRedisSettings(ctx, d.rdb, logger)
+	if err := checkRedisSettings(ctx, d.rdb, logger); err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.stock = lua.New(d.rdb)
 	if err := d.stock.Preload(ctx); err != nil {
 		d.Close()
@@ -106,18 +110,28 @@ func dialTemporal(cfg config, logger *slog.Logger) (client.Client, error) {
 	return c, nil
 }
 
-// checkRedisSettings warns where Redis could silently lose stock keys: an eviction policy
-// other than noeviction may evict stock:{sku} under memory pressure, which looks exactly
-// like "sold out" (or worse, a fresh SKU) to the scripts.
-func checkRedisSettings(ctx context.Context, rdb *redis.Client, logger *slog.Logger) {
-	policy, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+// checkRedisSettings refuses a Redis that may silently drop stock keys, and warns where a
+// restart would lose them. An allkeys-* eviction policy can evict stock:{sku} or holds:{sku}
+// under memory pressure: a lost holds hash makes held units look available (oversell). A
+// volatile-* policy can evict hold-end tombstones (they have a TTL), which lets a late retry
+// hold units again after its checkout ended. Without persistence a restart loses everything;
+// the product rebuilds from Postgres (see lua/rebuild.lua) but warns.
+func checkRedisSettings(ctx context.Context, rdb *redis.Client, logger *slog.Logger) error {
+	conf, err := rdb.ConfigGet(ctx, "*").Result()
 	if err != nil {
-		logger.Warn("cannot read redis maxmemory-policy (CONFIG may be disabled); make sure it is noeviction", "error", err)
-		return
+		logger.Warn("cannot read the redis configuration (CONFIG may be disabled); make sure maxmemory-policy is noeviction", "error", err)
+		return nil
 	}
-	if p := policy["maxmemory-policy"]; p != "noeviction" {
-		logger.Warn("redis maxmemory-policy is not noeviction: stock keys could be evicted under memory pressure", "policy", p)
+	switch p := conf["maxmemory-policy"]; {
+	case strings.HasPrefix(p, "allkeys-"):
+		return fmt.Errorf("redis maxmemory-policy is %s: it can evict stock and hold keys under memory pressure and oversell; set it to noeviction", p)
+	case p != "" && p != "noeviction":
+		logger.Warn("REDIS MAXMEMORY-POLICY IS NOT noeviction: hold tombstones can be evicted; set it to noeviction", "policy", p)
 	}
+	if conf["appendonly"] != "yes" && conf["save"] == "" {
+		logger.Warn("redis keeps nothing on disk: after a restart stock is rebuilt from Postgres and open checkouts (safe, but undersells until reconciled)")
+	}
+	return nil
 }
 
 var sdkScope tally.Scope
@@ -173,10 +187,14 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 			opts = append(opts, payments.WithStripeAPIURL(cfg.StripeAPIURL))
 		}
 		acts.Payments["stripe"] = payments.NewStripe(cfg.StripeAPIKey, opts...)
-		if err := ensureReconcileSchedule(ctx, d.temporal); err != nil {
+		if err := ensureSchedule(ctx, d.temporal, workflows.ReconcileScheduleID, workflows.ReconcileEvery, workflows.ReconcilePayments, workflows.ReconcileInput{}); err != nil {
 			return err
 		}
-	} else {
+	}
+	if err := ensureSchedule(ctx, d.temporal, workflows.StockScheduleID, workflows.StockReconcileEvery, workflows.ReconcileStock, activities.ReconcileStockInput{}); err != nil {
+		return err
+	}
+	if cfg.StripeAPIKey == "" {
 		d.logger.Warn("STRIPE_API_KEY is not set: late or wrong payments cannot be refunded (their refunds wait for support) and missed webhooks are not reconciled")
 	}
 	w := worker.New(d.temporal, acts)
@@ -206,6 +224,8 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
 		StripeWebhookTolerance:       cfg.WebhookTolerance,
+		StandardWebhookSecrets:       cfg.StandardSecrets,
+		StandardWebhookTolerance:     cfg.StandardTolerance,
 		DefaultPaymentTimeoutSeconds: cfg.PaymentTimeout,
 		TemporalUIURL:                cfg.TemporalUIURL,
 		Namespace:                    cfg.Namespace,
@@ -250,22 +270,22 @@ func attributeFlags(attrs map[string]string) []string {
 	return flags
 }
 
-// ensureReconcileSchedule creates the Temporal Schedule that looks for missed payment
-// webhooks (workflows.ReconcilePayments) unless it exists.
-func ensureReconcileSchedule(ctx context.Context, c client.Client) error {
+// ensureSchedule creates a Temporal Schedule that runs a reconciliation workflow every
+// interval, unless it exists. Overlapping runs are skipped: a slow run is never doubled.
+func ensureSchedule(ctx context.Context, c client.Client, id string, every time.Duration, wf any, arg any) error {
 	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:      workflows.ReconcileScheduleID,
-		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: workflows.ReconcileEvery}}},
+		ID:      id,
+		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
 		Action: &client.ScheduleWorkflowAction{
-			ID:        workflows.ReconcileScheduleID,
-			Workflow:  workflows.ReconcilePayments,
-			Args:      []any{workflows.ReconcileInput{}},
+			ID:        id,
+			Workflow:  wf,
+			Args:      []any{arg},
 			TaskQueue: workflows.TaskQueue,
 		},
 	})
 	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return fmt.Errorf("create reconcile schedule: %w", err)
+		return fmt.Errorf("create schedule %s: %w", id, err)
 	}
 	return nil
 }

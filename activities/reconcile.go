@@ -1,0 +1,172 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/checkout-saga/checkout-saga/lua"
+)
+
+// ReconcileStockInput tunes a reconciliation run.
+type ReconcileStockInput struct {
+	// GraceSeconds: a hold whose checkout ended less than this long ago is left to its saga,
+	// which is still releasing or committing it (default 300).
+	GraceSeconds int64 `json:"grace_seconds"`
+}
+
+// ReconcileStockResult is what a run found and did.
+type ReconcileStockResult struct {
+	SKUs        int      `json:"skus"`
+	Corrections []string `json:"corrections"`
+	Unexplained []string `json:"unexplained"`
+}
+
+// ReconcileStock compares Redis with Postgres for every SKU and repairs drift in the safe
+// direction: a hold whose checkout ended (in Postgres) long ago is committed (confirmed
+// checkouts) or released (every other end); then available is recomputed as on_hand - held
+// (lua/reconcile.lua). Each correction is appended to the inventory ledger. A hold whose
+// checkout Postgres does not know is left alone and reported as unexplained, for support.
+func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput) (ReconcileStockResult, error) {
+	grace := time.Duration(in.GraceSeconds) * time.Second
+	if grace <= 0 {
+		grace = 5 * time.Minute
+	}
+	skus, err := a.Store.allSKUs(ctx)
+	if err != nil {
+		return ReconcileStockResult{}, err
+	}
+	res := ReconcileStockResult{SKUs: len(skus)}
+	for _, sku := range skus {
+		activity.RecordHeartbeat(ctx, sku)
+		if err := a.reconcileHolds(ctx, sku, grace, &res); err != nil {
+			return res, err
+		}
+		note, err := a.Store.reconcileAvailable(ctx, a.Stock, sku)
+		if err != nil {
+			return res, err
+		}
+		if note != "" {
+			res.Corrections = append(res.Corrections, note)
+		}
+	}
+	if len(res.Corrections)+len(res.Unexplained) > 0 {
+		activity.GetLogger(ctx).Warn("stock reconciled", "corrections", len(res.Corrections), "unexplained", len(res.Unexplained))
+	}
+	return res, nil
+}
+
+// reconcileHolds ends the holds of checkouts that ended in Postgres more than grace ago.
+func (a *Activities) reconcileHolds(ctx context.Context, sku string, grace time.Duration, res *ReconcileStockResult) error {
+	holds, err := a.Stock.Holds(ctx, sku)
+	if err != nil || len(holds) == 0 {
+		return err
+	}
+	ids := make([]string, len(holds))
+	for i, h := range holds {
+		ids[i] = h.CheckoutID
+	}
+	ends, err := a.Store.checkoutEnds(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, h := range holds {
+		end, known := ends[h.CheckoutID]
+		switch {
+		case !known:
+			res.Unexplained = append(res.Unexplained, fmt.Sprintf("%s: %d held by %s, a checkout Postgres does not know", sku, h.Quantity, h.CheckoutID))
+			continue
+		case end.endedAt == nil || time.Since(*end.endedAt) < grace:
+			continue // live, or its saga is still cleaning up
+		}
+		var note string
+		if end.status == "confirmed" {
+			_, err = a.Stock.Commit(ctx, sku, h.CheckoutID)
+			note = fmt.Sprintf("reconcile: committed the leftover hold of %d x %s by confirmed checkout %s", h.Quantity, sku, h.CheckoutID)
+		} else {
+			_, err = a.Stock.Release(ctx, sku, h.CheckoutID)
+			note = fmt.Sprintf("reconcile: released the leftover hold of %d x %s by %s checkout %s", h.Quantity, sku, end.status, h.CheckoutID)
+		}
+		if errors.Is(err, lua.ErrHoldCommitted) || errors.Is(err, lua.ErrHoldReleased) || errors.Is(err, lua.ErrNoHold) {
+			res.Unexplained = append(res.Unexplained, fmt.Sprintf("%s: hold of %s could not be ended: %v", sku, h.CheckoutID, err))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := a.Store.ledgerNote(ctx, sku, h.CheckoutID, note); err != nil {
+			return err
+		}
+		res.Corrections = append(res.Corrections, note)
+	}
+	return nil
+}
+
+type checkoutEnd struct {
+	status  string
+	endedAt *time.Time
+}
+
+func (s *Store) allSKUs(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT sku FROM skus ORDER BY sku`)
+	if err != nil {
+		return nil, fmt.Errorf("list skus: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func (s *Store) checkoutEnds(ctx context.Context, ids []string) (map[string]checkoutEnd, error) {
+	rows, err := s.pool.Query(ctx, `SELECT checkout_id, status, ended_at FROM checkouts WHERE checkout_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read checkout ends: %w", err)
+	}
+	defer rows.Close()
+	ends := map[string]checkoutEnd{}
+	for rows.Next() {
+		var id string
+		var e checkoutEnd
+		if err := rows.Scan(&id, &e.status, &e.endedAt); err != nil {
+			return nil, fmt.Errorf("read checkout ends: %w", err)
+		}
+		ends[id] = e
+	}
+	return ends, rows.Err()
+}
+
+// reconcileAvailable recomputes available under the SKU's row lock, so no order
+// confirmation changes on_hand between the read and the repair, and notes a change in the
+// ledger. It returns the note, or "" when nothing changed.
+func (s *Store) reconcileAvailable(ctx context.Context, stock *lua.Stock, sku string) (string, error) {
+	var note string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var onHand int64
+		if err := tx.QueryRow(ctx, `SELECT on_hand FROM skus WHERE sku = $1 FOR UPDATE`, sku).Scan(&onHand); err != nil {
+			return fmt.Errorf("lock sku: %w", err)
+		}
+		before, after, stocked, err := stock.Reconcile(ctx, sku, onHand)
+		if err != nil || !stocked || before == after {
+			return err
+		}
+		note = fmt.Sprintf("reconcile: redis available of %s %d -> %d (on_hand %d)", sku, before, after, onHand)
+		_, err = tx.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason) VALUES ($1, 0, 0, $2)`, sku, note)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("reconcile %s: %w", sku, err)
+	}
+	return note, nil
+}
+
+// ledgerNote appends a correction that changes neither on_hand nor sold.
+func (s *Store) ledgerNote(ctx context.Context, sku, checkoutID, note string) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id) VALUES ($1, 0, 0, $2, $3)`,
+		sku, note, checkoutID)
+	if err != nil {
+		return fmt.Errorf("append ledger note for %s: %w", sku, err)
+	}
+	return nil
+}

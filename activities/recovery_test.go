@@ -1,0 +1,138 @@
+package activities
+
+import (
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/checkout-saga/checkout-saga/lua"
+)
+
+// recoveryFixture: a SKU with 10 on hand in Postgres and Redis, and helpers to create
+// checkouts with holds in any state.
+type recoveryFixture struct {
+	t     *testing.T
+	acts  *Activities
+	sku   string
+	inv   *Inventory
+	actEv *testsuite.TestActivityEnvironment
+}
+
+func newRecoveryFixture(t *testing.T) *recoveryFixture {
+	pool, rdb := testDB(t), testRedis(t)
+	store, stockRedis := NewStore(pool), lua.New(rdb)
+	f := &recoveryFixture{t: t, acts: &Activities{Store: store, Stock: stockRedis}, sku: randomID("REC-"),
+		inv: &Inventory{Store: store, Stock: stockRedis}}
+	t.Cleanup(func() { rdb.Del(t.Context(), lua.StockKey(f.sku), lua.HoldsKey(f.sku)) })
+	if _, err := f.inv.Set(t.Context(), Product{SKU: f.sku, OnHand: 10, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	f.actEv = s.NewTestActivityEnvironment()
+	f.actEv.RegisterActivity(f.acts)
+	return f
+}
+
+// checkout records an open checkout of qty units and holds them in Redis.
+func (f *recoveryFixture) checkout(qty int64) string {
+	id := randomID("c-")
+	if _, err := f.acts.RecordCheckout(f.t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []Item{{SKU: f.sku, Quantity: qty}}}); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.acts.Stock.Reserve(f.t.Context(), f.sku, id, qty); err != nil {
+		f.t.Fatal(err)
+	}
+	return id
+}
+
+func (f *recoveryFixture) level() InventoryView {
+	v, err := f.inv.Get(f.t.Context(), f.sku)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+func TestReserveRebuildsStockRedisLost(t *testing.T) {
+	f := newRecoveryFixture(t)
+	open := f.checkout(3)
+	rdb := testRedis(t)
+	// Redis restarts empty.
+	rdb.Del(t.Context(), lua.StockKey(f.sku), lua.HoldsKey(f.sku))
+
+	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: "c-after-restart", SKU: f.sku, Quantity: 2})
+	if err != nil {
+		t.Fatalf("reserve after redis lost the sku: %v", err)
+	}
+	v := f.level()
+	// The open checkout's hold came back from Postgres before the new hold was taken.
+	if v.Held != 5 || v.Available != 5 || v.OnHand != 10 {
+		t.Errorf("after rebuild: %+v, want held 5 (3 rebuilt + 2 new), available 5", v)
+	}
+	if n, err := f.acts.Stock.Release(t.Context(), f.sku, open); err != nil || n != 3 {
+		t.Errorf("release of the rebuilt hold: %d, %v; want 3 units back", n, err)
+	}
+}
+
+func TestReconcileStockRepairsAndFlags(t *testing.T) {
+	f := newRecoveryFixture(t)
+	ctx := t.Context()
+	pool := f.acts.Store.pool
+	f.checkout(2) // a live checkout: its hold must survive
+	expired := f.checkout(3)
+	confirmed := f.checkout(1)
+	// expired ended long ago but its release never ran (a lost worker, say).
+	if err := f.acts.Store.recordOutcome(ctx, RecordOutcomeInput{CheckoutID: expired, Status: "expired"}); err != nil {
+		t.Fatal(err)
+	}
+	// confirmed was confirmed in Postgres, but its hold was never committed.
+	if _, _, err := f.acts.Store.confirmOrder(ctx, ConfirmOrderInput{CheckoutID: confirmed, CustomerID: "u-1",
+		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE checkouts SET ended_at = now() - interval '1 hour' WHERE checkout_id = ANY($1)`, []string{expired, confirmed}); err != nil {
+		t.Fatal(err)
+	}
+	// A hold by a checkout Postgres never heard of, and drift in available.
+	if _, err := f.acts.Stock.Reserve(ctx, f.sku, "c-stranger", 1); err != nil {
+		t.Fatal(err)
+	}
+	testRedis(t).HSet(ctx, lua.StockKey(f.sku), "available", 7)
+
+	val, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{GraceSeconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res ReconcileStockResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+
+	v := f.level()
+	// on_hand 9 (one sold); still held: live 2 + stranger 1.
+	if v.OnHand != 9 || v.Held != 3 || v.Available != 6 {
+		t.Errorf("after reconcile: %+v, want on_hand 9, held 3, available 6", v)
+	}
+	holds, _ := f.acts.Stock.Holds(ctx, f.sku)
+	for _, h := range holds {
+		if h.CheckoutID == expired || h.CheckoutID == confirmed {
+			t.Errorf("hold of ended checkout %s survived", h.CheckoutID)
+		}
+	}
+	if len(res.Unexplained) != 1 || !strings.Contains(res.Unexplained[0], "c-stranger") {
+		t.Errorf("unexplained %v, want the stranger's hold", res.Unexplained)
+	}
+	notes := count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE sku = $1 AND reason LIKE 'reconcile:%'`, f.sku)
+	if notes != 3 || len(res.Corrections) != 3 {
+		t.Errorf("%d ledger notes, corrections %v; want 3 (release, commit, available)", notes, res.Corrections)
+	}
+	// A second run finds nothing more to do.
+	val, err = f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{GraceSeconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := val.Get(&res); err != nil || len(res.Corrections) != 0 {
+		t.Errorf("second run corrections %v (err %v), want none", res.Corrections, err)
+	}
+}

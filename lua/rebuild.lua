@@ -1,0 +1,66 @@
+-- rebuild.lua: restore a SKU's stock after Redis lost it (a restart without persistence,
+-- a failover to an empty replica). Postgres is the record: on_hand, and the checkouts that
+-- are still open, each of which may hold units.
+--
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order
+-- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
+-- ARGV[1] -> on_hand, decimal integer 0..1000000000
+-- ARGV[2] -> max_per_order, decimal integer 1..1000000
+-- ARGV[3], ARGV[4], ... -> pairs of open checkout id and its quantity of this SKU
+-- Returns {code, value, held}, always three integers, never nil or false:
+--   {0  OK,              available, held}
+--   {11 ALREADY_STOCKED, available, held}   the stock hash exists: nothing changes
+--   {10 INVALID_ARGUMENT, index of the bad ARGV, 0}
+--
+-- Every open checkout is restored as a hold (a superset of the holds that were lost: a
+-- checkout still reserving, or one whose release ran against the empty Redis, gets one
+-- too). Over-counting holds can only undersell, never oversell; the stock reconciler
+-- releases holds whose checkout has ended. Holds that survived the loss are kept.
+-- available = max(0, on_hand - held).
+
+local function int_arg(s, min, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < min or n > max then
+    return nil
+  end
+  return n
+end
+
+local on_hand = int_arg(ARGV[1], 0, 1000000000)
+if on_hand == nil then
+  return {10, 1, 0}
+end
+local max_per_order = int_arg(ARGV[2], 1, 1000000)
+if max_per_order == nil then
+  return {10, 2, 0}
+end
+if #ARGV % 2 ~= 0 then
+  return {10, #ARGV, 0}
+end
+for i = 3, #ARGV, 2 do
+  if int_arg(ARGV[i + 1], 1, 1000000) == nil then
+    return {10, i + 1, 0}
+  end
+end
+
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local cur = redis.call('HMGET', KEYS[1], 'available', 'held')
+  return {11, tonumber(cur[1]) or 0, tonumber(cur[2]) or 0}
+end
+
+for i = 3, #ARGV, 2 do
+  redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+local held = 0
+for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
+  held = held + (tonumber(q) or 0)
+end
+local available = on_hand - held
+if available < 0 then
+  available = 0
+end
+redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order)
+return {0, available, held}

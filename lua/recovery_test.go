@@ -1,0 +1,77 @@
+package lua
+
+import (
+	"testing"
+)
+
+func TestRebuildAfterRedisLostTheSKU(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-a", 3); err != nil {
+		t.Fatal(err)
+	}
+	// Redis loses everything about the SKU, as after a restart without persistence.
+	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
+	if _, err := s.Reserve(ctx, sku, "c-new", 1); err == nil {
+		t.Fatal("reserve on a lost SKU succeeded; it must refuse until the SKU is rebuilt")
+	}
+
+	// Postgres says: on_hand 10, open checkouts c-a (3) and c-b (2, still reserving).
+	l, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}, {"c-b", 2}})
+	if err != nil || !rebuilt || l.Available != 5 || l.Held != 5 {
+		t.Fatalf("rebuild: %+v rebuilt=%v err=%v; want available 5, held 5", l, rebuilt, err)
+	}
+	assertLevel(t, s, rdb, sku, 5, 5, 2)
+	// A second rebuild (another worker) changes nothing.
+	if _, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, nil); err != nil || rebuilt {
+		t.Errorf("second rebuild: rebuilt=%v err=%v; want a no-op", rebuilt, err)
+	}
+	// c-b's reserve finds its hold; c-a's release returns its units.
+	if r, err := s.Reserve(ctx, sku, "c-b", 2); err != nil || !r.AlreadyHeld {
+		t.Errorf("reserve of a rebuilt hold: %+v, %v; want already held", r, err)
+	}
+	if n, err := s.Release(ctx, sku, "c-a"); err != nil || n != 3 {
+		t.Errorf("release of a rebuilt hold: %d, %v; want 3", n, err)
+	}
+	assertLevel(t, s, rdb, sku, 8, 2, 1)
+}
+
+func TestRebuildNeverOversells(t *testing.T) {
+	s, rdb, sku := stocked(t, 4, 5)
+	ctx := t.Context()
+	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
+	// More open checkouts than units (some were going to be refused): available is 0,
+	// not negative, and no new hold can be taken.
+	l, _, err := s.Rebuild(ctx, sku, 4, 5, []Hold{{"c-1", 3}, {"c-2", 3}})
+	if err != nil || l.Available != 0 || l.Held != 6 {
+		t.Fatalf("rebuild: %+v, %v; want available 0, held 6", l, err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-3", 1); err == nil {
+		t.Error("a reserve succeeded with nothing available")
+	}
+}
+
+func TestReconcileRepairsDrift(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-a", 2); err != nil {
+		t.Fatal(err)
+	}
+	// Drift upwards (would oversell): available says 20.
+	rdb.HSet(ctx, StockKey(sku), "available", 20)
+	before, after, stocked, err := s.Reconcile(ctx, sku, 10)
+	if err != nil || !stocked || before != 20 || after != 8 {
+		t.Errorf("reconcile: %d -> %d stocked=%v err=%v; want 20 -> 8", before, after, stocked, err)
+	}
+	assertLevel(t, s, rdb, sku, 8, 2, 1)
+	// A confirmed order took 2 from on_hand in Postgres before its hold was committed:
+	// the repair undersells for a moment (6), never oversells.
+	if _, after, _, _ := s.Reconcile(ctx, sku, 8); after != 6 {
+		t.Errorf("reconcile before commit: available %d, want 6", after)
+	}
+	// A lost SKU is not reconciled (a reserve rebuilds it).
+	rdb.Del(ctx, StockKey(sku))
+	if _, _, stocked, err := s.Reconcile(ctx, sku, 8); err != nil || stocked {
+		t.Errorf("reconcile of a lost SKU: stocked=%v err=%v; want a no-op", stocked, err)
+	}
+}
