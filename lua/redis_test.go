@@ -71,7 +71,7 @@ func testSKU(t testing.TB, rdb *redis.Client) string {
 }
 
 // stocked returns a Stock and a fresh SKU loaded with onHand units.
-func stocked(t *testing.T, onHand, maxPerOrder int64) (*Stock, *redis.Client, string) {
+func stocked(t testing.TB, onHand, maxPerOrder int64) (*Stock, *redis.Client, string) {
 	t.Helper()
 	rdb := testClient(t)
 	sku := testSKU(t, rdb)
