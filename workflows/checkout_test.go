@@ -29,11 +29,11 @@ import (
 type fixture struct {
 	t       *testing.T
 	refunds []workflows.RefundInput // Refund children the saga started (the child is tested on its own)
-	env   *testsuite.TestWorkflowEnvironment
-	acts  *activities.Activities
-	inv   *activities.Inventory
-	pool  *pgxpool.Pool
-	stock *lua.Stock
+	env     *testsuite.TestWorkflowEnvironment
+	acts    *activities.Activities
+	inv     *activities.Inventory
+	pool    *pgxpool.Pool
+	stock   *lua.Stock
 }
 
 // newFixture is the saga's environment; Refund children are recorded, not run (the Refund

@@ -1,0 +1,418 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/worker"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// TestRecordHistories is a generator, not a check: it runs one real execution per saga path
+// on a Temporal dev server (the pinned build), with the real worker and activities on a fresh
+// Postgres database, Redis and a local Stripe API, and writes each history to
+// testdata/<path>.json for TestReplayRecordedHistories. Checkouts start with update-with-start
+// exactly as the API starts them, so the histories hold the reservation update's events.
+//
+// Re-record only when the recorded behaviour is meant to be retired, never to make a failing
+// replay pass (see "Changing the saga safely" in the README).
+func TestRecordHistories(t *testing.T) {
+	if os.Getenv("RECORD_HISTORIES") != "1" {
+		t.Skip("generator of workflows/testdata/*.json, not a check; record with: RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/")
+	}
+	r := newRecorder(t)
+	paths := map[string]func(r *recorder) string{
+		"confirmed":                     recordConfirmed,
+		"out_of_stock":                  recordOutOfStock,
+		"expired":                       recordExpired,
+		"cancelled_by_update":           recordCancelledByUpdate,
+		"cancelled_by_workflow_cancel":  recordCancelledByWorkflowCancel,
+		"payment_failed_then_succeeded": recordPaymentFailedThenSucceeded,
+		"payment_canceled":              recordPaymentCanceled,
+		"wrong_amount":                  recordWrongAmount, // also writes "refund", its child
+		"extended":                      recordExtended,
+		"duplicate_payment_signals":     recordDuplicatePaymentSignals,
+		"reconcile_payments":            recordReconcilePayments,
+		"reconcile_stock":               recordReconcileStock,
+	}
+	for _, name := range recordedHistories {
+		if name == "refund" {
+			continue
+		}
+		drive := paths[name]
+		if drive == nil {
+			t.Fatalf("no recorder for path %q", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			r.t = t
+			r.write(name, drive(r))
+		})
+	}
+}
+
+// recorder is the product's worker on real services, and a client to drive it.
+type recorder struct {
+	t      *testing.T
+	c      client.Client
+	inv    *activities.Inventory
+	stock  *lua.Stock
+	stripe *stripetest.Server
+}
+
+func newRecorder(t *testing.T) *recorder {
+	srv := testenv.DevServer(t)
+	_, pool := testenv.Postgres(t)
+	stock := lua.New(testenv.Redis(t))
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default", Logger: logger})
+	if err != nil {
+		t.Fatalf("dial temporal: %v", err)
+	}
+	t.Cleanup(c.Close)
+
+	stripe := stripetest.New(t)
+	store := activities.NewStore(pool)
+	w := worker.New(c, &activities.Activities{
+		Store: store, Stock: stock, Temporal: c,
+		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(stripe.Key(), payments.WithStripeAPIURL(stripe.URL()))},
+	})
+	if err := w.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return &recorder{t: t, c: c, inv: &activities.Inventory{Store: store, Stock: stock}, stock: stock, stripe: stripe}
+}
+
+func (r *recorder) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	r.t.Cleanup(cancel)
+	return ctx
+}
+
+// sku stocks a new random SKU at $19.99.
+func (r *recorder) sku(onHand int64) string {
+	r.t.Helper()
+	sku := testenv.RandomID("SKU-")
+	if _, err := r.inv.Set(r.ctx(), activities.Product{SKU: sku, OnHand: onHand, PriceCents: 1_999, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		r.t.Fatalf("stock %s: %v", sku, err)
+	}
+	return sku
+}
+
+// checkoutInput is a cart of the given SKUs, two units of the first and one of each other.
+func checkoutInput(checkoutID string, timeoutSeconds int64, skus ...string) workflows.Input {
+	in := workflows.Input{
+		CheckoutID: checkoutID, CustomerID: "u-record", PaymentTimeoutSeconds: timeoutSeconds,
+		RequestID: "req-" + checkoutID, RequestHash: "hash-" + checkoutID, IdempotencyKey: checkoutID,
+	}
+	for i, sku := range skus {
+		quantity := int64(1)
+		if i == 0 {
+			quantity = 2
+		}
+		in.Items = append(in.Items, activities.Item{SKU: sku, Quantity: quantity})
+	}
+	return in
+}
+
+// start starts a checkout the way the API does (api/checkouts.go, Server.reserve):
+// update-with-start of the reservation update with the same policies, and waits for the answer.
+func (r *recorder) start(in workflows.Input) workflows.ReservationResult {
+	r.t.Helper()
+	start := r.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       workflows.WorkflowID(in.CheckoutID),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes:    workflows.StartAttributes(in),
+		StaticSummary:            "Checkout " + in.CheckoutID,
+	}, workflows.Checkout, in)
+	handle, err := r.c.UpdateWithStartWorkflow(r.ctx(), client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     in.RequestID,
+			UpdateName:   workflows.UpdateReservation,
+			Args:         []any{workflows.ReservationRequest{RequestID: in.RequestID}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	var res workflows.ReservationResult
+	if err == nil {
+		err = handle.Get(r.ctx(), &res)
+	}
+	if err != nil {
+		r.t.Fatalf("update-with-start checkout %s: %v", in.CheckoutID, err)
+	}
+	return res
+}
+
+// pay signals a payment event the way the webhook handler does (api/webhooks.go, deliver).
+func (r *recorder) pay(checkoutID, eventID string, outcome workflows.PaymentKind, ref string, amount int64) {
+	r.t.Helper()
+	p := workflows.Payment{Provider: "stripe", EventID: eventID, Outcome: outcome, PaymentRef: ref, AmountCents: amount, Currency: "usd"}
+	if err := r.c.SignalWorkflow(r.ctx(), workflows.WorkflowID(checkoutID), "", workflows.SignalPayment, p); err != nil {
+		r.t.Fatalf("signal %s payment %s to %s: %v", outcome, eventID, checkoutID, err)
+	}
+}
+
+// update sends a support or customer update and waits for its answer.
+func (r *recorder) update(checkoutID, name string, arg any) workflows.View {
+	r.t.Helper()
+	h, err := r.c.UpdateWorkflow(r.ctx(), client.UpdateWorkflowOptions{
+		WorkflowID: workflows.WorkflowID(checkoutID), UpdateName: name, Args: []any{arg},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var v workflows.View
+	if err == nil {
+		err = h.Get(r.ctx(), &v)
+	}
+	if err != nil {
+		r.t.Fatalf("%s update of %s: %v", name, checkoutID, err)
+	}
+	return v
+}
+
+// ended waits for a checkout's saga to close and checks it recorded the path it claims to.
+func (r *recorder) ended(checkoutID string, want workflows.Status) workflows.View {
+	r.t.Helper()
+	var v workflows.View
+	if err := r.c.GetWorkflow(r.ctx(), workflows.WorkflowID(checkoutID), "").Get(r.ctx(), &v); err != nil {
+		r.t.Fatalf("checkout %s: %v", checkoutID, err)
+	}
+	if v.Status != want {
+		r.t.Fatalf("checkout %s ended %s (%v), want %s: the history would not be the path it is named after", checkoutID, v.Status, deref(v.Reason), want)
+	}
+	return v
+}
+
+// write saves the closed execution's full history as testdata/<name>.json, in the protojson
+// form `temporal workflow show --output json` writes and the replayer reads, and replays it
+// once at once so a history that cannot replay is never written silently.
+func (r *recorder) write(name, workflowID string) {
+	r.t.Helper()
+	hist := &historypb.History{}
+	it := r.c.GetWorkflowHistory(r.ctx(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			r.t.Fatalf("read history of %s: %v", workflowID, err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	last := hist.Events[len(hist.Events)-1].GetEventType()
+	if last != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
+		r.t.Fatalf("history of %s ends with %s, want a completed execution", workflowID, last)
+	}
+	raw, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		r.t.Fatalf("encode history of %s: %v", workflowID, err)
+	}
+	if err := os.MkdirAll(historiesDir, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(historyFile(name), append(raw, '\n'), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := replayHistory(historyFile(name)); err != nil {
+		r.t.Fatalf("the history just recorded does not replay: %v", err)
+	}
+	r.t.Logf("%s: %d events from %s", historyFile(name), len(hist.Events), workflowID)
+}
+
+func recordConfirmed(r *recorder) string {
+	in := checkoutInput("c-confirmed", 600, r.sku(10), r.sku(10))
+	res := r.start(in)
+	if !res.Created || res.View.Status != workflows.StatusAwaitingPayment {
+		r.t.Fatalf("reservation answered %+v", res)
+	}
+	r.pay(in.CheckoutID, "evt_confirmed", workflows.PaymentSucceeded, "pi_confirmed", res.View.AmountCents)
+	r.ended(in.CheckoutID, workflows.StatusConfirmed)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordOutOfStock(r *recorder) string {
+	in := checkoutInput("c-out-of-stock", 600, r.sku(10), r.sku(0))
+	if res := r.start(in); res.RejectCode != workflows.RejectOutOfStock {
+		r.t.Fatalf("reservation answered %+v, want out_of_stock", res)
+	}
+	r.ended(in.CheckoutID, workflows.StatusOutOfStock)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordExpired(r *recorder) string {
+	in := checkoutInput("c-expired", 2, r.sku(10))
+	r.start(in)
+	r.ended(in.CheckoutID, workflows.StatusExpired)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordCancelledByUpdate(r *recorder) string {
+	in := checkoutInput("c-cancelled-by-update", 600, r.sku(10))
+	r.start(in)
+	if v := r.update(in.CheckoutID, workflows.UpdateCancel, workflows.CancelRequest{By: "customer"}); v.Status != workflows.StatusCancelled {
+		r.t.Fatalf("cancel update answered %s", v.Status)
+	}
+	r.ended(in.CheckoutID, workflows.StatusCancelled)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordCancelledByWorkflowCancel(r *recorder) string {
+	in := checkoutInput("c-cancelled-by-workflow-cancel", 600, r.sku(10))
+	r.start(in)
+	if err := r.c.CancelWorkflow(r.ctx(), workflows.WorkflowID(in.CheckoutID), ""); err != nil {
+		r.t.Fatalf("cancel workflow: %v", err)
+	}
+	r.ended(in.CheckoutID, workflows.StatusCancelled)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordPaymentFailedThenSucceeded(r *recorder) string {
+	in := checkoutInput("c-payment-failed-then-succeeded", 600, r.sku(10))
+	res := r.start(in)
+	// Signals enter the history, and the saga, in the order they are sent.
+	r.pay(in.CheckoutID, "evt_declined", workflows.PaymentFailed, "pi_declined", res.View.AmountCents)
+	r.pay(in.CheckoutID, "evt_second_card", workflows.PaymentSucceeded, "pi_second_card", res.View.AmountCents)
+	r.ended(in.CheckoutID, workflows.StatusConfirmed)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordPaymentCanceled(r *recorder) string {
+	in := checkoutInput("c-payment-canceled", 600, r.sku(10))
+	res := r.start(in)
+	r.pay(in.CheckoutID, "evt_canceled", workflows.PaymentCanceled, "pi_canceled", res.View.AmountCents)
+	r.ended(in.CheckoutID, workflows.StatusPaymentFailed)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordExtended(r *recorder) string {
+	in := checkoutInput("c-extended", 5, r.sku(10))
+	res := r.start(in)
+	v := r.update(in.CheckoutID, workflows.UpdateExtend, workflows.ExtendRequest{Seconds: 600})
+	if v.ExpiresAt == nil || !v.ExpiresAt.After(*res.View.ExpiresAt) {
+		r.t.Fatalf("extend answered expires_at %v, was %v", v.ExpiresAt, res.View.ExpiresAt)
+	}
+	r.pay(in.CheckoutID, "evt_extended", workflows.PaymentSucceeded, "pi_extended", res.View.AmountCents)
+	r.ended(in.CheckoutID, workflows.StatusConfirmed)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+func recordDuplicatePaymentSignals(r *recorder) string {
+	in := checkoutInput("c-duplicate-payment-signals", 600, r.sku(10))
+	res := r.start(in)
+	// The provider delivers the webhook twice, and reconciliation finds the same payment
+	// under its own event id: one order, no refund.
+	r.pay(in.CheckoutID, "evt_dup", workflows.PaymentSucceeded, "pi_dup", res.View.AmountCents)
+	r.pay(in.CheckoutID, "evt_dup", workflows.PaymentSucceeded, "pi_dup", res.View.AmountCents)
+	r.pay(in.CheckoutID, "reconcile-pi_dup", workflows.PaymentSucceeded, "pi_dup", res.View.AmountCents)
+	if v := r.ended(in.CheckoutID, workflows.StatusConfirmed); len(v.Refunds) != 0 {
+		r.t.Fatalf("duplicates started refunds %v", v.Refunds)
+	}
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+// recordWrongAmount pays a checkout with the wrong amount through a real (local) Stripe
+// intent: the saga flags itself, starts a Refund child, and expires. The child refunds the
+// payment through the Stripe API; its history is written as "refund".
+func recordWrongAmount(r *recorder) string {
+	in := checkoutInput("c-wrong-amount", 3, r.sku(10))
+	res := r.start(in)
+	wrong := res.View.AmountCents - 100
+	pi := r.stripe.AddIntent(in.CheckoutID, "succeeded", wrong, "usd")
+	r.pay(in.CheckoutID, "evt_wrong_amount", workflows.PaymentSucceeded, pi, wrong)
+	v := r.ended(in.CheckoutID, workflows.StatusExpired)
+	refundID := workflows.RefundWorkflowID("stripe", pi)
+	if !v.NeedsAttention || len(v.Refunds) != 1 || v.Refunds[0] != refundID {
+		r.t.Fatalf("wrong amount ended %+v, want flagged with refund %s", v, refundID)
+	}
+	var rv workflows.RefundView
+	if err := r.c.GetWorkflow(r.ctx(), refundID, "").Get(r.ctx(), &rv); err != nil {
+		r.t.Fatalf("refund %s: %v", refundID, err)
+	}
+	if rv.Status != workflows.RefundRefunded || len(r.stripe.Refunds()) != 1 {
+		r.t.Fatalf("refund ended %+v with stripe refunds %+v, want one refund", rv, r.stripe.Refunds())
+	}
+	r.write("refund", refundID)
+	return workflows.WorkflowID(in.CheckoutID)
+}
+
+// recordReconcilePayments runs ReconcilePayments for a checkout whose webhook never came:
+// the provider knows the payment, the reconciler signals it, the checkout is confirmed.
+func recordReconcilePayments(r *recorder) string {
+	in := checkoutInput("c-missed-webhook", 120, r.sku(10))
+	res := r.start(in)
+	r.stripe.AddIntent(in.CheckoutID, "succeeded", res.View.AmountCents, "usd")
+	query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", workflows.WorkflowID(in.CheckoutID), workflows.StatusAwaitingPayment)
+	r.waitListed(query)
+
+	id := "reconcile-payments-record"
+	run, err := r.c.ExecuteWorkflow(r.ctx(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.ReconcilePayments, workflows.ReconcileInput{WithinSeconds: 300})
+	if err != nil {
+		r.t.Fatalf("start ReconcilePayments: %v", err)
+	}
+	var got workflows.ReconcileResult
+	if err := run.Get(r.ctx(), &got); err != nil || got.Delivered != 1 {
+		r.t.Fatalf("ReconcilePayments: %+v, %v; want one payment delivered", got, err)
+	}
+	r.ended(in.CheckoutID, workflows.StatusConfirmed)
+	return id
+}
+
+// recordReconcileStock runs ReconcileStock with a hold in Redis that no checkout in
+// Postgres explains: the run flags itself for support.
+func recordReconcileStock(r *recorder) string {
+	sku := r.sku(10)
+	if _, err := r.stock.Reserve(r.ctx(), sku, "c-nobody-knows", 1); err != nil {
+		r.t.Fatalf("take a stray hold: %v", err)
+	}
+	id := "reconcile-stock-record"
+	run, err := r.c.ExecuteWorkflow(r.ctx(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.ReconcileStock, activities.ReconcileStockInput{GraceSeconds: 1})
+	if err != nil {
+		r.t.Fatalf("start ReconcileStock: %v", err)
+	}
+	var got activities.ReconcileStockResult
+	if err := run.Get(r.ctx(), &got); err != nil || len(got.Unexplained) == 0 {
+		r.t.Fatalf("ReconcileStock: %+v, %v; want the stray hold unexplained", got, err)
+	}
+	return id
+}
+
+// waitListed waits until a visibility query finds a workflow (visibility lags a little).
+func (r *recorder) waitListed(query string) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := r.c.ListWorkflow(r.ctx(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err == nil && len(resp.GetExecutions()) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("visibility query %q found nothing within 30 s (last error %v)", query, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,95 @@
+package workflows_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/worker"
+)
+
+// Replay safety. Every file in testdata/ is the full history of one real execution, recorded
+// on a Temporal dev server by TestRecordHistories (record_test.go). Replaying it with today's
+// workflow code must produce exactly the commands the history holds: a change that would
+// break sagas already running in production (a step added, removed or reordered without
+// workflow.GetVersion, a timer or child started differently) fails here, in CI, before a
+// worker with that code is deployed. See "Changing the saga safely" in the README.
+
+// recordedHistories are the paths every build must replay: one history per saga path and
+// helper workflow. Deleting a file does not make the test pass; it fails until the history
+// is recorded again.
+var recordedHistories = []string{
+	"confirmed",                     // update-with-start, payment signal, ConfirmOrder, CommitStock per SKU
+	"out_of_stock",                  // the second SKU is short: the first hold is released
+	"expired",                       // the payment timer fires
+	"cancelled_by_update",           // the cancel update while waiting for payment
+	"cancelled_by_workflow_cancel",  // the workflow itself is cancelled: releases on a disconnected context
+	"payment_failed_then_succeeded", // a declined card, then a good one
+	"payment_canceled",              // the payment intent is canceled: payment_failed at once
+	"wrong_amount",                  // flagged, a Refund child started, then the timer fires
+	"extended",                      // the extend update restarts the payment timer, then paid
+	"duplicate_payment_signals",     // the same event twice and the same payment under a second event id
+	"refund",                        // the Refund child of wrong_amount, refunded through Stripe
+	"reconcile_payments",            // ReconcilePayments finds a missed payment and signals the saga
+	"reconcile_stock",               // ReconcileStock finds a hold nobody knows and flags itself
+}
+
+const historiesDir = "testdata"
+
+func historyFile(name string) string { return filepath.Join(historiesDir, name+".json") }
+
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no recorded histories in workflows/%s: record them with RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/", historiesDir)
+	}
+	for _, name := range recordedHistories {
+		if !slices.Contains(files, historyFile(name)) {
+			t.Errorf("the history of path %q is missing (%s): record it with RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/", name, historyFile(name))
+		}
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
+			if err := replayHistory(file); err != nil {
+				t.Errorf("replay %s with today's workflow code: %v\n"+
+					"A running saga with this history would fail the same way after a deploy. Keep the old behaviour "+
+					"for running sagas with workflow.GetVersion (README: Changing the saga safely); re-record only "+
+					"if no execution of the old code can still be running.", file, err)
+			}
+		})
+	}
+}
+
+// replayHistory replays one recorded history with every workflow the worker registers.
+func replayHistory(file string) error {
+	r := sdkworker.NewWorkflowReplayer()
+	// The same registration as the real worker, so a workflow added to worker.Register is
+	// replayable as soon as its history is recorded. Activities never run on replay: their
+	// results come from the history, so the nil-backed value only lends its method names.
+	worker.Register(replayRegistry{WorkflowReplayer: r}, &activities.Activities{})
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	return r.ReplayWorkflowHistoryFromJSONFile(logger, file)
+}
+
+// replayRegistry lets worker.Register fill a replayer: workflows are registered, activities
+// (which a replayer never runs) are dropped. The project registers no Nexus services; the
+// nil NexusServiceRegistry would panic if it ever did, since a replayer cannot take them.
+type replayRegistry struct {
+	sdkworker.WorkflowReplayer
+	sdkworker.NexusServiceRegistry
+}
+
+func (replayRegistry) RegisterActivity(any)                                         {}
+func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions)    {}
+func (replayRegistry) RegisterDynamicActivity(any, activity.DynamicRegisterOptions) {}
