@@ -27,3 +27,10 @@ $(TEMPORAL): tools/temporal/go.mod tools/temporal/go.sum
 	cd tools/temporal && go build \
 		-ldflags "-X github.com/temporalio/cli/temporalcli.Version=$(TEMPORAL_VERSION)" \
 		-o $(CURDIR)/$(TEMPORAL) github.com/temporalio/cli/cmd/temporal
+
+# The flash-sale benchmark (issue 5): one run against local Redis, Postgres and a dev server it
+# starts itself; writes BENCHMARKS.md and docs/bench/*.png. About 6 minutes on 2 cores.
+# Phony: bench/ is also the program's folder.
+.PHONY: bench
+bench: $(TEMPORAL)
+	go run ./bench -out BENCHMARKS.md

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// env is the services one run uses, all of them its own: a Redis DB with random key names,
+// a fresh Postgres database and a Temporal dev server on free ports.
+type env struct {
+	runID string // in every SKU and key this run creates
+
+	rdb      *redis.Client // the benchmark's own client, sized for 64 concurrent callers
+	redisURL string
+
+	adminURL, dbURL, dbName string
+
+	temporalCLI string
+	srv         *testsuite.DevServer
+	devPID      int // 0 when the dev server's process was not found
+
+	closers []func()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err error) {
+	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+
+	// Redis.
+	opts, err := redis.ParseURL(o.redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse -redis %s: %w", o.redisURL, err)
+	}
+	if opts.DB == 0 {
+		return nil, fmt.Errorf("-redis %s: use a DB other than 0, which the local stack owns", o.redisURL)
+	}
+	opts.PoolSize = 128 // the widest load is 64 concurrent callers
+	e.rdb = redis.NewClient(opts)
+	e.closers = append(e.closers, func() { _ = e.rdb.Close() })
+	if err := e.rdb.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("ping redis at %s (start it: see README): %w", o.redisURL, err)
+	}
+	e.closers = append(e.closers, e.deleteRedisKeys)
+	progress("redis %s, keys named *%s*", o.redisURL, e.runID)
+
+	// Postgres: a database of our own, migrated, dropped at the end.
+	admin, err := pgx.Connect(ctx, o.postgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres at %s (start it: see README): %w", o.postgresURL, err)
+	}
+	e.dbName = "bench_" + strings.ToLower(e.runID)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+e.dbName)
+	_ = admin.Close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create database %s: %w", e.dbName, err)
+	}
+	e.closers = append(e.closers, e.dropDatabase)
+	cfg, err := pgx.ParseConfig(o.postgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse -postgres: %w", err)
+	}
+	userinfo := cfg.User
+	if cfg.Password != "" {
+		userinfo += ":" + cfg.Password
+	}
+	e.dbURL = fmt.Sprintf("postgres://%s@%s:%d/%s", userinfo, cfg.Host, cfg.Port, e.dbName)
+	if err := migrations.Apply(ctx, e.dbURL); err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", e.dbName, err)
+	}
+	progress("postgres database %s created and migrated", e.dbName)
+
+	// Temporal: the pinned CLI as a dev server on free ports, in memory.
+	if _, err := os.Stat(o.temporalCLI); err != nil {
+		return nil, fmt.Errorf("the Temporal CLI is not at %s: run `make tools` (or pass -temporal): %w", o.temporalCLI, err)
+	}
+	var args []string
+	for name, typ := range workflows.SearchAttributeTypes {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	e.srv, err = testsuite.StartDevServer(startCtx, testsuite.DevServerOptions{
+		ExistingPath:  o.temporalCLI,
+		LogLevel:      "error",
+		ExtraArgs:     args,
+		Stdout:        io.Discard,
+		Stderr:        os.Stderr,
+		ClientOptions: &client.Options{Namespace: "default", Logger: quietLogger(logger)},
+	})
+	if err != nil {
+		// StartDevServer does not kill its child when readiness fails.
+		e.killDevServerByScan()
+		return nil, fmt.Errorf("start temporal dev server from %s: %w", o.temporalCLI, err)
+	}
+	e.closers = append(e.closers, func() {
+		if err := e.srv.Stop(); err != nil {
+			progress("stop temporal dev server: %v", err)
+		}
+	})
+	e.devPID = findDevServerPID(e.srv.FrontendHostPort())
+	progress("temporal dev server on %s (pid %d)", e.srv.FrontendHostPort(), e.devPID)
+	return e, nil
+}
+
+// close undoes openEnv in reverse order.
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	e.closers = nil
+}
+
+func (e *env) sku(name string) string { return "B" + e.runID + "-" + name }
+
+// deleteRedisKeys removes every key of this run: all carry the run id.
+func (e *env) deleteRedisKeys() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var n int
+	iter := e.rdb.Scan(ctx, 0, "*"+e.runID+"*", 1000).Iterator()
+	var batch []string
+	flush := func() {
+		if len(batch) > 0 {
+			n += len(batch)
+			_ = e.rdb.Unlink(ctx, batch...).Err()
+			batch = batch[:0]
+		}
+	}
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 1000 {
+			flush()
+		}
+	}
+	flush()
+	if err := iter.Err(); err != nil {
+		progress("delete redis keys of run %s: %v", e.runID, err)
+		return
+	}
+	progress("deleted %d redis keys", n)
+}
+
+func (e *env) dropDatabase() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, e.adminURL)
+	if err != nil {
+		progress("drop database %s: %v", e.dbName, err)
+		return
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+e.dbName+" WITH (FORCE)"); err != nil {
+		progress("drop database %s: %v", e.dbName, err)
+		return
+	}
+	progress("dropped database %s", e.dbName)
+}
+
+// newPool opens a pool on the run's database; maxConns 0 keeps pgxpool's default (the
+// product's).
+func (e *env) newPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(e.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// findDevServerPID finds the dev server's process: testsuite.DevServer does not expose it,
+// so scan /proc for a `temporal server start-dev ... --port <port>` command line.
+func findDevServerPID(hostPort string) int {
+	port := hostPort[strings.LastIndex(hostPort, ":")+1:]
+	for _, pid := range devServerPIDs() {
+		args := cmdline(pid)
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "--port" && args[i+1] == port {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// devServerPIDs lists this process's children that run `server start-dev`.
+func devServerPIDs() []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		args := cmdline(pid)
+		if len(args) < 3 || args[1] != "server" || args[2] != "start-dev" {
+			continue
+		}
+		if ppid(pid) == self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killDevServerByScan kills dev servers this process started, when StartDevServer failed
+// and returned no handle to stop them.
+func (e *env) killDevServerByScan() {
+	for _, pid := range devServerPIDs() {
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
+			_, _ = p.Wait()
+		}
+	}
+}
+
+func cmdline(pid int) []string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(raw) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+}
+
+func ppid(pid int) int {
+	fields := statFields(pid)
+	if len(fields) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(fields[1])
+	return n
+}
+
+// statFields returns /proc/<pid>/stat after the command name: fields[0] is the state
+// (field 3 of proc(5)), so field N of proc(5) is fields[N-3].
+func statFields(pid int) []string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc; 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// processCPU is the user+system CPU time a process has used, from /proc/<pid>/stat.
+func processCPU(pid int) (time.Duration, error) {
+	f := statFields(pid)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("read /proc/%d/stat: process gone or unreadable", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[14-3], 10, 64)
+	stime, err2 := strconv.ParseInt(f[15-3], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// redisCPU is the Redis server's user+system CPU time, from INFO cpu.
+func (e *env) redisCPU(ctx context.Context) (time.Duration, error) {
+	info, err := e.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, err
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// cpuSnapshot is the CPU time used so far by this process (load generator, API and worker),
+// the dev server and Redis.
+type cpuSnapshot struct{ self, devServer, redis time.Duration }
+
+func (e *env) cpu(ctx context.Context) cpuSnapshot {
+	var s cpuSnapshot
+	s.self, _ = processCPU(os.Getpid())
+	if e.devPID != 0 {
+		s.devServer, _ = processCPU(e.devPID)
+	}
+	s.redis, _ = e.redisCPU(ctx)
+	return s
+}
+
+func (s cpuSnapshot) sub(o cpuSnapshot) cpuSnapshot {
+	return cpuSnapshot{self: s.self - o.self, devServer: s.devServer - o.devServer, redis: s.redis - o.redis}
+}
+
+// facts are the machine and service facts the report opens with.
+type facts struct{ rows [][2]string }
+
+func (f *facts) add(k, v string) { f.rows = append(f.rows, [2]string{k, v}) }
+
+func shell(ctx context.Context, name string, args ...string) string {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(%s: %v)", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func machineFacts(ctx context.Context) *facts {
+	f := &facts{}
+	f.add("date", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	f.add("nproc", shell(ctx, "nproc"))
+	f.add("free -m", "\n"+shell(ctx, "free", "-m"))
+	model := "unknown"
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	f.add("CPU", model)
+	f.add("kernel", shell(ctx, "uname", "-sr"))
+	f.add("Go", runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+", GOMAXPROCS "+strconv.Itoa(runtime.GOMAXPROCS(0)))
+	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
+		f.add("load average at start", strings.Join(strings.Fields(string(raw))[:3], " "))
+	}
+	return f
+}
+
+func (e *env) redisVersion(ctx context.Context) string {
+	info, err := e.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v + ", DB " + strconv.Itoa(e.rdb.Options().DB) + ", loopback TCP"
+		}
+	}
+	return "unknown"
+}
+
+func (e *env) postgresFacts(ctx context.Context) string {
+	conn, err := pgx.Connect(ctx, e.dbURL)
+	if err != nil {
+		return "unknown"
+	}
+	defer conn.Close(ctx)
+	var version, syncCommit, fsync, maxConns string
+	_ = conn.QueryRow(ctx, "SELECT current_setting('server_version'), current_setting('synchronous_commit'), current_setting('fsync'), current_setting('max_connections')").
+		Scan(&version, &syncCommit, &fsync, &maxConns)
+	return fmt.Sprintf("%s (synchronous_commit=%s, fsync=%s, max_connections=%s), loopback TCP", version, syncCommit, fsync, maxConns)
+}
+
+func (e *env) temporalFacts() string {
+	v := shell(context.Background(), e.temporalCLI, "--version")
+	return v + ", in-memory SQLite, started by testsuite.StartDevServer"
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// flashResult is the seed's flash sale scaled to this machine: a burst of carts for one SKU,
+// every winner paying at once.
+type flashResult struct {
+	sku                                string
+	units, requests, concurrency       int
+	held                               int            // 201 answers
+	rejected                           int            // 409 answers
+	heldOnRetry                        int            // of held: learnt as 200 on a retry of a timed-out POST
+	shed                               int            // 503 answers, each retried after Retry-After
+	gaveUp                             int            // still 503 after every retry
+	errors                             int            // transport errors and any other status
+	fiveXX                             int            // answers >= 500 other than admission control's 503 overloaded
+	answers                            map[string]int // every attempt's status (and problem code)
+	orphanHolds, orphanUnits           int            // held by sagas whose clients gave up: cancelled
+	sold, orderLines                   int64          // Postgres: skus.sold and the order lines
+	oversold                           int64
+	availableAtEnd, heldAtEnd, onHand  int64
+	paymentErrors                      int
+	sellOut, allAnswered, allConfirmed time.Duration // since the burst started
+	rejectLatency, holdLatency         latencies
+	cpu                                cpuSnapshot
+	// Timelines for the chart, in seconds since the burst started.
+	heldAt, rejectedAt, confirmedAt []float64
+	outOfStockHistory               int // history events of a checkout the saga refused, 0 if none
+}
+
+func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, error) {
+	r := flashResult{sku: s.sku("FLASH"), units: sz.flashUnits, requests: sz.flashRequests, concurrency: sz.flashConcurrency}
+	if err := s.setStock(ctx, r.sku, int64(r.units), 1); err != nil {
+		return r, err
+	}
+	prefix := "f-" + s.runID + "-"
+
+	// Winners pay as soon as they hold, from a bounded pool of payers (the webhook sender).
+	winners := make(chan postResult, r.requests)
+	var payWG sync.WaitGroup
+	var payMu sync.Mutex
+	for range 32 {
+		payWG.Add(1)
+		go func() {
+			defer payWG.Done()
+			for w := range winners {
+				if err := s.pay(ctx, w.view.CheckoutID, w.view.AmountCents); err != nil {
+					payMu.Lock()
+					r.paymentErrors++
+					payMu.Unlock()
+					progress("   %v", err)
+				}
+			}
+		}()
+	}
+
+	before := s.cpu(ctx)
+	t0 := time.Now()
+	results := make([]postResult, r.requests)
+	_, err := pool(ctx, r.requests, r.concurrency, func(i int) error {
+		p := s.postCheckout(ctx, fmt.Sprintf("%s%d", prefix, i), fmt.Sprintf("u-%s-%d", s.runID, i), r.sku, sz.flashRetries)
+		results[i] = p
+		if won(p) {
+			winners <- p
+		}
+		return nil // every answer is counted below, none stops the crowd
+	})
+	close(winners)
+	if err != nil {
+		return r, err
+	}
+	r.allAnswered = time.Since(t0)
+	r.answers = map[string]int{}
+	winnerIDs := map[string]bool{}
+	var rejectLat, holdLat []time.Duration
+	for i, p := range results {
+		for _, a := range p.attempts {
+			r.answers[a]++
+			if strings.HasPrefix(a, "5") && a != "503 overloaded" {
+				r.fiveXX++
+			}
+		}
+		r.shed += p.shed
+		at := p.answered.Sub(t0).Seconds()
+		switch {
+		case p.err != nil:
+			r.errors++
+		case won(p):
+			r.held++
+			if p.code == http.StatusOK {
+				r.heldOnRetry++
+			}
+			winnerIDs[fmt.Sprintf("%s%d", prefix, i)] = true
+			holdLat = append(holdLat, p.latency)
+			r.heldAt = append(r.heldAt, at)
+			r.sellOut = max(r.sellOut, p.answered.Sub(t0))
+		case p.code == http.StatusConflict, p.code == http.StatusOK && p.view.Status == workflows.StatusOutOfStock:
+			r.rejected++
+			rejectLat = append(rejectLat, p.latency)
+			r.rejectedAt = append(r.rejectedAt, at)
+		case p.code == http.StatusServiceUnavailable:
+			r.gaveUp++
+		default:
+			r.errors++
+		}
+	}
+	r.rejectLatency, r.holdLatency = newLatencies(rejectLat), newLatencies(holdLat)
+	progress("   burst answered in %s: %d held (%d of them learnt on a retry), %d rejected, %d gave up after %d retries, %d errors; answers %v",
+		r.allAnswered.Round(time.Millisecond), r.held, r.heldOnRetry, r.rejected, r.gaveUp, sz.flashRetries, r.errors, r.answers)
+
+	payWG.Wait()
+	// Wait until every winner's order is in Postgres and every hold is committed in Redis. A
+	// saga whose client gave up (its update timed out, then every retry was shed) may still
+	// hold units its client never learnt about: such a buyer cannot pay, so the hold is
+	// cancelled (as its payment timer would, minutes later) and counted.
+	cancelled := map[string]bool{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var orders int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE checkout_id LIKE $1`, prefix+"%").Scan(&orders); err != nil {
+			return r, err
+		}
+		holders, err := s.rdb.HGetAll(ctx, lua.HoldsKey(r.sku)).Result()
+		if err != nil {
+			return r, err
+		}
+		for id, q := range holders {
+			if winnerIDs[id] || cancelled[id] {
+				continue
+			}
+			cancelled[id] = true
+			n, _ := strconv.Atoi(q)
+			r.orphanHolds++
+			r.orphanUnits += n
+			if a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/checkouts/"+id+"/cancel", nil, nil, nil); err != nil || a.code != http.StatusOK {
+				progress("   cancel orphan hold of %s: %d %v", id, a.code, err)
+			}
+		}
+		if orders >= r.held && len(holders) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			progress("   not settled within 3 minutes: %d orders for %d winners, %d checkouts still hold units", orders, r.held, len(holders))
+			break
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+	}
+	if r.orphanHolds > 0 {
+		progress("   %d checkouts held %d units their clients never learnt about (cancelled)", r.orphanHolds, r.orphanUnits)
+	}
+	r.cpu = s.cpu(ctx).sub(before)
+
+	rows, err := s.pool.Query(ctx, `SELECT extract(epoch FROM created_at)::float8 FROM orders WHERE checkout_id LIKE $1`, prefix+"%")
+	if err != nil {
+		return r, err
+	}
+	for rows.Next() {
+		var epoch float64
+		if err := rows.Scan(&epoch); err != nil {
+			rows.Close()
+			return r, err
+		}
+		r.confirmedAt = append(r.confirmedAt, epoch-float64(t0.UnixNano())/1e9)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, err
+	}
+	sort.Float64s(r.confirmedAt)
+	sort.Float64s(r.heldAt)
+	sort.Float64s(r.rejectedAt)
+	if n := len(r.confirmedAt); n > 0 {
+		r.allConfirmed = time.Duration(r.confirmedAt[n-1] * float64(time.Second))
+	}
+
+	view, err := s.inv.Get(ctx, r.sku)
+	if err != nil {
+		return r, err
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(quantity), 0) FROM order_lines WHERE sku = $1`, r.sku).Scan(&r.orderLines); err != nil {
+		return r, err
+	}
+	r.sold, r.onHand, r.availableAtEnd, r.heldAtEnd = view.Sold, view.OnHand, view.Available, view.Held
+	r.oversold = max(0, max(r.sold, r.orderLines, int64(r.held))-int64(r.units))
+	if r.availableAtEnd < 0 {
+		r.oversold = max(r.oversold, -r.availableAtEnd)
+	}
+
+	// The cost of a checkout the saga itself refused (out_of_stock after the gate let it in),
+	// if any: the requests that raced the last units.
+	for i, p := range results {
+		if p.err == nil && p.code == http.StatusConflict {
+			if n, err := s.historyLength(ctx, workflows.WorkflowID(fmt.Sprintf("%s%d", prefix, i))); err == nil && n > 0 {
+				r.outOfStockHistory = n
+				break
+			}
+		}
+	}
+	progress("   sold %d of %d (order lines %d, oversold %d) in %s to sell out, all confirmed after %s; CPU: bench process %.1f s, dev server %.1f s, redis %.1f s",
+		r.sold, r.units, r.orderLines, r.oversold, r.sellOut.Round(time.Millisecond), r.allConfirmed.Round(time.Millisecond),
+		r.cpu.self.Seconds(), r.cpu.devServer.Seconds(), r.cpu.redis.Seconds())
+	return r, nil
+}
+
+// won reports whether a POST ended holding stock: 201, or 200 when a retry attached to the
+// saga a timed-out attempt had started.
+func won(p postResult) bool {
+	return p.err == nil && (p.code == http.StatusCreated || p.code == http.StatusOK) && p.view.Status == workflows.StatusAwaitingPayment
+}
+
+// gateResult compares the sold-out gate's 409s with a bare Echo handler over the same client.
+type gateResult struct {
+	concurrency      int
+	bare, soldOut    holdCell // ops counts only the expected answers (200, 409)
+	soldOutUnexpect  int64    // answers other than 409 (must be 0 once stock is gone)
+	workflowsStarted int64    // checkouts of the gate phase that reached a saga (must be 0)
+}
+
+func (g gateResult) bareRate() float64    { return g.bare.rate() }
+func (g gateResult) soldOutRate() float64 { return g.soldOut.rate() }
+
+func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
+	g := gateResult{concurrency: sz.gateConcurrency}
+	// A SKU with no unit left, as the flash-sale SKU is once sold out; its own, so the
+	// figure does not depend on how the flash sale ended.
+	sku := s.sku("SOLDOUT")
+	if err := s.setStock(ctx, sku, 0, 1); err != nil {
+		return g, err
+	}
+
+	// A bare Echo handler: a small JSON answer to the same POST, over the same client.
+	bare := echo.New()
+	bare.HideBanner, bare.HidePort = true, true
+	bare.POST("/bare", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	srv := httptest.NewServer(bare)
+	defer srv.Close()
+	body := []byte(`{"cart_id":"bare","customer_id":"u-bare","items":[{"sku":"` + sku + `","quantity":1}],"payment_timeout_seconds":600}`)
+	c, err := measure(ctx, "bare Echo handler", g.concurrency, sz.gateDuration, func(ctx context.Context, w, i int) error {
+		a, err := do(ctx, s.http, http.MethodPost, srv.URL+"/bare", body, nil, nil)
+		if err == nil && a.code != http.StatusOK {
+			err = fmt.Errorf("bare handler answered %d", a.code)
+		}
+		return err
+	})
+	if err != nil {
+		return g, err
+	}
+	g.bare = c
+
+	// The sold-out gate: new carts for the sold-out SKU, each answered 409 from one Redis read.
+	var mu sync.Mutex
+	c, err = measure(ctx, "sold-out gate", g.concurrency, sz.gateDuration, func(ctx context.Context, w, i int) error {
+		cart := fmt.Sprintf("g-%s-%d-%d", s.runID, w, i)
+		body := []byte(`{"cart_id":"` + cart + `","customer_id":"u-gate","items":[{"sku":"` + sku + `","quantity":1}],"payment_timeout_seconds":600}`)
+		a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/checkouts", body, nil, nil)
+		if err != nil {
+			return err
+		}
+		if a.code != http.StatusConflict {
+			mu.Lock()
+			g.soldOutUnexpect++
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return g, err
+	}
+	c.ops -= g.soldOutUnexpect
+	g.soldOut = c
+
+	// No gate request may have become a saga: the gate only reads Redis.
+	var started int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM checkouts WHERE checkout_id LIKE $1`, "g-"+s.runID+"-%").Scan(&started); err != nil {
+		return g, err
+	}
+	g.workflowsStarted = started
+	progress("   bare Echo: %.0f req/s (p50 %s p99 %s); sold-out 409s: %.0f/s (p50 %s p99 %s), %d other answers, %d reached a saga",
+		g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99), g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99),
+		g.soldOutUnexpect, g.workflowsStarted)
+	return g, nil
+}

@@ -1,0 +1,200 @@
+// Command bench measures the checkout saga against its alternatives in one run, on this
+// machine: the seed's GET-check-DECR race beside the reserve script, hot-SKU hold throughput
+// (DECRBY, the script, the Postgres hot-row UPDATE, redis-benchmark EVALSHA), end-to-end
+// checkouts over HTTP beside an empty workflow on the same dev server, a flash sale scaled to
+// two cores, and the sold-out gate beside a bare Echo handler. It prints a table, writes
+// BENCHMARKS.md and PNG charts.
+//
+//	go run ./bench -out BENCHMARKS.md      (or: make bench)
+//
+// It needs Redis at 127.0.0.1:6379 (it uses DB 14 and random SKU names), Postgres at
+// 127.0.0.1:5432 (it creates and drops its own database) and the pinned Temporal CLI at
+// .tools/temporal (make tools), which it starts as a dev server on free ports. Everything it
+// creates is removed when it ends, on error and on Ctrl-C too.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// sizes are the counts and durations of every phase; -quick shrinks them for a smoke run.
+type sizes struct {
+	raceUnits, raceBuyers int
+	holdConcurrency       []int
+	holdDuration          time.Duration
+	redisBenchRequests    int
+	emptyWorkflows        int
+	e2eCheckouts          int
+	e2eConcurrency        int
+	flashUnits            int
+	flashRequests         int
+	flashConcurrency      int
+	flashRetries          int // 503 retries per request, after Retry-After
+	gateDuration          time.Duration
+	gateConcurrency       int
+}
+
+func defaultSizes() sizes {
+	return sizes{
+		raceUnits: 100, raceBuyers: 2000,
+		holdConcurrency: []int{1, 8, 64}, holdDuration: 3 * time.Second,
+		redisBenchRequests: 200_000,
+		emptyWorkflows:     400,
+		e2eCheckouts:       300, e2eConcurrency: 32,
+		flashUnits: 1000, flashRequests: 7000, flashConcurrency: 500, flashRetries: 20,
+		gateDuration: 3 * time.Second, gateConcurrency: 64,
+	}
+}
+
+func quickSizes() sizes {
+	s := defaultSizes()
+	s.holdDuration = 500 * time.Millisecond
+	s.redisBenchRequests = 20_000
+	s.emptyWorkflows = 60
+	s.e2eCheckouts = 40
+	s.flashUnits, s.flashRequests, s.flashConcurrency = 100, 700, 100
+	s.gateDuration = time.Second
+	return s
+}
+
+type options struct {
+	out, charts, temporalCLI, redisURL, postgresURL string
+	quick                                           bool
+	sizes                                           sizes
+	command                                         string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "where to write the report")
+	flag.StringVar(&o.charts, "charts", "docs/bench", "folder for the PNG charts")
+	flag.StringVar(&o.temporalCLI, "temporal", envOr("TEMPORAL_CLI", ".tools/temporal"), "the pinned Temporal CLI (make tools)")
+	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/14", "Redis to use; never DB 0 (the local stack's)")
+	flag.StringVar(&o.postgresURL, "postgres", "postgres://postgres@127.0.0.1:5432/postgres", "Postgres admin URL; the benchmark creates and drops its own database")
+	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")
+	flag.Parse()
+	o.sizes = defaultSizes()
+	if o.quick {
+		o.sizes = quickSizes()
+	}
+	o.command = "go run ./bench " + strings.Join(os.Args[1:], " ")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// A hard bound on the whole run: a stuck phase must not hold the machine.
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		cancel()
+		stop()
+		os.Exit(1)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// run opens every dependency, runs the phases in order and writes the report. Each
+// dependency's clean-up is deferred on the line after it is opened.
+func run(ctx context.Context, o options) error {
+	started := time.Now()
+	facts := machineFacts(ctx)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+	e, err := openEnv(ctx, o, logger)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	facts.add("Redis", e.redisVersion(ctx))
+	facts.add("PostgreSQL", e.postgresFacts(ctx))
+	facts.add("Temporal dev server", e.temporalFacts())
+
+	var r results
+	r.sizes = o.sizes
+
+	progress("1/5 the seed's race: %d buyers, %d units", o.sizes.raceBuyers, o.sizes.raceUnits)
+	if r.race, err = e.benchRace(ctx, o.sizes); err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+
+	progress("2/5 hot-SKU hold throughput")
+	if r.holds, err = e.benchHolds(ctx, o.sizes); err != nil {
+		return fmt.Errorf("hold throughput: %w", err)
+	}
+
+	// The API logs every request; at flash-sale rates that drowns the progress lines, and
+	// the benchmark counts every answer itself.
+	apiLogger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
+	st, err := e.openStack(ctx, logger, apiLogger)
+	if err != nil {
+		return fmt.Errorf("start api and worker: %w", err)
+	}
+	defer st.close()
+
+	progress("3/5 end to end: empty workflows, then checkouts over HTTP")
+	if r.empty, err = st.benchEmptyWorkflows(ctx, o.sizes); err != nil {
+		return fmt.Errorf("empty workflows: %w", err)
+	}
+	if r.e2e, err = st.benchCheckouts(ctx, o.sizes); err != nil {
+		return fmt.Errorf("end-to-end checkouts: %w", err)
+	}
+
+	progress("4/5 flash sale: %d units, %d requests, %d clients", o.sizes.flashUnits, o.sizes.flashRequests, o.sizes.flashConcurrency)
+	if r.flash, err = st.benchFlashSale(ctx, o.sizes); err != nil {
+		return fmt.Errorf("flash sale: %w", err)
+	}
+
+	progress("5/5 sold-out gate beside a bare Echo handler")
+	if r.gate, err = st.benchGate(ctx, o.sizes); err != nil {
+		return fmt.Errorf("sold-out gate: %w", err)
+	}
+
+	r.elapsed = time.Since(started)
+	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
+		facts.add("load average at end", strings.Join(strings.Fields(string(raw))[:3], " "))
+	}
+	r.facts = facts
+	fmt.Println(r.table())
+
+	if err := os.MkdirAll(o.charts, 0o755); err != nil {
+		return fmt.Errorf("create chart folder: %w", err)
+	}
+	charts, err := r.drawCharts(o.charts)
+	if err != nil {
+		return fmt.Errorf("draw charts: %w", err)
+	}
+	rel := func(p string) string {
+		if q, err := filepath.Rel(filepath.Dir(o.out), p); err == nil {
+			return filepath.ToSlash(q)
+		}
+		return p
+	}
+	for i := range charts {
+		charts[i].path = rel(charts[i].path)
+	}
+	if err := os.WriteFile(o.out, []byte(r.markdown(o, charts)), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", o.out, err)
+	}
+	progress("wrote %s and %d charts in %s (run took %s)", o.out, len(charts), o.charts, r.elapsed.Round(time.Second))
+	return nil
+}

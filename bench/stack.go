@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stripe/stripe-go/v82/webhook"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/worker"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+const (
+	webhookSecret = "whsec_bench_secret"
+	adminToken    = "bench-admin-token-0123456789"
+	emptyQueue    = "bench-empty"
+	emptyWorkflow = "BenchEmpty"
+)
+
+func quietLogger(l *slog.Logger) sdklog.Logger { return sdklog.NewStructuredLogger(l) }
+
+// stack is the product in this process, as e2e/flashsale_test.go runs it: the API on a
+// loopback listener, the worker, and clients with the product's default pool sizes.
+type stack struct {
+	*env
+	tc    client.Client
+	rdb   *redis.Client
+	pool  *pgxpool.Pool
+	store *activities.Store
+	stock *lua.Stock
+	inv   *activities.Inventory
+	url   string
+	http  *http.Client
+
+	closers []func()
+}
+
+func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ *stack, err error) {
+	s := &stack{env: e}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	s.tc, err = client.Dial(client.Options{HostPort: e.srv.FrontendHostPort(), Namespace: "default", Logger: quietLogger(logger)})
+	if err != nil {
+		return nil, fmt.Errorf("dial temporal: %w", err)
+	}
+	s.closers = append(s.closers, s.tc.Close)
+
+	// The product's defaults: redis.ParseURL and pgxpool.New, as cmd/checkout opens them.
+	opts, err := redis.ParseURL(e.redisURL)
+	if err != nil {
+		return nil, err
+	}
+	s.rdb = redis.NewClient(opts)
+	s.closers = append(s.closers, func() { _ = s.rdb.Close() })
+	s.pool, err = pgxpool.New(ctx, e.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	s.closers = append(s.closers, s.pool.Close)
+
+	s.store, s.stock = activities.NewStore(s.pool), lua.New(s.rdb)
+	if err := s.stock.Preload(ctx); err != nil {
+		return nil, err
+	}
+	s.inv = &activities.Inventory{Store: s.store, Stock: s.stock}
+	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	s.closers = append(s.closers, w.Stop)
+
+	e2 := api.New(api.Config{
+		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
+		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: "http://localhost:8233", Namespace: "default",
+	}, api.Deps{Temporal: s.tc, Catalog: s.store, Inventory: s.inv, Records: s.store, Payments: s.store, Gate: s.stock, Logger: apiLogger})
+	srv := httptest.NewServer(e2)
+	s.closers = append(s.closers, srv.Close)
+	s.url = srv.URL
+	s.http = newHTTPClient()
+	s.closers = append(s.closers, s.http.CloseIdleConnections)
+	return s, nil
+}
+
+func (s *stack) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// newHTTPClient is the one load-generating client every HTTP phase uses: keep-alive, enough
+// idle connections for the widest burst.
+func newHTTPClient() *http.Client {
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
+	}}
+}
+
+type answer struct {
+	code       int
+	problem    string // the problem+json code of an error answer
+	retryAfter time.Duration
+}
+
+// do sends a request and decodes a 2xx JSON answer into out (if not nil).
+func do(ctx context.Context, hc *http.Client, method, url string, body []byte, header map[string]string, out any) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	a := answer{code: resp.StatusCode}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		a.retryAfter = time.Duration(secs) * time.Second
+	}
+	if err != nil {
+		return a, err
+	}
+	if resp.StatusCode >= 400 {
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(raw, &p)
+		a.problem = p.Code
+	}
+	if out != nil && len(raw) > 0 && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return a, fmt.Errorf("decode %s %s answer %q: %w", method, url, raw, err)
+		}
+	}
+	return a, nil
+}
+
+func (s *stack) setStock(ctx context.Context, sku string, units int64, maxPerOrder int64) error {
+	_, err := s.inv.Set(ctx, activities.Product{SKU: sku, OnHand: units, PriceCents: 1_999, Currency: "usd", MaxPerOrder: maxPerOrder})
+	return err
+}
+
+// postResult is one checkout POST as a client sees it, after retrying 503s.
+type postResult struct {
+	code     int
+	problem  string        // of the final answer
+	attempts []string      // every answer: "201", "409", "503 overloaded", ...
+	shed     int           // 503 answers retried
+	latency  time.Duration // of the final attempt
+	answered time.Time     // when the final answer arrived
+	view     api.CheckoutView
+	err      error
+}
+
+// postCheckout posts a cart and, like a well-behaved client, retries a 503 after its
+// Retry-After (at most maxRetries times; the same cart id makes a retry safe).
+func (s *stack) postCheckout(ctx context.Context, cartID, customerID, sku string, maxRetries int) postResult {
+	body, _ := json.Marshal(api.CheckoutRequest{CartID: cartID, CustomerID: customerID,
+		Items: []api.RequestItem{{SKU: sku, Quantity: 1}}, PaymentTimeoutSeconds: ptr[int64](600)})
+	var r postResult
+	for attempt := 0; ; attempt++ {
+		t := time.Now()
+		a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/checkouts", body, nil, &r.view)
+		r.latency, r.answered, r.code, r.problem, r.err = time.Since(t), time.Now(), a.code, a.problem, err
+		if err != nil {
+			r.attempts = append(r.attempts, "transport error")
+		} else {
+			r.attempts = append(r.attempts, strings.TrimSpace(strconv.Itoa(a.code)+" "+a.problem))
+		}
+		if err != nil || a.code != http.StatusServiceUnavailable || attempt == maxRetries {
+			return r
+		}
+		r.shed++
+		wait := a.retryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			r.err = ctx.Err()
+			return r
+		}
+	}
+}
+
+// pay sends a correctly signed payment_intent.succeeded for the checkout.
+func (s *stack) pay(ctx context.Context, checkoutID string, amount int64) error {
+	body, _ := json.Marshal(map[string]any{
+		"id": "evt_" + checkoutID, "object": "event", "type": "payment_intent.succeeded", "api_version": "2024-06-20",
+		"data": map[string]any{"object": map[string]any{
+			"id": "pi_" + checkoutID, "object": "payment_intent", "amount": amount, "amount_received": amount,
+			"currency": "usd", "metadata": map[string]string{"checkout_id": checkoutID},
+		}},
+	})
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
+	var out map[string]string
+	a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/webhooks/stripe", body, map[string]string{"Stripe-Signature": signed.Header}, &out)
+	if err != nil {
+		return fmt.Errorf("pay %s: %w", checkoutID, err)
+	}
+	if a.code != http.StatusOK || (out["status"] != activities.DispositionSignalled && out["status"] != "duplicate") {
+		return fmt.Errorf("pay %s: webhook answered %d %v", checkoutID, a.code, out)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// emptyResult is the bare rate of an empty workflow on the same dev server, and the server's
+// own StartWorkflow latency under the same client concurrency as the checkouts.
+type emptyResult struct {
+	workflows, concurrency int
+	elapsed                time.Duration
+	start                  latencies // client.ExecuteWorkflow calls
+	alone                  latencies // start to result, one workflow at a time
+}
+
+func (r emptyResult) rate() float64 { return float64(r.workflows) / r.elapsed.Seconds() }
+
+func emptyWorkflowFunc(workflow.Context) error { return nil }
+
+func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes) (emptyResult, error) {
+	r := emptyResult{workflows: sz.emptyWorkflows, concurrency: sz.e2eConcurrency}
+	w := sdkworker.New(s.tc, emptyQueue, sdkworker.Options{MaxConcurrentWorkflowTaskPollers: 8})
+	w.RegisterWorkflowWithOptions(emptyWorkflowFunc, workflow.RegisterOptions{Name: emptyWorkflow})
+	if err := w.Start(); err != nil {
+		return r, fmt.Errorf("start empty-workflow worker: %w", err)
+	}
+	defer w.Stop()
+
+	runOne := func(id string, rec *recorder) error {
+		t := time.Now()
+		run, err := s.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: emptyQueue,
+			WorkflowExecutionErrorWhenAlreadyStarted: true}, emptyWorkflow)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		if rec != nil {
+			rec.add(time.Since(t))
+		}
+		return run.Get(ctx, nil)
+	}
+	// Warm-up: the first workflows pay for task-queue creation and connections. The next
+	// ones, one at a time, give the server's floor: start to result with nothing else running.
+	for i := range 5 {
+		if err := runOne(fmt.Sprintf("empty-%s-warm-%d", s.runID, i), nil); err != nil {
+			return r, err
+		}
+	}
+	var alone recorder
+	for i := range 10 {
+		t := time.Now()
+		if err := runOne(fmt.Sprintf("empty-%s-alone-%d", s.runID, i), nil); err != nil {
+			return r, err
+		}
+		alone.add(time.Since(t))
+	}
+	r.alone = alone.sorted()
+	var rec recorder
+	elapsed, err := pool(ctx, r.workflows, r.concurrency, func(i int) error {
+		return runOne(fmt.Sprintf("empty-%s-%d", s.runID, i), &rec)
+	})
+	if err != nil {
+		return r, err
+	}
+	r.elapsed, r.start = elapsed, rec.sorted()
+	progress("   empty workflow: %d in %s = %.1f/s at concurrency %d; StartWorkflow p50 %s p99 %s",
+		r.workflows, elapsed.Round(time.Millisecond), r.rate(), r.concurrency, fmtDur(r.start.pct(50)), fmtDur(r.start.pct(99)))
+	return r, nil
+}
+
+// pool runs n jobs on conc goroutines and returns how long they took; the first error stops
+// handing out jobs and is returned.
+func pool(ctx context.Context, n, conc int, job func(i int) error) (time.Duration, error) {
+	var next atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || firstErr.Load() != nil || ctx.Err() != nil {
+					return
+				}
+				if err := job(i); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return 0, *p
+	}
+	return time.Since(t0), ctx.Err()
+}
+
+// e2eResult is checkouts end to end over HTTP: POST, signed webhook, poll until confirmed.
+type e2eResult struct {
+	checkouts, concurrency int
+	elapsed                time.Duration // first POST to last confirmation seen
+	post, payToConfirmed   latencies
+	shed                   int
+	pollInterval           time.Duration
+	historyEvents          int // of one confirmed checkout
+}
+
+func (r e2eResult) rate() float64 { return float64(r.checkouts) / r.elapsed.Seconds() }
+
+func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error) {
+	r := e2eResult{checkouts: sz.e2eCheckouts, concurrency: sz.e2eConcurrency, pollInterval: 50 * time.Millisecond}
+	sku := s.sku("E2E")
+	if err := s.setStock(ctx, sku, int64(sz.e2eCheckouts)*10, 2); err != nil {
+		return r, err
+	}
+	var post, confirm recorder
+	var shed atomic.Int64
+	checkout := func(cartID string) error {
+		p := s.postCheckout(ctx, cartID, "u-"+s.runID, sku, 30)
+		if p.err != nil {
+			return fmt.Errorf("POST checkout %s: %w", cartID, p.err)
+		}
+		shed.Add(int64(p.shed))
+		if p.code != http.StatusCreated {
+			return fmt.Errorf("POST checkout %s answered %d", cartID, p.code)
+		}
+		post.add(p.latency)
+		paid := time.Now()
+		if err := s.pay(ctx, cartID, p.view.AmountCents); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var v api.CheckoutView
+			a, err := do(ctx, s.http, http.MethodGet, s.url+"/v1/checkouts/"+cartID, nil, nil, &v)
+			if err == nil && a.code == http.StatusOK && v.Status == workflows.StatusConfirmed {
+				confirm.add(time.Since(paid))
+				return nil
+			}
+			if err == nil && a.code == http.StatusOK && v.Status.Final() {
+				return fmt.Errorf("checkout %s ended %s, want confirmed", cartID, v.Status)
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("checkout %s not confirmed within 60 s: %d %q %v", cartID, a.code, v.Status, err)
+			}
+			time.Sleep(r.pollInterval)
+		}
+	}
+	// Warm-up checkouts, outside the measurement.
+	for i := range 5 {
+		if err := checkout(fmt.Sprintf("w-%s-%d", s.runID, i)); err != nil {
+			return r, err
+		}
+	}
+	post, confirm = recorder{}, recorder{}
+	elapsed, err := pool(ctx, r.checkouts, r.concurrency, func(i int) error {
+		return checkout(fmt.Sprintf("e-%s-%d", s.runID, i))
+	})
+	if err != nil {
+		return r, err
+	}
+	r.elapsed, r.post, r.payToConfirmed, r.shed = elapsed, post.sorted(), confirm.sorted(), int(shed.Load())
+	r.historyEvents, err = s.historyLength(ctx, workflows.WorkflowID(fmt.Sprintf("e-%s-0", s.runID)))
+	if err != nil {
+		return r, err
+	}
+	progress("   checkouts: %d in %s = %.1f/s at concurrency %d; POST p50 %s p99 %s; paid->confirmed p50 %s p99 %s; %d history events each",
+		r.checkouts, elapsed.Round(time.Millisecond), r.rate(), r.concurrency, fmtDur(r.post.pct(50)), fmtDur(r.post.pct(99)),
+		fmtDur(r.payToConfirmed.pct(50)), fmtDur(r.payToConfirmed.pct(99)), r.historyEvents)
+	return r, nil
+}
+
+// historyLength counts the events in a workflow's history.
+func (s *stack) historyLength(ctx context.Context, workflowID string) (int, error) {
+	it := s.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		if _, err := it.Next(); err != nil {
+			return 0, fmt.Errorf("read history of %s: %w", workflowID, err)
+		}
+		n++
+	}
+	return n, nil
+}
