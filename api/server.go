@@ -53,9 +53,13 @@ type Gate interface {
 
 // Config is the API's behaviour, from the environment (see cmd/checkout).
 type Config struct {
-	AdminToken                   string
-	StripeWebhookSecrets         []string      // several during a secret rotation
-	StripeWebhookTolerance       time.Duration // max age of a signature
+	AdminToken             string
+	StripeWebhookSecrets   []string      // several during a secret rotation
+	StripeWebhookTolerance time.Duration // max age of a signature
+	// StandardWebhookSecrets are the whsec_ secrets of each Standard Webhooks provider, by
+	// provider name (several during a rotation); see ParseStandardWebhookSecrets.
+	StandardWebhookSecrets       map[string][]string
+	StandardWebhookTolerance     time.Duration // max distance of webhook-timestamp from now
 	DefaultPaymentTimeoutSeconds int64
 	TemporalUIURL                string // for the view's temporal_ui link
 	Namespace                    string
@@ -93,6 +97,7 @@ type Server struct {
 	cfg Config
 	Deps
 	starting chan struct{} // admission: one token per checkout request talking to Temporal
+	standard standardVerifiers
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
@@ -119,7 +124,8 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.AdmissionWait <= 0 {
 		cfg.AdmissionWait = DefaultAdmissionWait
 	}
-	s := &Server{cfg: cfg, Deps: deps, starting: make(chan struct{}, cfg.MaxStartingCheckouts)}
+	s := &Server{cfg: cfg, Deps: deps, starting: make(chan struct{}, cfg.MaxStartingCheckouts),
+		standard: newStandardVerifiers(cfg.StandardWebhookSecrets)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -136,6 +142,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	v1.GET("/checkouts/:cart_id", s.getCheckout)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
+	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 
 	inventory := v1.Group("/inventory", s.requireAdmin)
 	inventory.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit))
@@ -145,6 +152,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	support.POST("/checkouts/:cart_id/extend", s.supportExtend)
 	support.POST("/checkouts/:cart_id/cancel", s.supportCancel)
 	support.POST("/checkouts/:cart_id/retry", s.supportRetry)
+	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge)
 	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund)
 	return e
 }

@@ -38,6 +38,10 @@ func (s *Server) supportRetry(c echo.Context) error {
 	return s.supportUpdate(c, workflows.UpdateRetry, workflows.RetryRequest{})
 }
 
+func (s *Server) supportAcknowledge(c echo.Context) error {
+	return s.supportUpdate(c, workflows.UpdateAcknowledge, workflows.AcknowledgeRequest{})
+}
+
 // supportUpdate sends a support update to a checkout's saga and answers with its view.
 func (s *Server) supportUpdate(c echo.Context, name string, arg any) error {
 	id := c.Param("cart_id")

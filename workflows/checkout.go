@@ -125,7 +125,6 @@ func (c *checkout) run(ctx workflow.Context) {
 		return
 	}
 	c.view.Items, c.view.AmountCents, c.view.Currency = rec.Items, rec.AmountCents, rec.Currency
-	c.upsert(ctx, AttrAmountCents.ValueSet(rec.AmountCents))
 	for _, p := range c.pending {
 		c.applyPayment(ctx, p)
 	}
@@ -140,7 +139,7 @@ func (c *checkout) run(ctx workflow.Context) {
 	// Rounded up to the second: the buyer never gets less than the window they were promised.
 	c.expiresAt = c.holdStarted.Add(paymentTimeout(c.in.PaymentTimeoutSeconds) + time.Second - 1).UTC().Truncate(time.Second)
 	c.view.ExpiresAt = ptr(c.expiresAt)
-	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt))
+	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
 
 	timedOut, err := c.awaitPayment(ctx)
 	switch {
@@ -185,6 +184,9 @@ func (c *checkout) waitingDetails(ctx workflow.Context) {
 	details := fmt.Sprintf("Waiting for payment of %s until %s", money(c.view.AmountCents, c.view.Currency), c.expiresAt.Format(time.RFC3339))
 	if c.lastFailure != nil {
 		details += fmt.Sprintf(". Last attempt failed (%s); the buyer may retry", c.lastFailure.EventID)
+	}
+	if c.flagged && c.view.Reason != nil {
+		details = "NEEDS ATTENTION: " + *c.view.Reason + ". The payment is being refunded (see refunds); acknowledge with the acknowledge action once handled. " + details
 	}
 	workflow.SetCurrentDetails(ctx, details)
 }
@@ -241,8 +243,8 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 
 	var orderID string
 	err := c.persist(dctx, "Confirm order in Postgres", func(ctx workflow.Context) error {
-		actx := workflow.WithActivityOptions(ctx, withSummary(mustFinishOptions, "Confirm order in Postgres"))
-		return workflow.ExecuteActivity(actx, acts.ConfirmOrder, activities.ConfirmOrderInput{
+		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(mustFinishOptions, "Confirm order in Postgres"))
+		return workflow.ExecuteLocalActivity(lctx, acts.ConfirmOrder, activities.ConfirmOrderInput{
 			CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: c.view.Items,
 			AmountCents: c.view.AmountCents, Currency: c.view.Currency,
 			PaymentProvider: p.Provider, PaymentRef: p.PaymentRef, ExpiresAt: c.view.ExpiresAt,
@@ -262,8 +264,8 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 		in := activities.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity}
 		summary := fmt.Sprintf("Commit %d x %s", it.Quantity, it.SKU)
 		err := c.persist(dctx, summary, func(ctx workflow.Context) error {
-			actx := workflow.WithActivityOptions(ctx, withSummary(mustFinishOptions, summary))
-			return workflow.ExecuteActivity(actx, acts.CommitStock, in).Get(ctx, nil)
+			lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(mustFinishOptions, summary))
+			return workflow.ExecuteLocalActivity(lctx, acts.CommitStock, in).Get(ctx, nil)
 		})
 		if err != nil {
 			// The order stands (it is in Postgres); a hold that cannot be committed means
@@ -440,6 +442,9 @@ func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
 		c.view.Reason = &reason
 		c.flag(ctx)
 		c.refund(p, reason)
+		if c.state == StatusAwaitingPayment {
+			c.waitingDetails(ctx)
+		}
 		logger.Warn("payment amount mismatch; refunding it", "event_id", p.EventID)
 	default:
 		c.paid = &p

@@ -54,7 +54,10 @@ var reserveOptions = workflow.LocalActivityOptions{
 // long an outage lasts. Ten attempts (about two minutes with this backoff) ride out a blip;
 // after that the step is stuck: the checkout is flagged for support and the step is tried
 // again every stuckRetryInterval or on support's retry (see checkout.persist), never dropped.
-var mustFinishOptions = workflow.ActivityOptions{
+// They are local activities too: one Postgres transaction and one script each, idempotent
+// per checkout, so running them inside the workflow task costs the server a third of the
+// events an activity task would, and a worker that dies mid-step re-runs them harmlessly.
+var mustFinishOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout: 10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    200 * time.Millisecond,

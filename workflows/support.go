@@ -27,6 +27,7 @@ func (c *checkout) registerHandlers(ctx workflow.Context) error {
 		{UpdateCancel, c.cancel, workflow.UpdateHandlerOptions{Validator: c.validateCancel}},
 		{UpdateExtend, c.extend, workflow.UpdateHandlerOptions{Validator: c.validateExtend}},
 		{UpdateRetry, c.retry, workflow.UpdateHandlerOptions{Validator: c.validateRetry}},
+		{UpdateAcknowledge, c.acknowledge, workflow.UpdateHandlerOptions{Validator: c.validateAcknowledge}},
 	}
 	for _, h := range handlers {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.handler, h.opts); err != nil {
@@ -113,5 +114,23 @@ func (c *checkout) validateRetry(ctx workflow.Context, req RetryRequest) error {
 // retry wakes a stuck step at once instead of at its next automatic attempt.
 func (c *checkout) retry(ctx workflow.Context, req RetryRequest) (View, error) {
 	c.retryRequested = true
+	return c.view, nil
+}
+
+func (c *checkout) validateAcknowledge(ctx workflow.Context, req AcknowledgeRequest) error {
+	if !c.flagged {
+		return temporal.NewApplicationError("the checkout is not flagged (a stuck step clears itself when it succeeds)", ErrTypeNothingToRetry)
+	}
+	return nil
+}
+
+// acknowledge clears a flag support has dealt with (a wrong payment whose refund went
+// through, say). A stuck step keeps the checkout flagged until it succeeds.
+func (c *checkout) acknowledge(ctx workflow.Context, req AcknowledgeRequest) (View, error) {
+	c.flagged = false
+	c.refreshAttention(ctx)
+	if c.state == StatusAwaitingPayment {
+		c.waitingDetails(ctx)
+	}
 	return c.view, nil
 }

@@ -164,3 +164,30 @@ func TestRetryRefusedWhenNothingIsStuck(t *testing.T) {
 		t.Errorf("retry with nothing stuck: %+v, want rejected", r)
 	}
 }
+
+func TestAcknowledgeClearsAFlag(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_w", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_w", AmountCents: 1, Currency: "usd"})
+	early := f.updateAt(30*time.Second, workflows.UpdateAcknowledge, "a0", workflows.AcknowledgeRequest{})
+	var flagged workflows.View
+	f.env.RegisterDelayedCallback(func() { flagged = f.status() }, 2*time.Minute)
+	ack := f.updateAt(3*time.Minute, workflows.UpdateAcknowledge, "a1", workflows.AcknowledgeRequest{})
+	f.payAt(4*time.Minute, paid("evt_ok", 99_900))
+
+	v := f.run(in)
+
+	if early.rejected == nil {
+		t.Error("acknowledge before anything was flagged was accepted, want rejected")
+	}
+	if !flagged.NeedsAttention {
+		t.Error("a wrong payment did not flag the checkout")
+	}
+	if ack.rejected != nil || ack.view.NeedsAttention {
+		t.Errorf("acknowledge: %+v, want accepted and the flag cleared", ack)
+	}
+	if v.Status != workflows.StatusConfirmed || v.NeedsAttention {
+		t.Errorf("end: %s needs_attention %v; want confirmed and not flagged", v.Status, v.NeedsAttention)
+	}
+}

@@ -26,6 +26,8 @@ const (
 	UpdateExtend = "extend"
 	// UpdateRetry retries a stuck step at once (support).
 	UpdateRetry = "retry"
+	// UpdateAcknowledge clears NeedsAttention once support has dealt with the cause.
+	UpdateAcknowledge = "acknowledge"
 )
 
 // Error types of refused support updates; the API maps them to HTTP answers.
@@ -43,6 +45,9 @@ type ExtendRequest struct {
 
 // RetryRequest is the argument of the retry update.
 type RetryRequest struct{}
+
+// AcknowledgeRequest is the argument of the acknowledge update.
+type AcknowledgeRequest struct{}
 
 // WorkflowID is the id of the saga of a checkout: one saga per cart.
 func WorkflowID(checkoutID string) string { return "checkout-" + checkoutID }

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/worker"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// TestSagaCost measures what one checkout costs the Temporal server, from the server's own
+// numbers: history events (GetWorkflowHistory) and state transitions (the dev server's
+// state_transition_count metric). It runs only with SAGA_COST=1 (it is a measurement, not a
+// check); the figures it logs are quoted in BENCHMARKS.md:
+//
+//	SAGA_COST=1 TEMPORAL_CLI=$PWD/.tools/temporal go test -count=1 -run TestSagaCost -v ./e2e/
+func TestSagaCost(t *testing.T) {
+	if os.Getenv("SAGA_COST") == "" {
+		t.Skip("a measurement: run with SAGA_COST=1 (see the comment)")
+	}
+	metricsPort := freePort(t)
+	var args []string
+	for name, typ := range workflows.SearchAttributeTypes {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	args = append(args, "--metrics-port", strconv.Itoa(metricsPort))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath: testenv.TemporalCLI(t), LogLevel: "error", ExtraArgs: args,
+		ClientOptions: &client.Options{Namespace: "default"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Stop() }()
+	c := srv.Client()
+	_, pool := testenv.Postgres(t)
+	store, stock := activities.NewStore(pool), lua.New(testenv.Redis(t))
+	w := worker.New(c, &activities.Activities{Store: store, Stock: stock})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	inv := &activities.Inventory{Store: store, Stock: stock}
+	sku := testenv.RandomID("COST-")
+	if _, err := inv.Set(ctx, activities.Product{SKU: sku, OnHand: 1000, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	soldOut := testenv.RandomID("GONE-")
+	if _, err := inv.Set(ctx, activities.Product{SKU: soldOut, OnHand: 0, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 20
+	measure := func(name, item string, pay bool) {
+		before := stateTransitions(t, metricsPort)
+		var events int
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("%s-%s-%d", name, testenv.RandomID(""), i)
+			in := workflows.Input{CheckoutID: id, CustomerID: "u-cost", Items: []activities.Item{{SKU: item, Quantity: 1}}, PaymentTimeoutSeconds: 600}
+			start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+				ID: workflows.WorkflowID(id), TaskQueue: workflows.TaskQueue,
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+				TypedSearchAttributes:    workflows.StartAttributes(in),
+			}, workflows.Checkout, in)
+			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
+				UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdateReservation, Args: []any{workflows.ReservationRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res workflows.ReservationResult
+			if err := h.Get(ctx, &res); err != nil {
+				t.Fatal(err)
+			}
+			if pay {
+				if err := c.SignalWorkflow(ctx, workflows.WorkflowID(id), "", workflows.SignalPayment, workflows.Payment{
+					Provider: "stripe", EventID: "evt_" + id, Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_" + id,
+					AmountCents: res.View.AmountCents, Currency: "usd"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var v workflows.View
+			if err := c.GetWorkflow(ctx, workflows.WorkflowID(id), "").Get(ctx, &v); err != nil {
+				t.Fatal(err)
+			}
+			iter := c.GetWorkflowHistory(ctx, workflows.WorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for iter.HasNext() {
+				if _, err := iter.Next(); err != nil {
+					t.Fatal(err)
+				}
+				events++
+			}
+		}
+		after := stateTransitions(t, metricsPort)
+		t.Logf("%s: %.1f history events and %.1f state transitions per checkout (%d checkouts)",
+			name, float64(events)/n, (after-before)/n, n)
+	}
+	measure("confirmed", sku, true)
+	measure("out_of_stock", soldOut, false)
+}
+
+// stateTransitions sums the dev server's state_transition_count histogram.
+func stateTransitions(t *testing.T, port int) float64 {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatalf("read server metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "state_transition_count_sum") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
