@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,16 +151,42 @@ func moduleRoot() (string, error) {
 // address is DevServer.FrontendHostPort().
 func DevServer(t testing.TB) *testsuite.DevServer {
 	t.Helper()
+	srv, _ := DevServerWith(t, DevServerOptions{})
+	return srv
+}
+
+// DevServerOptions change how DevServerWith starts the dev server.
+type DevServerOptions struct {
+	// EnableUI serves the Web UI (headless otherwise).
+	EnableUI bool
+	// UIPort is the UI's port; empty picks a free one.
+	UIPort string
+}
+
+// DevServerWith is DevServer with options. With EnableUI it also returns the UI's base URL
+// (http://127.0.0.1:<port>), empty otherwise.
+func DevServerWith(t testing.TB, opts DevServerOptions) (*testsuite.DevServer, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var args []string
 	for name, typ := range workflows.SearchAttributeTypes {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
+	uiURL := ""
+	if opts.EnableUI {
+		if opts.UIPort == "" {
+			// The CLI's own default (frontend port + 1000) may be taken; pick one we know.
+			opts.UIPort = freePort(t)
+		}
+		uiURL = "http://127.0.0.1:" + opts.UIPort
+	}
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath:  TemporalCLI(t),
 		LogLevel:      "error",
 		ExtraArgs:     args,
+		EnableUI:      opts.EnableUI,
+		UIPort:        opts.UIPort,
 		ClientOptions: &client.Options{Namespace: "default"},
 	})
 	if err != nil {
@@ -170,5 +197,17 @@ func DevServer(t testing.TB) *testsuite.DevServer {
 			t.Logf("stop temporal dev server: %v", err)
 		}
 	})
-	return srv
+	return srv, uiURL
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
 }
