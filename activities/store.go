@@ -348,17 +348,29 @@ func (s *Store) OrderPaymentRef(ctx context.Context, checkoutID string) (string,
 // every open checkout's quantity as a hold (see lua.Stock.Rebuild). It reports whether this
 // call rebuilt it (false: Redis has it, or Postgres does not know the SKU either).
 func (s *Store) RebuildStock(ctx context.Context, stock *lua.Stock, sku string) (bool, error) {
+	// on_hand and the open checkouts are read from one snapshot: an order confirmed between
+	// two separate reads would be missing from both the holds and on_hand's decrement, and
+	// its units would become available again (an oversell).
 	var onHand, maxPerOrder int64
-	err := s.pool.QueryRow(ctx, `SELECT on_hand, max_per_order FROM skus WHERE sku = $1`, sku).Scan(&onHand, &maxPerOrder)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // never stocked: the reserve's "not stocked" stands
-	}
-	if err != nil {
-		return false, fmt.Errorf("rebuild %s: read sku: %w", sku, err)
-	}
-	holds, err := s.openHolds(ctx, sku)
+	var holds []lua.Hold
+	found := true
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT on_hand, max_per_order FROM skus WHERE sku = $1`, sku).Scan(&onHand, &maxPerOrder)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read sku: %w", err)
+		}
+		holds, err = openHolds(ctx, tx, sku)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("rebuild %s: %w", sku, err)
+	}
+	if !found {
+		return false, nil // never stocked: the reserve's "not stocked" stands
 	}
 	_, rebuilt, err := stock.Rebuild(ctx, sku, onHand, maxPerOrder, holds)
 	if err != nil {
@@ -368,8 +380,8 @@ func (s *Store) RebuildStock(ctx context.Context, stock *lua.Stock, sku string) 
 }
 
 // openHolds lists the open checkouts' quantities of a SKU: every hold that can exist.
-func (s *Store) openHolds(ctx context.Context, sku string) ([]lua.Hold, error) {
-	rows, err := s.pool.Query(ctx, `
+func openHolds(ctx context.Context, tx pgx.Tx, sku string) ([]lua.Hold, error) {
+	rows, err := tx.Query(ctx, `
 		SELECT ci.checkout_id, ci.quantity FROM checkout_items ci JOIN checkouts c USING (checkout_id)
 		WHERE ci.sku = $1 AND c.ended_at IS NULL`, sku)
 	if err != nil {

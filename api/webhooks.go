@@ -69,7 +69,35 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 	if amount == 0 {
 		amount = obj.Amount
 	}
-	checkoutID := obj.Metadata["checkout_id"]
+	outcome, acted := stripeOutcomes[ev.Type]
+	return s.recordAndDeliver(c, verifiedEvent{
+		Provider: providerStripe, EventID: ev.ID, Type: ev.Type, Outcome: outcome, Acted: acted,
+		CheckoutID: obj.Metadata["checkout_id"], PaymentRef: obj.ID, AmountCents: amount,
+		Currency: obj.Currency, Payload: payload,
+	})
+}
+
+// verifiedEvent is a payment event whose signature verified, read down to what the product
+// needs, whatever its provider.
+type verifiedEvent struct {
+	Provider, EventID, Type string
+	// Outcome is what the event means for the checkout; Acted is false for types the
+	// product does not act on (recorded and acknowledged, never delivered).
+	Outcome     workflows.PaymentKind
+	Acted       bool
+	CheckoutID  string // as the provider sent it; anything that is not a valid id is an orphan
+	PaymentRef  string
+	AmountCents int64
+	Currency    string
+	Payload     []byte // the raw body, kept for support
+}
+
+// recordAndDeliver is what every payment webhook does once its signature verified: record
+// the event once in Postgres, deliver it to its saga, and mark it delivered. 2xx means
+// recorded and delivered (or deliberately not delivered); 5xx asks the provider to retry,
+// and the retry delivers what this attempt could not.
+func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
+	checkoutID := ev.CheckoutID
 	if !idPattern.MatchString(checkoutID) {
 		checkoutID = ""
 	}
@@ -79,37 +107,40 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	rec, err := s.Payments.RecordPaymentEvent(ctx, activities.PaymentEvent{
-		Provider: providerStripe, EventID: ev.ID, Type: ev.Type, CheckoutID: checkoutID,
-		PaymentRef: obj.ID, AmountCents: amount, Currency: obj.Currency, Payload: payload,
+		Provider: ev.Provider, EventID: ev.EventID, Type: ev.Type, CheckoutID: checkoutID,
+		PaymentRef: ev.PaymentRef, AmountCents: ev.AmountCents, Currency: ev.Currency, Payload: ev.Payload,
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, activities.ErrUnstorableEvent):
+		// Signed, but Postgres cannot store it (a NUL character, a lone surrogate, a number
+		// beyond its range): no retry can change that, so say so instead of asking for one.
+		return problem(http.StatusBadRequest, "invalid_payload", "event cannot be stored: it holds characters or numbers that are not allowed")
+	case err != nil:
 		return unavailable("postgres", err)
-	}
-	if rec.Delivered {
+	case rec.Delivered:
 		return c.JSON(http.StatusOK, map[string]string{"status": "duplicate"})
 	}
 
-	outcome, acted := stripeOutcomes[ev.Type]
 	disposition := activities.DispositionSignalled
 	switch {
-	case !acted:
+	case !ev.Acted:
 		disposition = activities.DispositionIgnored
 	case checkoutID == "":
 		disposition = activities.DispositionOrphan
 	default:
 		disposition, err = s.deliver(ctx, checkoutID, workflows.Payment{
-			Provider: providerStripe, EventID: ev.ID, Outcome: outcome,
-			PaymentRef: obj.ID, AmountCents: amount, Currency: obj.Currency,
+			Provider: ev.Provider, EventID: ev.EventID, Outcome: ev.Outcome,
+			PaymentRef: ev.PaymentRef, AmountCents: ev.AmountCents, Currency: ev.Currency,
 		})
 		if err != nil {
 			return err
 		}
 	}
-	if err := s.Payments.MarkPaymentEventDelivered(ctx, providerStripe, ev.ID, disposition); err != nil {
+	if err := s.Payments.MarkPaymentEventDelivered(ctx, ev.Provider, ev.EventID, disposition); err != nil {
 		// Delivered but not marked: the retry delivers again and the saga ignores the repeat.
 		return unavailable("postgres", err)
 	}
-	s.Logger.Info("payment event handled", "provider", providerStripe, "event_id", ev.ID,
+	s.Logger.Info("payment event handled", "provider", ev.Provider, "event_id", ev.EventID,
 		"type", ev.Type, "checkout_id", checkoutID, "disposition", disposition)
 	return c.JSON(http.StatusOK, map[string]string{"status": disposition})
 }

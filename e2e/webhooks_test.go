@@ -1,0 +1,804 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stripe/stripe-go/v82/webhook"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/worker"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// Secrets of the payment webhook tests: two Stripe secrets (a rotation in progress) and two
+// Standard Webhooks secrets for the provider acme-pay.
+const (
+	stripeSecretOld  = "whsec_e2e_old_secret"
+	stripeSecretNew  = "whsec_e2e_new_secret"
+	standardProvider = "acme-pay"
+)
+
+var (
+	standardSecretOld = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-standard-key-old-0123456789ab"))
+	standardSecretNew = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-standard-key-new-0123456789ab"))
+)
+
+// settleWait bounds every wait for the saga, a refund or visibility: generous, because the
+// dev server shares the machine with other tests.
+const settleWait = 60 * time.Second
+
+// payStack is the product in-process for payment tests: one dev server, a worker whose
+// activities refund through a local scripted Stripe API, and two APIs on the same Postgres
+// and Redis: one with a direct Temporal client, one whose client goes through a TCP proxy the
+// test can cut, so that Temporal is unreachable from that API only.
+type payStack struct {
+	temporal client.Client
+	pool     *pgxpool.Pool
+	store    *activities.Store
+	inv      *activities.Inventory
+	fake     *stripetest.Server
+	api      string // base URL of the API with the direct client
+	cutAPI   string // base URL of the API behind the proxy
+	proxy    *tcpProxy
+	http     *http.Client
+	sku      string // stocked at 1,999 cents (usd), max 2 per order
+}
+
+const unitPrice = 1_999
+
+func newPayStack(t *testing.T) *payStack {
+	srv := testenv.DevServer(t)
+	_, pool := testenv.Postgres(t)
+	rdb := testenv.Redis(t)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	dial := func(hostPort string) client.Client {
+		c, err := client.Dial(client.Options{HostPort: hostPort, Namespace: "default", Logger: sdklog.NewStructuredLogger(logger)})
+		if err != nil {
+			t.Fatalf("dial temporal at %s: %v", hostPort, err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	c := dial(srv.FrontendHostPort())
+
+	fake := stripetest.New(t)
+	store, stock := activities.NewStore(pool), lua.New(rdb)
+	inv := &activities.Inventory{Store: store, Stock: stock}
+	w := worker.New(c, &activities.Activities{
+		Store: store, Stock: stock, Temporal: c,
+		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(fake.Key(), payments.WithStripeAPIURL(fake.URL()))},
+	})
+	if err := w.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+
+	serve := func(tc client.Client, requestTimeout time.Duration) string {
+		e := api.New(api.Config{
+			AdminToken:             adminToken,
+			StripeWebhookSecrets:   []string{stripeSecretOld, stripeSecretNew},
+			StandardWebhookSecrets: map[string][]string{standardProvider: {standardSecretOld, standardSecretNew}},
+			RequestTimeout:         requestTimeout, DefaultPaymentTimeoutSeconds: 600,
+			TemporalUIURL: "http://localhost:8233", Namespace: "default",
+		}, api.Deps{Temporal: tc, Catalog: store, Inventory: inv, Records: store, Payments: store, Gate: stock, Logger: logger})
+		hs := httptest.NewServer(e)
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	proxy := newTCPProxy(t, srv.FrontendHostPort())
+	s := &payStack{
+		temporal: c, pool: pool, store: store, inv: inv, fake: fake,
+		api: serve(c, 0),
+		// A short request timeout: while Temporal is unreachable the SDK retries until the
+		// request's deadline, and the test need not wait the default 15 s for each 503.
+		cutAPI: serve(dial(proxy.addr), 3*time.Second),
+		proxy:  proxy,
+		http:   &http.Client{Timeout: 60 * time.Second},
+		sku:    testenv.RandomID("PAY-"),
+	}
+	if _, err := inv.Set(t.Context(), activities.Product{SKU: s.sku, OnHand: 1000, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
+		t.Fatalf("stock %s: %v", s.sku, err)
+	}
+	t.Cleanup(func() { rdb.Del(context.Background(), lua.StockKey(s.sku), lua.HoldsKey(s.sku)) })
+	return s
+}
+
+// post sends a body with headers to base+path and returns the status and the decoded JSON body.
+func (s *payStack) post(t *testing.T, base, path string, body []byte, header http.Header) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+// openCheckout starts a checkout of one unit and returns its view (201 required).
+func (s *payStack) openCheckout(t *testing.T, id string, timeoutSeconds int64) api.CheckoutView {
+	t.Helper()
+	body, _ := json.Marshal(api.CheckoutRequest{CartID: id, CustomerID: "u-" + id,
+		Items: []api.RequestItem{{SKU: s.sku, Quantity: 1}}, PaymentTimeoutSeconds: &timeoutSeconds})
+	code, out := s.post(t, s.api, "/v1/checkouts", body, nil)
+	if code != http.StatusCreated {
+		t.Fatalf("POST checkout %s: %d %v", id, code, out)
+	}
+	var v api.CheckoutView
+	raw, _ := json.Marshal(out)
+	_ = json.Unmarshal(raw, &v)
+	if v.Status != workflows.StatusAwaitingPayment || v.AmountCents != unitPrice {
+		t.Fatalf("checkout %s: %+v, want awaiting_payment for %d", id, v, unitPrice)
+	}
+	return v
+}
+
+// view reads a checkout through the API.
+func (s *payStack) view(t *testing.T, id string) api.CheckoutView {
+	t.Helper()
+	resp, err := s.http.Get(s.api + "/v1/checkouts/" + id)
+	if err != nil {
+		t.Fatalf("GET checkout %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	var v api.CheckoutView
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET checkout %s: %d %v", id, resp.StatusCode, err)
+	}
+	return v
+}
+
+// stripeEvent renders a PaymentIntent event; checkoutID "" leaves the metadata out.
+func stripeEvent(eventID, typ, checkoutID, paymentIntent string, amount int64) []byte {
+	metadata := map[string]string{}
+	if checkoutID != "" {
+		metadata["checkout_id"] = checkoutID
+	}
+	body, _ := json.Marshal(map[string]any{
+		"id": eventID, "object": "event", "type": typ, "api_version": "2025-03-31.basil",
+		"data": map[string]any{"object": map[string]any{
+			"id": paymentIntent, "object": "payment_intent", "amount": amount, "amount_received": amount,
+			"currency": "usd", "metadata": metadata,
+		}},
+	})
+	return body
+}
+
+func stripeHeader(body []byte, secret string, at time.Time) http.Header {
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: at})
+	return http.Header{"Stripe-Signature": {signed.Header}}
+}
+
+// sendStripe posts a Stripe event signed now with the new secret to the API at base.
+func (s *payStack) sendStripe(t *testing.T, base string, body []byte) (int, string) {
+	t.Helper()
+	code, out := s.post(t, base, "/v1/webhooks/stripe", body, stripeHeader(body, stripeSecretNew, time.Now()))
+	status, _ := out["status"].(string)
+	if status == "" {
+		status, _ = out["code"].(string)
+	}
+	return code, status
+}
+
+// standardEvent renders and signs a Standard Webhooks payment event.
+func standardEvent(t *testing.T, msgID, typ, checkoutID, paymentID string, amount int64, secret string) ([]byte, http.Header) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"type": typ, "timestamp": time.Now().UTC().Format(time.RFC3339),
+		"data": map[string]any{"payment_id": paymentID, "checkout_id": checkoutID, "amount_cents": amount, "currency": "usd"}})
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sig, err := wh.Sign(msgID, now, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body, http.Header{
+		"Webhook-Id": {msgID}, "Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)}, "Webhook-Signature": {sig},
+	}
+}
+
+// eventRow is one payment_events row.
+type eventRow struct {
+	Provider, EventID, Disposition string
+	Delivered                      bool
+}
+
+// events returns the payment_events rows of a checkout, oldest first.
+func (s *payStack) events(t *testing.T, checkoutID string) []eventRow {
+	t.Helper()
+	rows, err := s.pool.Query(t.Context(), `
+		SELECT provider, event_id, disposition, delivered_at IS NOT NULL FROM payment_events
+		WHERE checkout_id = $1 ORDER BY received_at, event_id`, checkoutID)
+	if err != nil {
+		t.Fatalf("read payment events: %v", err)
+	}
+	defer rows.Close()
+	var out []eventRow
+	for rows.Next() {
+		var r eventRow
+		if err := rows.Scan(&r.Provider, &r.EventID, &r.Disposition, &r.Delivered); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// pgStatus is the checkout's status in Postgres ("" when it has no row) and how many orders it has.
+func (s *payStack) pgStatus(t *testing.T, checkoutID string) (status string, orders int) {
+	t.Helper()
+	rec, err := s.store.Checkout(t.Context(), checkoutID)
+	switch {
+	case activities.IsNotFound(err):
+	case err != nil:
+		t.Fatalf("read checkout %s: %v", checkoutID, err)
+	default:
+		status = rec.Status
+	}
+	if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM orders WHERE checkout_id = $1`, checkoutID).Scan(&orders); err != nil {
+		t.Fatal(err)
+	}
+	return status, orders
+}
+
+// refundsOf counts the refunds the fake Stripe made for the payment intents.
+func (s *payStack) refundsOf(intents ...string) int {
+	n := 0
+	for _, r := range s.fake.Refunds() {
+		if slices.Contains(intents, r.PaymentIntent) {
+			n++
+		}
+	}
+	return n
+}
+
+// paymentSignals counts the payment signals in a saga's history.
+func (s *payStack) paymentSignals(t *testing.T, checkoutID string) int {
+	t.Helper()
+	iter := s.temporal.GetWorkflowHistory(t.Context(), workflows.WorkflowID(checkoutID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatalf("read history of %s: %v", checkoutID, err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED &&
+			ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalPayment {
+			n++
+		}
+	}
+	return n
+}
+
+// waitRefund waits for the refund workflow of a payment to finish and returns its view.
+func (s *payStack) waitRefund(t *testing.T, paymentIntent string) workflows.RefundView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), settleWait)
+	defer cancel()
+	id := workflows.RefundWorkflowID("stripe", paymentIntent)
+	var v workflows.RefundView
+	for {
+		err := s.temporal.GetWorkflow(ctx, id, "").Get(ctx, &v)
+		var nf *serviceerror.NotFound
+		switch {
+		case err == nil:
+			return v
+		case errors.As(err, &nf) && ctx.Err() == nil:
+			time.Sleep(100 * time.Millisecond) // started by an abandoned child a moment later
+		default:
+			t.Fatalf("refund workflow %s: %v", id, err)
+		}
+	}
+}
+
+// eventually polls cond until it holds or settleWait passes.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(settleWait)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %s; last state: %s", what, settleWait, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// webhookCase is one row of the end-to-end webhook table. The harness opens a checkout (unless
+// noCheckout), runs send, then waits until Postgres shows wantState and the fake Stripe shows
+// wantRefunds, and checks the checkout's payment_events rows.
+type webhookCase struct {
+	name           string
+	paymentTimeout int64 // seconds; 600 unless set
+	noCheckout     bool
+	// send delivers the case's events and returns the status of each delivery and the
+	// payment intents the events named (their refunds are counted).
+	send             func(t *testing.T, s *payStack, id string) (codes []int, intents []string)
+	wantCodes        []int
+	wantDispositions []string // of the checkout's payment_events rows, oldest first; all delivered
+	wantState        string   // Postgres status at the end ("" = no checkout row)
+	wantRefunds      int
+	check            func(t *testing.T, s *payStack, id string) // extra assertions
+}
+
+// TestPaymentWebhooks runs every webhook case end to end over HTTP on one dev server: real
+// Postgres, Redis and Temporal, the worker refunding through a local scripted Stripe API.
+func TestPaymentWebhooks(t *testing.T) {
+	started := time.Now()
+	s := newPayStack(t)
+	t.Logf("stack up in %s", time.Since(started).Round(time.Millisecond))
+
+	confirmedOnce := func(t *testing.T, s *payStack, id string) {
+		t.Helper()
+		if _, orders := s.pgStatus(t, id); orders != 1 {
+			t.Errorf("checkout %s has %d orders, want 1", id, orders)
+		}
+		if n := s.paymentSignals(t, id); n != 1 {
+			t.Errorf("checkout %s got %d payment signals, want 1", id, n)
+		}
+	}
+
+	cases := []webhookCase{
+		{
+			name: "valid event confirms",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+				code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, pi, unitPrice))
+				if status != activities.DispositionSignalled {
+					t.Errorf("answer status %q, want signalled", status)
+				}
+				return []int{code}, []string{pi}
+			},
+			wantCodes: []int{200}, wantDispositions: []string{"signalled"}, wantState: "confirmed",
+			check: confirmedOnce,
+		},
+		{
+			name: "bad signature is refused and records nothing",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				body := stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)
+				code, _ := s.post(t, s.api, "/v1/webhooks/stripe", body, stripeHeader(body, "whsec_someone_else", time.Now()))
+				tampered := stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, 1)
+				code2, _ := s.post(t, s.api, "/v1/webhooks/stripe", tampered, stripeHeader(body, stripeSecretNew, time.Now()))
+				return []int{code, code2}, []string{"pi_" + id}
+			},
+			wantCodes: []int{400, 400}, wantState: "open",
+			check: func(t *testing.T, s *payStack, id string) {
+				if v := s.view(t, id); v.Status != workflows.StatusAwaitingPayment {
+					t.Errorf("status %s, want awaiting_payment", v.Status)
+				}
+				if n := s.paymentSignals(t, id); n != 0 {
+					t.Errorf("%d payment signals, want 0", n)
+				}
+			},
+		},
+		{
+			name: "stale timestamp is refused",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				body := stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)
+				code, _ := s.post(t, s.api, "/v1/webhooks/stripe", body, stripeHeader(body, stripeSecretNew, time.Now().Add(-6*time.Minute)))
+				return []int{code}, nil
+			},
+			wantCodes: []int{400}, wantState: "open",
+		},
+		{
+			name: "event signed with the second of two secrets confirms",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				body := stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)
+				code, _ := s.post(t, s.api, "/v1/webhooks/stripe", body, stripeHeader(body, stripeSecretOld, time.Now()))
+				return []int{code}, nil
+			},
+			wantCodes: []int{200}, wantDispositions: []string{"signalled"}, wantState: "confirmed",
+		},
+		{
+			name: "same event three times: one row, one confirmation",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				body := stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)
+				var codes []int
+				for range 3 {
+					code, _ := s.sendStripe(t, s.api, body)
+					codes = append(codes, code)
+				}
+				return codes, nil
+			},
+			wantCodes: []int{200, 200, 200}, wantDispositions: []string{"signalled"}, wantState: "confirmed",
+			check: confirmedOnce,
+		},
+		{
+			name: "failed then succeeded (same PaymentIntent) confirms",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				c1, _ := s.sendStripe(t, s.api, stripeEvent("evt_1_"+id, "payment_intent.payment_failed", id, "pi_"+id, unitPrice))
+				c2, _ := s.sendStripe(t, s.api, stripeEvent("evt_2_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
+				return []int{c1, c2}, []string{"pi_" + id}
+			},
+			wantCodes: []int{200, 200}, wantDispositions: []string{"signalled", "signalled"}, wantState: "confirmed",
+		},
+		{
+			name: "succeeded then failed stays confirmed",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				c1, _ := s.sendStripe(t, s.api, stripeEvent("evt_1_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
+				// Let the saga finish, so the failure meets a finished checkout.
+				var v workflows.View
+				if err := s.temporal.GetWorkflow(t.Context(), workflows.WorkflowID(id), "").Get(t.Context(), &v); err != nil || v.Status != workflows.StatusConfirmed {
+					t.Fatalf("saga ended %s (%v), want confirmed", v.Status, err)
+				}
+				c2, _ := s.sendStripe(t, s.api, stripeEvent("evt_2_"+id, "payment_intent.payment_failed", id, "pi_"+id, unitPrice))
+				return []int{c1, c2}, []string{"pi_" + id}
+			},
+			// The failure reaches a finished saga: recorded, acknowledged, changes nothing.
+			wantCodes: []int{200, 200}, wantDispositions: []string{"signalled", "ignored"}, wantState: "confirmed",
+			check: confirmedOnce,
+		},
+		{
+			name: "late payment after expiry is refunded once",
+			// 2 s: the dev server fires timers on a one-second grain.
+			paymentTimeout: 2,
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				eventually(t, "expired", func() (bool, string) {
+					st, _ := s.pgStatus(t, id)
+					return st == "expired", st
+				})
+				pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+				body := stripeEvent("evt_1_"+id, "payment_intent.succeeded", id, pi, unitPrice)
+				c1, st1 := s.sendStripe(t, s.api, body)
+				c2, st2 := s.sendStripe(t, s.api, body)
+				// Another event id for the same payment (Stripe's charge and intent events,
+				// say) must not refund it a second time either.
+				c3, st3 := s.sendStripe(t, s.api, stripeEvent("evt_2_"+id, "payment_intent.succeeded", id, pi, unitPrice))
+				if st1 != activities.DispositionLate || st2 != "duplicate" || st3 != activities.DispositionLate {
+					t.Errorf("answers %q, %q, %q; want late_refund, duplicate, late_refund", st1, st2, st3)
+				}
+				if v := s.waitRefund(t, pi); v.Status != workflows.RefundRefunded {
+					t.Errorf("refund workflow ended %+v, want refunded", v)
+				}
+				return []int{c1, c2, c3}, []string{pi}
+			},
+			wantCodes: []int{200, 200, 200}, wantDispositions: []string{"late_refund", "late_refund"}, wantState: "expired",
+			wantRefunds: 1,
+			check: func(t *testing.T, s *payStack, id string) {
+				if _, orders := s.pgStatus(t, id); orders != 0 {
+					t.Errorf("expired checkout has %d orders", orders)
+				}
+				var refunded int
+				if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM refunds WHERE checkout_id = $1 AND status = 'refunded'`, id).Scan(&refunded); err != nil || refunded != 1 {
+					t.Errorf("refunds rows with status refunded: %d (%v), want 1", refunded, err)
+				}
+			},
+		},
+		{
+			name: "wrong amount is flagged and refunded once, not confirmed",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				pi := s.fake.AddIntent(id, "succeeded", unitPrice-1000, "usd")
+				body := stripeEvent("evt_"+id, "payment_intent.succeeded", id, pi, unitPrice-1000)
+				c1, _ := s.sendStripe(t, s.api, body)
+				if v := s.waitRefund(t, pi); v.Status != workflows.RefundRefunded {
+					t.Errorf("refund workflow ended %+v, want refunded", v)
+				}
+				c2, _ := s.sendStripe(t, s.api, body)
+				return []int{c1, c2}, []string{pi}
+			},
+			wantCodes: []int{200, 200}, wantDispositions: []string{"signalled"}, wantState: "open", wantRefunds: 1,
+			check: func(t *testing.T, s *payStack, id string) {
+				v := s.view(t, id)
+				if v.Status != workflows.StatusAwaitingPayment || !v.NeedsAttention || len(v.Refunds) != 1 {
+					t.Errorf("view %+v: want awaiting_payment, needs_attention, one refund", v)
+				}
+			},
+		},
+		{
+			name:       "unknown checkout is an orphan and signals nothing",
+			noCheckout: true,
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
+				if status != activities.DispositionOrphan {
+					t.Errorf("answer status %q, want orphan", status)
+				}
+				return []int{code}, []string{"pi_" + id}
+			},
+			wantCodes: []int{200}, wantDispositions: []string{"orphan"}, wantState: "",
+			check: func(t *testing.T, s *payStack, id string) {
+				_, err := s.temporal.DescribeWorkflowExecution(t.Context(), workflows.WorkflowID(id), "")
+				var nf *serviceerror.NotFound
+				if !errors.As(err, &nf) {
+					t.Errorf("describe saga of an unknown checkout: %v, want not found", err)
+				}
+			},
+		},
+		{
+			name: "temporal unreachable: 503 and recorded, then delivered once on redelivery",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				body := stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)
+				s.proxy.cut()
+				c1, _ := s.sendStripe(t, s.cutAPI, body)
+				if rows := s.events(t, id); len(rows) != 1 || rows[0].Delivered || rows[0].Disposition != "pending" {
+					t.Errorf("after the 503: rows %+v, want one recorded, not delivered", rows)
+				}
+				if n := s.paymentSignals(t, id); n != 0 {
+					t.Errorf("after the 503: %d payment signals, want 0", n)
+				}
+				s.proxy.restore()
+				// The provider retries until it gets a 2xx; the client reconnects with backoff.
+				codes := []int{c1}
+				eventually(t, "redelivery answered 200", func() (bool, string) {
+					code, status := s.sendStripe(t, s.cutAPI, body)
+					if code != http.StatusOK && code != http.StatusServiceUnavailable {
+						t.Errorf("redelivery answered %d %s", code, status)
+					}
+					if code == http.StatusOK && status != activities.DispositionSignalled {
+						t.Errorf("redelivery answered %s, want signalled", status)
+					}
+					return code == http.StatusOK, strconv.Itoa(code)
+				})
+				t.Logf("redelivered after the proxy came back")
+				c3, status := s.sendStripe(t, s.cutAPI, body)
+				if status != "duplicate" {
+					t.Errorf("third delivery answered %q, want duplicate", status)
+				}
+				return append(codes, http.StatusOK, c3), nil
+			},
+			wantCodes: []int{503, 200, 200}, wantDispositions: []string{"signalled"}, wantState: "confirmed",
+			check: confirmedOnce,
+		},
+		{
+			name: "standard webhooks: valid event confirms",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				body, hdr := standardEvent(t, "msg_"+id, "payment.succeeded", id, "pay_"+id, unitPrice, standardSecretNew)
+				code, out := s.post(t, s.api, "/v1/webhooks/standard/"+standardProvider, body, hdr)
+				if out["status"] != activities.DispositionSignalled {
+					t.Errorf("answer %v, want status signalled", out)
+				}
+				code2, out2 := s.post(t, s.api, "/v1/webhooks/standard/"+standardProvider, body, hdr)
+				if out2["status"] != "duplicate" {
+					t.Errorf("repeat answered %v, want duplicate", out2)
+				}
+				return []int{code, code2}, nil
+			},
+			wantCodes: []int{200, 200}, wantDispositions: []string{"signalled"}, wantState: "confirmed",
+			check: func(t *testing.T, s *payStack, id string) {
+				confirmedOnce(t, s, id)
+				rows := s.events(t, id)
+				var provider, ref string
+				_ = s.pool.QueryRow(t.Context(), `SELECT payment_provider, payment_ref FROM orders WHERE checkout_id = $1`, id).Scan(&provider, &ref)
+				if len(rows) != 1 || rows[0].Provider != standardProvider || rows[0].EventID != "msg_"+id || provider != standardProvider || ref != "pay_"+id {
+					t.Errorf("rows %+v, order paid by %s %s; want one %s event msg_%s and the order paid by it", rows, provider, ref, standardProvider, id)
+				}
+			},
+		},
+		{
+			name: "standard webhooks: bad signature is refused and records nothing",
+			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
+				body, hdr := standardEvent(t, "msg_"+id, "payment.succeeded", id, "pay_"+id, unitPrice,
+					"whsec_"+base64.StdEncoding.EncodeToString([]byte("an-unknown-key-0123456789abcdef")))
+				code, _ := s.post(t, s.api, "/v1/webhooks/standard/"+standardProvider, body, hdr)
+				return []int{code}, nil
+			},
+			wantCodes: []int{400}, wantState: "open",
+		},
+	}
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			caseStart := time.Now()
+			id := testenv.RandomID("wh-")
+			if !tc.noCheckout {
+				timeout := tc.paymentTimeout
+				if timeout == 0 {
+					timeout = 600
+				}
+				s.openCheckout(t, id, timeout)
+			}
+			codes, intents := tc.send(t, s, id)
+			if !slices.Equal(codes, tc.wantCodes) {
+				t.Errorf("HTTP statuses %v, want %v", codes, tc.wantCodes)
+			}
+			eventually(t, "final state", func() (bool, string) {
+				st, _ := s.pgStatus(t, id)
+				n := s.refundsOf(intents...)
+				return st == tc.wantState && n == tc.wantRefunds, fmt.Sprintf("postgres status %q, %d refunds", st, n)
+			})
+			rows := s.events(t, id)
+			var dispositions []string
+			for _, r := range rows {
+				dispositions = append(dispositions, r.Disposition)
+				if !r.Delivered {
+					t.Errorf("event %s recorded but not delivered", r.EventID)
+				}
+			}
+			if !slices.Equal(dispositions, tc.wantDispositions) {
+				t.Errorf("payment_events dispositions %v, want %v", dispositions, tc.wantDispositions)
+			}
+			if tc.check != nil {
+				tc.check(t, s, id)
+			}
+			if n := s.refundsOf(intents...); n != tc.wantRefunds {
+				t.Errorf("%d refunds at Stripe, want %d", n, tc.wantRefunds)
+			}
+			if tc.wantState == activities.StatusOpen {
+				// Leave nothing awaiting payment for the reconciliation test below.
+				if code, out := s.post(t, s.api, "/v1/checkouts/"+id+"/cancel", nil, nil); code != http.StatusOK {
+					t.Errorf("cancel %s: %d %v", id, code, out)
+				}
+			}
+			t.Logf("settled in %s", time.Since(caseStart).Round(time.Millisecond))
+		})
+	}
+
+	// Reconciliation: a paid checkout whose webhook never arrives is confirmed by
+	// ReconcilePayments asking Stripe; a second run changes nothing.
+	t.Run("reconciliation confirms a checkout whose webhook was lost", func(t *testing.T) {
+		caseStart := time.Now()
+		id := testenv.RandomID("wh-")
+		s.openCheckout(t, id, 600)
+		pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+		// Visibility lags the saga a little: wait until the reconciliation's query sees it.
+		query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", workflows.WorkflowID(id), workflows.StatusAwaitingPayment)
+		eventually(t, "visible as awaiting_payment", func() (bool, string) {
+			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+			return err == nil && len(resp.GetExecutions()) == 1, fmt.Sprint(err)
+		})
+		reconcile := func() workflows.ReconcileResult {
+			run, err := s.temporal.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
+				ID: testenv.RandomID("reconcile-"), TaskQueue: workflows.TaskQueue,
+			}, workflows.ReconcilePayments, workflows.ReconcileInput{WithinSeconds: 2 * workflows.MaxPaymentTimeoutSeconds})
+			if err != nil {
+				t.Fatalf("start reconciliation: %v", err)
+			}
+			var res workflows.ReconcileResult
+			if err := run.Get(t.Context(), &res); err != nil {
+				t.Fatalf("reconciliation: %v", err)
+			}
+			return res
+		}
+		first := reconcile()
+		if first.Delivered != 1 {
+			t.Errorf("first run %+v: want exactly this checkout's payment delivered", first)
+		}
+		eventually(t, "confirmed", func() (bool, string) {
+			st, _ := s.pgStatus(t, id)
+			return st == "confirmed", st
+		})
+		var ref string
+		if err := s.pool.QueryRow(t.Context(), `SELECT payment_ref FROM orders WHERE checkout_id = $1`, id).Scan(&ref); err != nil || ref != pi {
+			t.Errorf("order paid by %q (%v), want %s", ref, err, pi)
+		}
+		// The second run must find nothing to do: wait until visibility no longer lists any
+		// checkout as awaiting payment (the earlier cases cancelled theirs).
+		eventually(t, "nothing visible as awaiting_payment", func() (bool, string) {
+			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+				Query: fmt.Sprintf("CheckoutState = '%s' AND ExecutionStatus = 'Running'", workflows.StatusAwaitingPayment)})
+			return err == nil && len(resp.GetExecutions()) == 0, fmt.Sprint(len(resp.GetExecutions()), err)
+		})
+		second := reconcile()
+		if second.Delivered != 0 {
+			t.Errorf("second run %+v: want nothing delivered", second)
+		}
+		status, orders := s.pgStatus(t, id)
+		if status != "confirmed" || orders != 1 || s.refundsOf(pi) != 0 || s.paymentSignals(t, id) != 1 {
+			t.Errorf("after a second run (%+v): status %s, %d orders, %d refunds, %d payment signals; want confirmed, 1, 0, 1",
+				second, status, orders, s.refundsOf(pi), s.paymentSignals(t, id))
+		}
+		if rows := s.events(t, id); len(rows) != 0 {
+			t.Errorf("reconciliation recorded webhook rows %+v; want none", rows)
+		}
+		t.Logf("first run %+v, second run %+v; settled in %s", first, second, time.Since(caseStart).Round(time.Millisecond))
+	})
+}
+
+// tcpProxy forwards TCP connections to target; cut closes its listener and every open
+// connection (Temporal unreachable), restore listens again on the same address.
+type tcpProxy struct {
+	t      *testing.T
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	p := &tcpProxy{t: t, target: target, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}}
+	p.restore()
+	p.addr = p.ln.Addr().String()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *tcpProxy) restore() {
+	p.t.Helper()
+	var ln net.Listener
+	var err error
+	// The port was ours a moment ago; retry briefly in case the kernel still holds it.
+	for attempt := 0; attempt < 50; attempt++ {
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		p.t.Fatalf("proxy listen on %s: %v", p.addr, err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go p.serve(ln)
+}
+
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+}
+
+func (p *tcpProxy) serve(ln net.Listener) {
+	for {
+		in, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.ln != ln { // cut while dialling
+			p.mu.Unlock()
+			_, _ = in.Close(), out.Close()
+			return
+		}
+		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
