@@ -231,7 +231,9 @@ func TestFlashSale(t *testing.T) {
 	var rejected int
 	for _, c := range all {
 		switch c.code {
-		case http.StatusCreated:
+		case http.StatusCreated, http.StatusOK:
+			// 200: an earlier attempt timed out (503) after its saga started, and the retry
+			// attached to that saga, as a retried POST must.
 			if c.view.Status != workflows.StatusAwaitingPayment {
 				t.Errorf("cart %s: 201 with status %s", c.id, c.view.Status)
 			}
