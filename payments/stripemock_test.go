@@ -1,9 +1,14 @@
 package payments_test
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,15 +21,12 @@ import (
 // parameters are a 400). It answers from fixtures, so this proves the requests are well-formed,
 // not what Stripe would decide; the behaviour is tested against fakeStripe above.
 //
-// It runs only when STRIPE_MOCK_URL is set (stripe-mock is a separate binary):
-//
-//	GOBIN=$PWD/.tools go install github.com/stripe/stripe-mock@v0.203.0
-//	.tools/stripe-mock -http-addr 127.0.0.1:12111 -https-addr 127.0.0.1:12112 &
-//	STRIPE_MOCK_URL=http://127.0.0.1:12111 go test -count=1 -run StripeMock ./payments/
+// stripe-mock is pinned in the Makefile and built into .tools/ by `make tools` (the test
+// starts it on free loopback ports); STRIPE_MOCK_URL points the test at one already running.
 func TestStripeMockAcceptsOurRequests(t *testing.T) {
 	url := os.Getenv("STRIPE_MOCK_URL")
 	if url == "" {
-		t.Skip("STRIPE_MOCK_URL is not set; start stripe-mock and set it to run this test")
+		url = startStripeMock(t)
 	}
 	p := payments.NewStripe("sk_test_123", payments.WithStripeAPIURL(url))
 
@@ -45,4 +47,48 @@ func TestStripeMockAcceptsOurRequests(t *testing.T) {
 	// is found; what matters is that the search request itself is accepted.
 	_, err = p.FindSucceeded(testContext(t), "c-123")
 	require.NoError(t, err)
+}
+
+// startStripeMock runs .tools/stripe-mock (or STRIPE_MOCK) on free loopback ports until the
+// test ends, and returns its HTTP address.
+func startStripeMock(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("STRIPE_MOCK")
+	if bin == "" {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			t.Fatalf("find module root: %v", err)
+		}
+		bin = filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), ".tools", "stripe-mock")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("stripe-mock is not built at %s: run `make tools` (or set STRIPE_MOCK or STRIPE_MOCK_URL)", bin)
+	}
+	httpAddr, httpsAddr := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start stripe-mock: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", httpAddr, time.Second)
+		if err == nil {
+			_ = conn.Close()
+			return "http://" + httpAddr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stripe-mock did not listen on %s within 30 s", httpAddr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }
