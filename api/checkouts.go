@@ -120,6 +120,13 @@ func (s *Server) startCheckout(c echo.Context) error {
 		return p
 	}
 	defer release()
+	if s.Gate != nil {
+		if err := s.Gate.MarkStarted(ctx, req.CartID); err != nil {
+			// Best effort: without the mark a retry may be refused by the gate while this
+			// saga goes on, which can undersell, never oversell.
+			s.Logger.Warn("mark checkout started", "checkout_id", req.CartID, "error", err)
+		}
+	}
 
 	timeout := s.cfg.DefaultPaymentTimeoutSeconds
 	if req.PaymentTimeoutSeconds != nil {
@@ -214,6 +221,9 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	if v.Status == workflows.StatusFailed {
 		p := problem(http.StatusInternalServerError, "checkout_failed",
 			"the checkout could not be completed and nothing is held; start again with a new cart_id")
+		if v.Reason != nil {
+			p.cause = errors.New(*v.Reason) // for the log; clients get the stable code
+		}
 		return p
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/checkouts/"+v.CheckoutID)

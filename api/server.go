@@ -49,6 +49,8 @@ type PaymentEvents interface {
 // out right now (see lua.Stock.Precheck).
 type Gate interface {
 	Precheck(ctx context.Context, checkoutID string, items map[string]int64) (lua.Precheck, error)
+	// MarkStarted lets later retries of the checkout's request through the gate.
+	MarkStarted(ctx context.Context, checkoutID string) error
 }
 
 // Config is the API's behaviour, from the environment (see cmd/checkout).

@@ -33,7 +33,10 @@
 //	                               Field added by reserve.lua (and rebuild.lua,
 //	                               from Postgres's open checkouts), removed by
 //	                               release.lua and commit.lua.
-//	hold-end:{SKU}:<checkout id>   string "released" or "committed", with a TTL
+//	hold-end:{SKU}:<checkout id>   string "released" or "committed", with a TTL; or
+//	                               "rebuilt" (no TTL) on a placeholder hold written by
+//	                               rebuild.lua, which reserve.lua gives back before it
+//	                               judges that checkout's reserve
 //	                               ([DefaultTombstoneTTL] unless
 //	                               [Stock.WithTombstoneTTL] says otherwise).
 //	                               Written by release.lua and commit.lua; read

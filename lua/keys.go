@@ -16,6 +16,10 @@ func HoldEndKey(sku, checkoutID string) string {
 	return "hold-end:{" + sku + "}:" + checkoutID
 }
 
+// StartedKey marks a checkout whose saga the API has started (see Stock.MarkStarted). It
+// belongs to no SKU, so it has no hash tag; only the gate's pipelined read touches it.
+func StartedKey(checkoutID string) string { return "checkout-started:" + checkoutID }
+
 // maxIDLen bounds SKUs and checkout ids so keys stay short.
 const maxIDLen = 64
 

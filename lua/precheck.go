@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -43,6 +44,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 		ended     *redis.IntCmd
 	}
 	pipe := s.rdb.Pipeline()
+	started := pipe.Exists(ctx, StartedKey(checkoutID))
 	cmds := make(map[string]reads, len(items))
 	for sku := range items {
 		cmds[sku] = reads{
@@ -54,7 +56,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Precheck{}, fmt.Errorf("precheck checkout %s: %w", checkoutID, err)
 	}
-	p := Precheck{Known: true}
+	p := Precheck{Known: true, Seen: started.Val() > 0}
 	for sku, q := range items {
 		r := cmds[sku]
 		if r.holds.Val() || r.ended.Val() > 0 {
@@ -76,4 +78,17 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 		}
 	}
 	return p, nil
+}
+
+// startedTTL outlives any retry of a checkout request (the longest payment window plus a day).
+const startedTTL = 48 * time.Hour
+
+// MarkStarted records that a saga is being started for the checkout, so that the gate lets
+// a retry of the request through even before the saga holds anything (the first attempt
+// may have timed out while its saga goes on).
+func (s *Stock) MarkStarted(ctx context.Context, checkoutID string) error {
+	if err := s.rdb.Set(ctx, StartedKey(checkoutID), 1, startedTTL).Err(); err != nil {
+		return fmt.Errorf("mark checkout %s started: %w", checkoutID, err)
+	}
+	return nil
 }

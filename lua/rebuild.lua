@@ -4,6 +4,7 @@
 --
 -- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
+-- KEYS[3], KEYS[4], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000
 -- ARGV[2] -> max_per_order, decimal integer 1..1000000
 -- ARGV[3], ARGV[4], ... -> pairs of open checkout id and its quantity of this SKU
@@ -12,11 +13,14 @@
 --   {11 ALREADY_STOCKED, available, held}   the stock hash exists: nothing changes
 --   {10 INVALID_ARGUMENT, index of the bad ARGV, 0}
 --
--- Every open checkout is restored as a hold (a superset of the holds that were lost: a
--- checkout still reserving, or one whose release ran against the empty Redis, gets one
--- too). Over-counting holds can only undersell, never oversell; the stock reconciler
--- releases holds whose checkout has ended. Holds that survived the loss are kept.
--- available = max(0, on_hand - held).
+-- Every open checkout without a hold-end tombstone is restored as a hold and marked
+-- "rebuilt" in its hold-end key (a superset of the holds that were lost: a checkout still
+-- reserving gets one too). A checkout whose release already ran against the empty Redis has
+-- a "released" tombstone and gets no hold. reserve.lua turns a "rebuilt" hold back into
+-- available units before it judges the reserve, so a checkout that was still reserving is
+-- held only if units are really left: the placeholder never lets a reserve through.
+-- available = on_hand - held, which is negative while placeholders exceed on_hand (nothing
+-- can be held then), so available + held == on_hand stays exact as placeholders end.
 
 local function int_arg(s, min, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -52,15 +56,15 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 
 for i = 3, #ARGV, 2 do
-  redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
+  local tomb = KEYS[2 + (i - 1) / 2]
+  if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('SET', tomb, 'rebuilt')
+  end
 end
 local held = 0
 for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
   held = held + (tonumber(q) or 0)
 end
 local available = on_hand - held
-if available < 0 then
-  available = 0
-end
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order)
 return {0, available, held}

@@ -26,9 +26,10 @@ func TestRebuildAfterRedisLostTheSKU(t *testing.T) {
 	if _, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, nil); err != nil || rebuilt {
 		t.Errorf("second rebuild: rebuilt=%v err=%v; want a no-op", rebuilt, err)
 	}
-	// c-b's reserve finds its hold; c-a's release returns its units.
-	if r, err := s.Reserve(ctx, sku, "c-b", 2); err != nil || !r.AlreadyHeld {
-		t.Errorf("reserve of a rebuilt hold: %+v, %v; want already held", r, err)
+	// c-b was still reserving: its reserve gives the placeholder back and holds for real;
+	// c-a's release returns its units.
+	if r, err := s.Reserve(ctx, sku, "c-b", 2); err != nil || r.AlreadyHeld {
+		t.Errorf("reserve of a rebuilt hold: %+v, %v; want a new hold", r, err)
 	}
 	if n, err := s.Release(ctx, sku, "c-a"); err != nil || n != 3 {
 		t.Errorf("release of a rebuilt hold: %d, %v; want 3", n, err)
@@ -40,14 +41,36 @@ func TestRebuildNeverOversells(t *testing.T) {
 	s, rdb, sku := stocked(t, 4, 5)
 	ctx := t.Context()
 	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
-	// More open checkouts than units (some were going to be refused): available is 0,
-	// not negative, and no new hold can be taken.
+	// More open checkouts than units (some were going to be refused): available goes
+	// negative, so available + held stays on_hand, and no new hold can be taken.
 	l, _, err := s.Rebuild(ctx, sku, 4, 5, []Hold{{"c-1", 3}, {"c-2", 3}})
-	if err != nil || l.Available != 0 || l.Held != 6 {
-		t.Fatalf("rebuild: %+v, %v; want available 0, held 6", l, err)
+	if err != nil || l.Available != -2 || l.Held != 6 {
+		t.Fatalf("rebuild: %+v, %v; want available -2, held 6", l, err)
 	}
 	if _, err := s.Reserve(ctx, sku, "c-3", 1); err == nil {
 		t.Error("a reserve succeeded with nothing available")
+	}
+	// Both were still reserving: each reserve is judged on what is really left, so one is
+	// held and the other refused; the placeholders never let both through.
+	_, err1 := s.Reserve(ctx, sku, "c-1", 3)
+	_, err2 := s.Reserve(ctx, sku, "c-2", 3)
+	if (err1 == nil) == (err2 == nil) {
+		t.Errorf("reserves after the rebuild: %v, %v; want exactly one held (4 units, 3 each)", err1, err2)
+	}
+	assertLevel(t, s, rdb, sku, 1, 3, 1)
+}
+
+func TestRebuildSkipsReleasedCheckouts(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
+	// c-a's release ran against the empty Redis (leaving its tombstone) before it recorded
+	// its end in Postgres: the rebuild must not give it a hold nobody would release.
+	if _, err := s.Release(ctx, sku, "c-a"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}}); err != nil || l.Available != 10 || l.Held != 0 {
+		t.Fatalf("rebuild: %+v, %v; want available 10, held 0", l, err)
 	}
 }
 

@@ -46,6 +46,17 @@ if ended == 'released' then
   return {2, 1, 0}
 elseif ended == 'committed' then
   return {2, 2, 0}
+elseif ended == 'rebuilt' then
+  -- A placeholder hold from rebuild.lua: this checkout was still reserving when Redis lost
+  -- its data (a checkout that held does not reserve again). Give the placeholder back and
+  -- judge the reserve on what is really available.
+  local placeholder = tonumber(redis.call('HGET', KEYS[2], checkout))
+  if placeholder ~= nil then
+    redis.call('HINCRBY', KEYS[1], 'available', placeholder)
+    redis.call('HINCRBY', KEYS[1], 'held', -placeholder)
+    redis.call('HDEL', KEYS[2], checkout)
+  end
+  redis.call('DEL', KEYS[3])
 end
 
 local fields = redis.call('HMGET', KEYS[1], 'available', 'max_per_order')

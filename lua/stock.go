@@ -25,6 +25,7 @@ type Client interface {
 	redis.Scripter
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -164,13 +165,15 @@ func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int
 		return Level{}, false, err
 	}
 	args := []any{onHand, maxPerOrder}
+	keys := []string{StockKey(sku), HoldsKey(sku)}
 	for _, h := range open {
 		if !ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
 			return Level{}, false, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
 		}
 		args = append(args, h.CheckoutID, h.Quantity)
+		keys = append(keys, HoldEndKey(sku, h.CheckoutID))
 	}
-	r, err := s.run(ctx, rebuildScript, c, []string{StockKey(sku), HoldsKey(sku)}, args...)
+	r, err := s.run(ctx, rebuildScript, c, keys, args...)
 	if err != nil {
 		return Level{}, false, err
 	}

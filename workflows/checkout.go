@@ -386,6 +386,12 @@ func (c *checkout) failureStatus(err error) Status {
 	case activities.ErrTypeOutOfStock, activities.ErrTypeNotStocked:
 		c.rejectCode = RejectOutOfStock
 		return StatusOutOfStock
+	case activities.ErrTypeHoldEnded:
+		// This saga's own compensation already released the hold: a workflow task that
+		// reserved, was refused, released, and was lost with its worker before it completed
+		// is run again, and finds its tombstone. The lost run was refused; so is this one.
+		c.rejectCode = RejectOutOfStock
+		return StatusOutOfStock
 	case activities.ErrTypeOverLimit:
 		c.rejectCode = RejectOverLimit
 		return StatusOutOfStock

@@ -59,6 +59,9 @@ var reserveOptions = workflow.LocalActivityOptions{
 // events an activity task would, and a worker that dies mid-step re-runs them harmlessly.
 var mustFinishOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout: 10 * time.Second,
+	// A local activity's schedule-to-close defaults to its start-to-close, which would cut
+	// the retry budget to 10 s: name it, a little over the ten attempts' backoff.
+	ScheduleToCloseTimeout: 3 * time.Minute,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    200 * time.Millisecond,
 		BackoffCoefficient: 2,
@@ -90,7 +93,8 @@ func paymentTimeout(seconds int64) time.Duration {
 // because most checkouts in a flash sale end here (out of stock), and each is one short
 // idempotent call.
 var undoOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout: 10 * time.Second,
+	StartToCloseTimeout:    10 * time.Second,
+	ScheduleToCloseTimeout: 3 * time.Minute, // see mustFinishOptions
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    200 * time.Millisecond,
 		BackoffCoefficient: 2,

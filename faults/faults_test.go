@@ -1,0 +1,164 @@
+package faults
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// Each fault runs a flash sale of 40 + 15 units to 150 carts (a quarter each paid once, paid
+// with the webhook delivered twice, cancelled, or left to expire on a 3 s timer) and strikes
+// once a third of the carts have their answer.
+const (
+	saleCarts = 150
+	trigger   = saleCarts / 3
+	settleBy  = 60 * time.Second
+)
+
+var saleUnits = []skuUnits{{"PHONE", 40}, {"CASE", 15}}
+
+func TestFaults(t *testing.T) {
+	s := newStack(t)
+
+	t.Run("worker SIGKILL", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var down time.Duration
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			at := time.Now()
+			s.worker.kill()
+			s.worker.start()
+			down = time.Since(at)
+		})
+		sl.report(t, started, "worker killed and restarted in "+down.Round(time.Millisecond).String())
+	})
+
+	t.Run("redis restart", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var down time.Duration
+		var readyz string
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			at := time.Now()
+			s.redis.kill()
+			readyz = s.expectNotReady(t, "redis")
+			time.Sleep(2 * time.Second) // the outage
+			s.redis.start()
+			down = time.Since(at)
+		})
+		sl.report(t, started, "redis down (and empty after) for "+down.Round(time.Millisecond).String()+"; "+readyz)
+	})
+
+	t.Run("postgres stopped", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var down time.Duration
+		var readyz string
+		var redeliver []*cart
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			at := time.Now()
+			s.pg.stop()
+			readyz = s.expectNotReady(t, "postgres")
+			// Stripe redelivers events of already paid carts now and then: while Postgres is
+			// down such an event cannot be recorded and must be answered 5xx.
+			for _, c := range sl.paidSoFar(5) {
+				code, _ := sl.sendPayment(c, sl.paymentEvent(c))
+				if code < 500 {
+					t.Errorf("webhook for %s with postgres down: %d, want 5xx", c.id, code)
+				} else {
+					sl.webhook5xx.Add(1)
+				}
+				redeliver = append(redeliver, c)
+			}
+			time.Sleep(6 * time.Second) // the outage
+			s.pg.start()
+			down = time.Since(at)
+		})
+		// Redelivered after the outage, like Stripe would: acknowledged as a duplicate.
+		for _, c := range redeliver {
+			if err := sl.deliverPayment(c); err != nil {
+				t.Errorf("redeliver payment of %s: %v", c.id, err)
+			}
+		}
+		sl.report(t, started, "postgres stopped for "+down.Round(time.Millisecond).String()+"; "+readyz)
+	})
+
+	t.Run("temporal unreachable from the API", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var down time.Duration
+		var readyz string
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			at := time.Now()
+			s.proxy.setCut(true)
+			readyz = s.expectNotReady(t, "temporal")
+			time.Sleep(5 * time.Second) // the outage
+			s.proxy.setCut(false)
+			down = time.Since(at)
+		})
+		// Retry every held cart once more: it attaches to its saga (200), never a second one.
+		for _, c := range sl.winner {
+			code, _, err := s.do(http.MethodPost, "/v1/checkouts", c.body, nil, nil)
+			if err != nil || code != http.StatusOK {
+				t.Errorf("repeated POST of %s: %d %v; want 200 from its one saga", c.id, code, err)
+			}
+		}
+		sl.report(t, started, "temporal cut off from the API for "+down.Round(time.Millisecond).String()+"; "+readyz)
+	})
+}
+
+// expectNotReady polls /readyz until it answers 503 naming the dependency that is down.
+func (s *stack) expectNotReady(t *testing.T, dep string) string {
+	var code int
+	var checks map[string]string
+	err := waitFor(10*time.Second, func() error {
+		code, checks = s.readyz()
+		if code == http.StatusServiceUnavailable && strings.HasPrefix(checks[dep], "unavailable") {
+			return nil
+		}
+		return errNotYet
+	})
+	if err != nil {
+		t.Errorf("/readyz with %s down: %d %v; want 503 naming %s", dep, code, checks, dep)
+		return "/readyz did not say so"
+	}
+	return "/readyz 503: " + dep + " unavailable"
+}
+
+// report checks the invariants (polling until they hold) and logs the run's figures.
+func (sl *sale) report(t *testing.T, started time.Time, fault string) {
+	sl.checkEnds(t)
+	faultOver := time.Since(started)
+	took := sl.settle(t, settleBy)
+	f := sl.figures()
+	t.Logf("%s", fault)
+	t.Logf("%d carts -> %d held (%d answered 201, %d attached to their saga on a retry), %d out_of_stock; %d POSTs answered 503 (%d without Retry-After), %d other 5xx; webhooks answered 5xx %d times, cancels %d times (all redelivered)",
+		f.carts, f.winners, f.created, f.winners-f.created, f.rejected, sl.post503.Load(), sl.noRetryAfter.Load(), sl.post5xx.Load(), sl.webhook5xx.Load(), sl.cancel5xx.Load())
+	if sl.post5xx.Load() > 0 {
+		// Name the cause the API logged for them (the client only sees internal_error).
+		for _, line := range strings.Split(tail(filepath.Join(sl.s.dir, "api.log"), 1<<30), "\n") {
+			if strings.Contains(line, `"internal_error"`) && strings.Contains(line, "/v1/checkouts") {
+				t.Logf("a POST answered 500; the API logged: %.400s", line)
+				break
+			}
+		}
+	}
+	if n := sl.supportRetries.Load(); n > 0 {
+		t.Logf("%d stuck checkouts retried through POST /v1/admin/checkouts/{id}/retry, as support would", n)
+	}
+	if sl.refusedButStarted > 0 {
+		t.Logf("%d carts answered out_of_stock had a saga still running (cancelled by the suite)", sl.refusedButStarted)
+	}
+	t.Logf("ends: confirmed %d, expired %d, cancelled %d, failed %d; sale over after %s, invariants held %s later",
+		f.ends[workflows.StatusConfirmed], f.ends[workflows.StatusExpired], f.ends[workflows.StatusCancelled], f.failed,
+		faultOver.Round(time.Millisecond), took.Round(time.Millisecond))
+	for _, sku := range sl.skus() {
+		var onHand, sold int64
+		_ = sl.s.pool.QueryRow(t.Context(), `SELECT on_hand, sold FROM skus WHERE sku = $1`, sku).Scan(&onHand, &sold)
+		t.Logf("%s: stocked %d, sold %d, on_hand %d", sku, sl.stock[sku], sold, onHand)
+	}
+}

@@ -1,0 +1,568 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v82/webhook"
+	enums "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+type role int
+
+const (
+	rolePay      role = iota // paid by a signed webhook as soon as it holds
+	rolePayTwice             // the webhook is delivered twice, as providers do
+	roleCancel               // cancelled by the customer
+	roleExpire               // left to expire on a 3-second timer
+)
+
+func (r role) String() string { return [...]string{"pay", "pay-twice", "cancel", "expire"}[r] }
+
+func (r role) want() workflows.Status {
+	return [...]workflows.Status{workflows.StatusConfirmed, workflows.StatusConfirmed, workflows.StatusCancelled, workflows.StatusExpired}[r]
+}
+
+type skuUnits struct {
+	name  string
+	units int64
+}
+
+type cart struct {
+	id      string
+	role    role
+	items   []api.RequestItem
+	body    []byte
+	code    int // the POST's last answer
+	created bool
+	view    api.CheckoutView
+	final   workflows.Status
+	paid    bool        // a payment webhook was acknowledged
+	paidAt  atomic.Bool // paid, readable while the sale runs
+	err     error
+}
+
+// sale is one flash sale: its SKUs and carts, and what the clients saw.
+type sale struct {
+	s      *stack
+	run    string
+	stock  map[string]int64 // units stocked per SKU
+	carts  []*cart
+	mu     sync.Mutex // guards winner while the sale runs
+	winner []*cart
+
+	answered       atomic.Int32 // carts whose POST got a final answer
+	post503        atomic.Int32 // POSTs answered 503 (and retried)
+	noRetryAfter   atomic.Int32 // 503s without Retry-After
+	post5xx        atomic.Int32 // other 5xx answers to a POST
+	webhook5xx     atomic.Int32 // webhook deliveries answered 5xx (redelivered)
+	cancel5xx      atomic.Int32
+	transportFails atomic.Int32
+	supportRetries atomic.Int32 // stuck checkouts retried through the support API
+	// refusedButStarted counts carts answered out_of_stock whose saga was still running.
+	refusedButStarted int
+}
+
+// newSale stocks the SKUs (every cart wants the first; one in five also the second) and
+// prepares the carts.
+func newSale(s *stack, carts int, units []skuUnits) *sale {
+	sl := &sale{s: s, run: testenv.RandomID(""), stock: map[string]int64{}}
+	var skus []string
+	for _, u := range units {
+		sku := u.name + "-" + sl.run
+		skus = append(skus, sku)
+		sl.stock[sku] = u.units
+		body, _ := json.Marshal(map[string]any{"on_hand": u.units, "price_cents": 1_999, "currency": "usd", "max_per_order": 2})
+		code, _, err := s.do(http.MethodPut, "/v1/inventory/"+sku, body, map[string]string{"Authorization": "Bearer " + adminToken}, nil)
+		if err != nil || code != http.StatusOK {
+			s.t.Fatalf("stock %s: %d %v", sku, code, err)
+		}
+	}
+	first, second := skus[0], skus[len(skus)-1]
+	for i := 0; i < carts; i++ {
+		c := &cart{id: fmt.Sprintf("c-%s-%03d", sl.run, i), role: role(i % 4)}
+		c.items = []api.RequestItem{{SKU: first, Quantity: int64(1 + i%2)}}
+		if i%5 == 0 && second != first {
+			c.items = append(c.items, api.RequestItem{SKU: second, Quantity: 1})
+		}
+		timeout := int64(120)
+		if c.role == roleExpire {
+			timeout = 3
+		}
+		c.body, _ = json.Marshal(api.CheckoutRequest{CartID: c.id, CustomerID: "u-" + sl.run, Items: c.items, PaymentTimeoutSeconds: &timeout})
+		sl.carts = append(sl.carts, c)
+	}
+	return sl
+}
+
+func (sl *sale) skus() []string {
+	out := make([]string, 0, len(sl.stock))
+	for sku := range sl.stock {
+		out = append(out, sku)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// clientDeadline bounds how long a client keeps retrying one request.
+const clientDeadline = 90 * time.Second
+
+// post checks a cart out, retrying 503s after their Retry-After and transport errors, as a
+// well-behaved client does; the same cart id makes every retry safe.
+func (sl *sale) post(c *cart) {
+	deadline := time.Now().Add(clientDeadline)
+	for {
+		var v api.CheckoutView
+		code, hdr, err := sl.s.do(http.MethodPost, "/v1/checkouts", c.body, nil, &v)
+		switch {
+		case err != nil && code == 0:
+			sl.transportFails.Add(1)
+		case code == http.StatusServiceUnavailable:
+			sl.post503.Add(1)
+			wait, perr := strconv.Atoi(hdr.Get("Retry-After"))
+			if perr != nil || wait < 1 {
+				sl.noRetryAfter.Add(1)
+				wait = 1
+			}
+			if time.Now().Add(time.Duration(wait) * time.Second).Before(deadline) {
+				time.Sleep(time.Duration(wait) * time.Second)
+				continue
+			}
+		case code >= 500:
+			// Another 5xx (a saga's update aborted by a killed worker answers 500): a client
+			// retries it like a 503; the same cart id makes it safe. Counted and reported.
+			sl.post5xx.Add(1)
+			if time.Now().Add(time.Second).Before(deadline) {
+				time.Sleep(time.Second)
+				continue
+			}
+			c.code, c.view, c.err = code, v, err
+			return
+		default:
+			c.code, c.view, c.err = code, v, err
+			c.created = code == http.StatusCreated
+			return
+		}
+		if time.Now().After(deadline) {
+			c.code, c.err = code, fmt.Errorf("POST %s: no answer but %d/%v by the deadline", c.id, code, err)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// deliverPayment sends a signed payment_intent.succeeded until it is acknowledged (2xx), the
+// way Stripe redelivers after a 5xx.
+func (sl *sale) deliverPayment(c *cart) error {
+	return sl.retry(&sl.webhook5xx, func() (int, error) { return sl.sendPayment(c, sl.paymentEvent(c)) })
+}
+
+// paymentEvent is the body of the cart's payment_intent.succeeded event (one event id per cart).
+func (sl *sale) paymentEvent(c *cart) []byte {
+	body, _ := json.Marshal(map[string]any{
+		"id": "evt_" + c.id, "object": "event", "type": "payment_intent.succeeded", "api_version": "2024-06-20",
+		"data": map[string]any{"object": map[string]any{
+			"id": "pi_" + c.id, "object": "payment_intent", "amount": c.view.AmountCents, "amount_received": c.view.AmountCents,
+			"currency": "usd", "metadata": map[string]string{"checkout_id": c.id},
+		}},
+	})
+	return body
+}
+
+// sendPayment delivers one signed payment event once.
+func (sl *sale) sendPayment(c *cart, body []byte) (int, error) {
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
+	var answer map[string]string
+	code, _, err := sl.s.do(http.MethodPost, "/v1/webhooks/stripe", body, map[string]string{"Stripe-Signature": signed.Header}, &answer)
+	// "ignored": a redelivery of the payment that already confirmed the checkout, after the
+	// saga closed (the first delivery signalled it but could not mark it delivered).
+	if st := answer["status"]; err == nil && code == http.StatusOK && st != "signalled" && st != "duplicate" && st != "ignored" {
+		return code, fmt.Errorf("webhook for %s answered %v", c.id, answer)
+	}
+	return code, err
+}
+
+// retry repeats a request answered 5xx (or not at all) until it gets a 2xx-4xx answer.
+func (sl *sale) retry(count *atomic.Int32, send func() (int, error)) error {
+	deadline := time.Now().Add(clientDeadline)
+	for {
+		code, err := send()
+		if code >= 500 {
+			count.Add(1)
+		}
+		if code > 0 && code < 500 {
+			if err == nil && code >= 300 {
+				err = fmt.Errorf("answered %d", code)
+			}
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer but %d (%v) by the deadline", code, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitFinal polls a checkout until it ended.
+func (sl *sale) waitFinal(c *cart, deadline time.Time) error {
+	var lastRetry time.Time
+	for {
+		var v api.CheckoutView
+		code, _, err := sl.s.do(http.MethodGet, "/v1/checkouts/"+c.id, nil, nil, &v)
+		if err == nil && code == http.StatusOK && v.Status.Final() {
+			c.final = v.Status
+			return nil
+		}
+		if err == nil && code == http.StatusOK && v.Attention != "" && time.Since(lastRetry) > 2*time.Second {
+			// A step gave up its retries during the outage and waits for support (or its
+			// 5-minute retry): do what support would, once the fault is over.
+			lastRetry = time.Now()
+			if code, _, _ := sl.s.do(http.MethodPost, "/v1/admin/checkouts/"+c.id+"/retry", []byte(`{}`),
+				map[string]string{"Authorization": "Bearer " + adminToken}, nil); code == http.StatusOK {
+				sl.supportRetries.Add(1)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("checkout %s (%s) not ended by the deadline: status %q, code %d, err %v", c.id, c.role, v.Status, code, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// play runs the sale: every cart checks out at once; each winner is paid, cancelled or left
+// to expire as soon as it holds; fault runs (in its own goroutine) once trigger carts have
+// their answer. It returns when every cart ended and the fault is over.
+func (sl *sale) play(t *testing.T, trigger int, fault func()) {
+	faultDone := make(chan struct{})
+	go func() {
+		defer close(faultDone)
+		_ = waitFor(clientDeadline, func() error {
+			if int(sl.answered.Load()) >= trigger {
+				return nil
+			}
+			return fmt.Errorf("not yet")
+		})
+		fault()
+	}()
+
+	var wg sync.WaitGroup
+	for _, c := range sl.carts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sl.post(c)
+			sl.answered.Add(1)
+			if c.err != nil {
+				t.Errorf("cart %s: %v", c.id, c.err)
+				return
+			}
+			switch {
+			case c.code == http.StatusConflict:
+				c.final = workflows.StatusOutOfStock
+				return
+			case (c.code == http.StatusOK || c.code == http.StatusCreated) && c.view.Status.Final():
+				// A retried POST of a cart whose saga already ended answers with that end.
+				c.final = c.view.Status
+				return
+			case c.code == http.StatusOK || c.code == http.StatusCreated:
+			default:
+				t.Errorf("cart %s: POST answered %d", c.id, c.code)
+				return
+			}
+			sl.mu.Lock()
+			sl.winner = append(sl.winner, c)
+			sl.mu.Unlock()
+			var err error
+			switch c.role {
+			case rolePay:
+				err = sl.deliverPayment(c)
+			case rolePayTwice:
+				if err = sl.deliverPayment(c); err == nil {
+					err = sl.deliverPayment(c)
+				}
+			case roleCancel:
+				err = sl.retry(&sl.cancel5xx, func() (int, error) {
+					code, _, err := sl.s.do(http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, nil, nil)
+					return code, err
+				})
+			}
+			if err != nil {
+				t.Errorf("%s %s: %v", c.role, c.id, err)
+			}
+			c.paid = err == nil && (c.role == rolePay || c.role == rolePayTwice)
+			c.paidAt.Store(c.paid)
+		}()
+	}
+	wg.Wait()
+	<-faultDone
+
+	// A cart refused while its saga was already starting (a POST that timed out behind the
+	// fault, retried, and refused by the sold-out gate before the saga reserved) can leave a
+	// saga that goes on to hold stock for a buyer who was told "out of stock". Count them and
+	// cancel them, so they end within the suite's time instead of at their payment deadline.
+	var orphans []*cart
+	for _, c := range sl.carts {
+		if c.final != workflows.StatusOutOfStock {
+			continue
+		}
+		desc, err := sl.s.tc.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(c.id), "")
+		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			continue
+		}
+		orphans = append(orphans, c)
+		if err := sl.retry(&sl.cancel5xx, func() (int, error) {
+			code, _, err := sl.s.do(http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, nil, nil)
+			return code, err
+		}); err != nil {
+			t.Errorf("cancel refused cart %s whose saga runs: %v", c.id, err)
+		}
+	}
+	sl.refusedButStarted = len(orphans)
+
+	deadline := time.Now().Add(clientDeadline)
+	for _, c := range append(orphans, sl.winner...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sl.waitFinal(c, deadline); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// paidSoFar returns up to n winners already paid.
+func (sl *sale) paidSoFar(n int) []*cart {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	var out []*cart
+	for _, c := range sl.winner {
+		if c.paidAt.Load() && len(out) < n {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// figures are the counts one fault run saw.
+type figures struct {
+	carts, winners, created, rejected, failed int
+	ends                                      map[workflows.Status]int
+}
+
+func (sl *sale) figures() figures {
+	f := figures{carts: len(sl.carts), winners: len(sl.winner), ends: map[workflows.Status]int{}}
+	for _, c := range sl.carts {
+		switch {
+		case c.created:
+			f.created++
+		case c.code == http.StatusConflict || c.final == workflows.StatusOutOfStock:
+			f.rejected++
+		}
+		if c.final != "" {
+			f.ends[c.final]++
+		}
+		if c.final == workflows.StatusFailed {
+			f.failed++
+		}
+	}
+	return f
+}
+
+// checkEnds compares each winner's end with its role.
+func (sl *sale) checkEnds(t *testing.T) {
+	for _, c := range sl.winner {
+		if c.final != "" && c.final != c.role.want() {
+			t.Errorf("cart %s (%s) ended %s, want %s", c.id, c.role, c.final, c.role.want())
+		}
+	}
+}
+
+// violations checks the invariants from Postgres, Redis and Temporal and lists what is wrong.
+func (sl *sale) violations(ctx context.Context) []string {
+	var bad []string
+	badf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	s := sl.s
+	prefix := "c-" + sl.run + "-"
+
+	for _, sku := range sl.skus() {
+		stocked := sl.stock[sku]
+		var onHand, sold, lines, ledgerOnHand, ledgerSold int64
+		if err := s.pool.QueryRow(ctx, `SELECT on_hand, sold FROM skus WHERE sku = $1`, sku).Scan(&onHand, &sold); err != nil {
+			badf("read %s from postgres: %v", sku, err)
+			continue
+		}
+		if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(quantity), 0) FROM order_lines WHERE sku = $1`, sku).Scan(&lines); err != nil {
+			badf("read order lines of %s: %v", sku, err)
+			continue
+		}
+		if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(delta_on_hand), 0), coalesce(sum(delta_sold), 0) FROM inventory_ledger WHERE sku = $1`, sku).Scan(&ledgerOnHand, &ledgerSold); err != nil {
+			badf("read ledger of %s: %v", sku, err)
+			continue
+		}
+		if sold != lines || onHand+sold != stocked || sold > stocked {
+			badf("%s oversold or miscounted: stocked %d, sold %d, order lines %d, on_hand %d", sku, stocked, sold, lines, onHand)
+		}
+		if ledgerOnHand != onHand || ledgerSold != sold {
+			badf("%s ledger disagrees: ledger on_hand %d sold %d, skus on_hand %d sold %d", sku, ledgerOnHand, ledgerSold, onHand, sold)
+		}
+		level, err := s.rdb.HMGet(ctx, lua.StockKey(sku), "available", "held").Result()
+		if err != nil || level[0] == nil || level[1] == nil {
+			badf("%s: redis has no stock (%v, %v)", sku, level, err)
+			continue
+		}
+		available, _ := strconv.ParseInt(level[0].(string), 10, 64)
+		held, _ := strconv.ParseInt(level[1].(string), 10, 64)
+		if available+held != onHand {
+			badf("%s: available %d + held %d != on_hand %d", sku, available, held, onHand)
+		}
+		holds, err := s.rdb.HGetAll(ctx, lua.HoldsKey(sku)).Result()
+		if err != nil {
+			badf("read holds of %s: %v", sku, err)
+			continue
+		}
+		var sum int64
+		for id, q := range holds {
+			n, _ := strconv.ParseInt(q, 10, 64)
+			sum += n
+			var status string
+			var ended bool
+			err := s.pool.QueryRow(ctx, `SELECT status, ended_at IS NOT NULL FROM checkouts WHERE checkout_id = $1`, id).Scan(&status, &ended)
+			if err != nil || ended {
+				badf("%s: %d held by %s, which ended as %q (%v)", sku, n, id, status, err)
+			}
+		}
+		if sum != held {
+			badf("%s: held %d, but the holds add up to %d", sku, held, sum)
+		}
+	}
+
+	// Every checkout is whole: ended, and confirmed exactly when it has an order whose lines
+	// are its items.
+	rows, err := s.pool.Query(ctx, `
+		SELECT c.checkout_id, c.status, c.ended_at IS NOT NULL, o.order_id IS NOT NULL,
+		       (SELECT count(*) FROM checkout_items ci WHERE ci.checkout_id = c.checkout_id),
+		       (SELECT count(*) FROM order_lines ol JOIN checkout_items ci ON ci.sku = ol.sku AND ci.quantity = ol.quantity
+		          AND ci.checkout_id = c.checkout_id WHERE ol.order_id = o.order_id),
+		       (SELECT count(*) FROM refunds r WHERE r.checkout_id = c.checkout_id)
+		FROM checkouts c LEFT JOIN orders o USING (checkout_id) WHERE c.checkout_id LIKE $1`, prefix+"%")
+	if err != nil {
+		return append(bad, fmt.Sprintf("read checkouts: %v", err))
+	}
+	type rec struct {
+		status       string
+		ended, order bool
+		items, lines int
+		refunds      int
+	}
+	recs := map[string]rec{}
+	for rows.Next() {
+		var id string
+		var r rec
+		if err := rows.Scan(&id, &r.status, &r.ended, &r.order, &r.items, &r.lines, &r.refunds); err != nil {
+			rows.Close()
+			return append(bad, fmt.Sprintf("read checkouts: %v", err))
+		}
+		recs[id] = r
+		switch {
+		case !r.ended:
+			badf("checkout %s is still open in postgres (%s)", id, r.status)
+		case (r.status == string(workflows.StatusConfirmed)) != r.order:
+			badf("checkout %s is %s with order=%v", id, r.status, r.order)
+		case r.order && r.lines != r.items:
+			badf("checkout %s: order has %d matching lines for %d items", id, r.lines, r.items)
+		}
+	}
+	rows.Close()
+	for _, c := range sl.winner {
+		r, ok := recs[c.id]
+		switch {
+		case !ok:
+			badf("held checkout %s is not in postgres", c.id)
+		case c.paid && r.status != string(workflows.StatusConfirmed) && r.refunds == 0:
+			badf("paid checkout %s is %s and not refunded", c.id, r.status)
+		}
+	}
+
+	// Temporal: no saga open past its deadline plus a slack, none of this sale still running,
+	// and no cart with more than one saga.
+	slack := time.Now().Add(-30 * time.Second).UTC().Format(time.RFC3339)
+	if n, err := sl.count(ctx, fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Running' AND HoldExpiresAt < '%s'", slack)); err != nil || n > 0 {
+		badf("%d checkouts still open 30 s past their deadline (%v)", n, err)
+	}
+	skuList := "'" + strings.Join(sl.skus(), "', '") + "'"
+	if n, err := sl.count(ctx, "WorkflowType = 'Checkout' AND ExecutionStatus = 'Running' AND Skus IN ("+skuList+")"); err != nil || n > 0 {
+		badf("%d checkouts of this sale still running (%v)", n, err)
+	}
+	runs := map[string]int{}
+	var token []byte
+	for {
+		resp, err := s.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: "default", PageSize: 1000, NextPageToken: token,
+			Query: "WorkflowType = 'Checkout' AND Skus IN (" + skuList + ")",
+		})
+		if err != nil {
+			return append(bad, fmt.Sprintf("list sagas: %v", err))
+		}
+		for _, e := range resp.GetExecutions() {
+			runs[e.GetExecution().GetWorkflowId()]++
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	for id, n := range runs {
+		if n > 1 {
+			badf("%s ran %d times", id, n)
+		}
+	}
+	for _, c := range sl.winner {
+		if runs[workflows.WorkflowID(c.id)] != 1 {
+			badf("held checkout %s has %d sagas in temporal", c.id, runs[workflows.WorkflowID(c.id)])
+		}
+	}
+	return bad
+}
+
+func (sl *sale) count(ctx context.Context, query string) (int64, error) {
+	resp, err := sl.s.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: query})
+	return resp.GetCount(), err
+}
+
+// settle polls the invariants until they hold or the deadline passes, and fails the test
+// with what was still wrong. It returns how long they took to hold.
+func (sl *sale) settle(t *testing.T, within time.Duration) time.Duration {
+	start := time.Now()
+	var bad []string
+	_ = waitFor(within, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if bad = sl.violations(ctx); len(bad) > 0 {
+			return fmt.Errorf("%d violations", len(bad))
+		}
+		return nil
+	})
+	for _, b := range bad {
+		t.Error(b)
+	}
+	return time.Since(start)
+}
+
+var errNotYet = errors.New("not yet")

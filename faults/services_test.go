@@ -1,0 +1,419 @@
+// Package faults runs flash sales while it breaks the product's dependencies: it kills the
+// worker, restarts Redis (which keeps nothing), stops Postgres, and cuts the API off from
+// Temporal. After each fault it checks the promises to the shop from Postgres, Redis and
+// Temporal: nothing oversold, no paid order lost, no unit left held by an ended checkout.
+//
+// The suite starts its own Redis, Postgres cluster (initdb into a temporary folder, run as
+// the postgres user when the test runs as root) and Temporal dev server (file-backed) on spare
+// loopback ports, so stopping them never disturbs the machine's services or other tests. The
+// worker runs as a separate process built from cmd/checkout, so it can be SIGKILLed; the API
+// runs in the test binary behind its own TCP proxy to Temporal.
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// waitFor polls cond every 50 ms until it returns nil or the deadline passes.
+func waitFor(within time.Duration, cond func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := cond()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// tail returns the last n bytes of a log file, for failure messages.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// redisServer is a redis-server of the suite's own, without persistence like the machine's.
+type redisServer struct {
+	t    testing.TB
+	port string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+func startRedis(t testing.TB, dir string) *redisServer {
+	r := &redisServer{t: t, port: freePort(t), dir: dir}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *redisServer) url() string { return "redis://127.0.0.1:" + r.port + "/0" }
+
+func (r *redisServer) start() {
+	r.t.Helper()
+	logPath := filepath.Join(r.dir, "redis.log")
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", r.port, "--save", "",
+		"--appendonly", "no", "--dir", r.dir, "--daemonize", "no", "--logfile", logPath)
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("start redis-server (is it installed?): %v", err)
+	}
+	r.cmd = cmd
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + r.port})
+	defer rdb.Close()
+	if err := waitFor(10*time.Second, func() error { return rdb.Ping(context.Background()).Err() }); err != nil {
+		r.t.Fatalf("redis-server on %s did not answer: %v\n%s", r.port, err, tail(logPath, 2000))
+	}
+}
+
+// kill stops Redis with SIGKILL: everything it held is gone.
+func (r *redisServer) kill() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	r.cmd = nil
+}
+
+// postgresCluster is a Postgres cluster in a temporary folder, on its own port.
+type postgresCluster struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port string
+}
+
+// pgBin finds the Postgres server binaries: PG_BIN, the newest /usr/lib/postgresql/*/bin,
+// or pg_ctl on PATH.
+func pgBin(t testing.TB) string {
+	if p := os.Getenv("PG_BIN"); p != "" {
+		return p
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi < vj
+	})
+	if len(dirs) > 0 {
+		return dirs[len(dirs)-1]
+	}
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		return filepath.Dir(p)
+	}
+	t.Fatal("no Postgres server binaries (initdb, pg_ctl): install PostgreSQL or set PG_BIN")
+	return ""
+}
+
+func startPostgres(t testing.TB) *postgresCluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "faults-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &postgresCluster{t: t, bin: pgBin(t), dir: dir, port: freePort(t)}
+	t.Cleanup(func() {
+		p.stop()
+		_ = os.RemoveAll(dir)
+	})
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root: the cluster belongs to postgres.
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root needs a postgres user to own the cluster: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := p.command("initdb", "-D", p.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+		"--locale=C", "--no-sync").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	p.start()
+	return p
+}
+
+func (p *postgresCluster) data() string { return filepath.Join(p.dir, "data") }
+
+func (p *postgresCluster) url() string {
+	return "postgres://postgres@127.0.0.1:" + p.port + "/postgres?sslmode=disable"
+}
+
+// command runs a Postgres binary, as the postgres user when the test runs as root.
+func (p *postgresCluster) command(name string, args ...string) *exec.Cmd {
+	bin := filepath.Join(p.bin, name)
+	if os.Geteuid() == 0 {
+		return exec.Command("runuser", append([]string{"-u", "postgres", "--", bin}, args...)...)
+	}
+	return exec.Command(bin, args...)
+}
+
+func (p *postgresCluster) start() {
+	p.t.Helper()
+	// fsync off: the suite stops the server, never the machine, so nothing is lost by it.
+	opts := fmt.Sprintf("-p %s -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200", p.port, p.dir)
+	if out, err := p.command("pg_ctl", "-D", p.data(), "-l", filepath.Join(p.dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		p.t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, tail(filepath.Join(p.dir, "postgres.log"), 2000))
+	}
+}
+
+// stop stops the server at once (immediate mode: as if it crashed; it recovers on start).
+func (p *postgresCluster) stop() {
+	if _, err := os.Stat(filepath.Join(p.data(), "postmaster.pid")); err != nil {
+		return
+	}
+	if out, err := p.command("pg_ctl", "-D", p.data(), "-m", "immediate", "-w", "-t", "30", "stop").CombinedOutput(); err != nil {
+		p.t.Logf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// temporalServer is a file-backed Temporal dev server from the pinned CLI build.
+type temporalServer struct {
+	addr string
+	cmd  *exec.Cmd
+	log  string
+}
+
+func startTemporal(t testing.TB, dir string) *temporalServer {
+	t.Helper()
+	port := freePort(t)
+	s := &temporalServer{addr: "127.0.0.1:" + port, log: filepath.Join(dir, "temporal.log")}
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", freePort(t),
+		"--metrics-port", freePort(t), "--headless", "--db-filename", filepath.Join(dir, "temporal.db"),
+		"--namespace", "default", "--log-level", "error"}
+	for name, typ := range workflows.SearchAttributeTypes {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	logFile, err := os.Create(s.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.TemporalCLI(t), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start temporal dev server: %v", err)
+	}
+	s.cmd = cmd
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = logFile.Close()
+	})
+	err = waitFor(60*time.Second, func() error {
+		c, err := client.Dial(client.Options{HostPort: s.addr, Namespace: "default", Logger: quietLogger{}})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("temporal dev server on %s did not answer: %v\n%s", s.addr, err, tail(s.log, 2000))
+	}
+	return s
+}
+
+// workerProcess is `checkout worker` as a child process, so a fault can SIGKILL it.
+type workerProcess struct {
+	t      testing.TB
+	bin    string
+	dir    string
+	env    []string
+	cmd    *exec.Cmd
+	runs   int
+	log    string
+	exited chan struct{}
+}
+
+func (w *workerProcess) start() {
+	w.t.Helper()
+	w.runs++
+	w.log = filepath.Join(w.dir, fmt.Sprintf("worker-%d.log", w.runs))
+	logFile, err := os.Create(w.log)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cmd := exec.Command(w.bin, "worker")
+	cmd.Env = append(os.Environ(), w.env...)
+	cmd.Env = append(cmd.Env, "WORKER_METRICS_ADDR=127.0.0.1:"+freePort(w.t))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		w.t.Fatalf("start worker: %v", err)
+	}
+	w.cmd = cmd
+	exited := make(chan struct{})
+	w.exited = exited
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
+	waitErr := waitFor(60*time.Second, func() error {
+		select {
+		case <-exited:
+			return fmt.Errorf("worker exited")
+		default:
+		}
+		b, _ := os.ReadFile(w.log)
+		if strings.Contains(string(b), `"worker started"`) {
+			return nil
+		}
+		return fmt.Errorf("worker not started yet")
+	})
+	if waitErr != nil {
+		w.t.Fatalf("worker: %v\n%s", waitErr, tail(w.log, 3000))
+	}
+}
+
+// kill sends SIGKILL: no graceful stop, in-flight tasks are lost with the process.
+func (w *workerProcess) kill() {
+	if w.cmd == nil {
+		return
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.exited
+	w.cmd = nil
+}
+
+// stop asks the worker to stop (SIGTERM) and waits a bounded time.
+func (w *workerProcess) stop() {
+	if w.cmd == nil {
+		return
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.exited:
+	case <-time.After(15 * time.Second):
+		_ = w.cmd.Process.Kill()
+		<-w.exited
+	}
+	w.cmd = nil
+}
+
+// temporalProxy forwards TCP to Temporal's frontend; while cut, it drops every connection,
+// so the API sees Temporal as unreachable while the worker (connected directly) carries on.
+type temporalProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]struct{}
+}
+
+func startProxy(t testing.TB, target string) *temporalProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &temporalProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
+	return p
+}
+
+func (p *temporalProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *temporalProxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = in.Close()
+			continue
+		}
+		p.mu.Unlock()
+		out, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			_, _ = io.Copy(dst, src)
+			_ = dst.Close()
+			_ = src.Close()
+			p.mu.Lock()
+			delete(p.conns, dst)
+			delete(p.conns, src)
+			p.mu.Unlock()
+		}
+		go pipe(in, out)
+		go pipe(out, in)
+	}
+}
+
+// setCut cuts (true) or restores (false) the API's way to Temporal.
+func (p *temporalProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+	}
+}
+
+// quietLogger drops the SDK's log lines of the suite's own clients.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}

@@ -1,0 +1,209 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+const (
+	webhookSecret = "whsec_faults_suite_secret"
+	adminToken    = "faults-suite-admin-token-0123456789"
+	// requestTimeout bounds every API request, so a request stuck behind a fault answers
+	// 503 (and the client retries) well within the suite's deadlines.
+	requestTimeout = 8 * time.Second
+)
+
+// stack is the product on the suite's own services.
+type stack struct {
+	t        *testing.T
+	dir      string
+	redis    *redisServer
+	pg       *postgresCluster
+	temporal *temporalServer
+	proxy    *temporalProxy
+	worker   *workerProcess
+	pool     *pgxpool.Pool
+	rdb      *redis.Client
+	tc       client.Client // direct to Temporal: the suite's own checks
+	url      string
+	http     *http.Client
+}
+
+// quietRedisLog drops go-redis's own log lines (dial failures while Redis is down on purpose).
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
+func newStack(t *testing.T) *stack {
+	redis.SetLogger(quietRedisLog{})
+	started := time.Now()
+	dir := t.TempDir()
+	s := &stack{t: t, dir: dir, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+
+	bin := filepath.Join(dir, "checkout")
+	built := make(chan error, 1)
+	go func() {
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/checkout-saga/checkout-saga/cmd/checkout").CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, out)
+		}
+		built <- err
+	}()
+
+	s.redis = startRedis(t, dir)
+	s.pg = startPostgres(t)
+	s.temporal = startTemporal(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := migrations.Apply(ctx, s.pg.url()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+
+	var err error
+	if s.pool, err = pgxpool.New(ctx, s.pg.url()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.pool.Close)
+	ropts, _ := redis.ParseURL(s.redis.url())
+	s.rdb = redis.NewClient(ropts)
+	t.Cleanup(func() { _ = s.rdb.Close() })
+	if s.tc, err = client.Dial(client.Options{HostPort: s.temporal.addr, Namespace: "default", Logger: quietLogger{}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.tc.Close)
+
+	if err := <-built; err != nil {
+		t.Fatalf("build cmd/checkout: %v", err)
+	}
+	s.worker = &workerProcess{t: t, bin: bin, dir: dir, env: []string{
+		"TEMPORAL_ADDRESS=" + s.temporal.addr, "TEMPORAL_NAMESPACE=default",
+		"REDIS_URL=" + s.redis.url(), "DATABASE_URL=" + s.pg.url(),
+		"LOG_LEVEL=info", "STRIPE_API_KEY=", "STRIPE_API_URL=",
+	}}
+	s.worker.start()
+	t.Cleanup(s.worker.stop)
+
+	// The API runs here, with its own Temporal client through a proxy the suite can cut.
+	s.proxy = startProxy(t, s.temporal.addr)
+	logFile, err := os.Create(filepath.Join(dir, "api.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = logFile.Close()
+		if t.Failed() { // the API's errors explain a failed fault run
+			if raw, err := os.ReadFile(logFile.Name()); err == nil {
+				lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+				t.Logf("last API log lines:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
+			}
+		}
+	})
+	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	apiClient, err := client.Dial(client.Options{HostPort: s.proxy.addr(), Namespace: "default", Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(apiClient.Close)
+	store, stock := activities.NewStore(s.pool), lua.New(s.rdb)
+	e := api.New(api.Config{
+		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
+		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: "http://localhost:8233", Namespace: "default",
+		RequestTimeout: requestTimeout,
+	}, api.Deps{
+		Temporal: apiClient, Catalog: store, Inventory: &activities.Inventory{Store: store, Stock: stock},
+		Records: store, Payments: store, Gate: stock, Logger: logger,
+		Ready: map[string]func(context.Context) error{
+			"postgres": store.Ping,
+			"redis":    func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() },
+			"temporal": func(ctx context.Context) error {
+				_, err := apiClient.CheckHealth(ctx, &client.CheckHealthRequest{})
+				return err
+			},
+		},
+	})
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	s.url = srv.URL
+	t.Logf("stack up in %s: redis :%s, postgres :%s, temporal %s (API via proxy %s), worker pid %d",
+		time.Since(started).Round(time.Millisecond), s.redis.port, s.pg.port, s.temporal.addr, s.proxy.addr(), s.worker.cmd.Process.Pid)
+	return s
+}
+
+// do sends a request and decodes a 2xx JSON answer into out (if not nil).
+func (s *stack) do(method, path string, body []byte, header map[string]string, out any) (int, http.Header, error) {
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, resp.Header, err
+	}
+	if out != nil && len(raw) > 0 && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s answer %q: %w", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode, resp.Header, nil
+}
+
+// readyz returns /readyz's status and checks.
+func (s *stack) readyz() (int, map[string]string) {
+	var body struct {
+		Checks map[string]string `json:"checks"`
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/readyz", nil)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Checks
+}
+
+// reconcileStock runs the stock reconciler once, as its Schedule would, and returns what it did.
+func (s *stack) reconcileStock(graceSeconds int64) (activities.ReconcileStockResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run, err := s.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: fmt.Sprintf("faults-reconcile-stock-%d", time.Now().UnixNano()), TaskQueue: workflows.TaskQueue,
+	}, workflows.ReconcileStock, activities.ReconcileStockInput{GraceSeconds: graceSeconds})
+	if err != nil {
+		return activities.ReconcileStockResult{}, err
+	}
+	var res activities.ReconcileStockResult
+	err = run.Get(ctx, &res)
+	return res, err
+}
