@@ -83,7 +83,7 @@ func loadConfig(dev bool) (config, error) {
 		TemporalCLI:   str("TEMPORAL_CLI", ".tools/temporal"),
 		StripeAPIKey:  str("STRIPE_API_KEY", ""),
 		StripeAPIURL:  str("STRIPE_API_URL", ""),
-		MaxStarting:   integer("MAX_STARTING_CHECKOUTS", 128, 1, 100_000),
+		MaxStarting:   integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
 		AdmissionWait: time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
 	}
 	for _, s := range strings.Split(str("STRIPE_WEBHOOK_SECRET", ""), ",") {
