@@ -103,7 +103,7 @@ func (r results) targets() []target {
 		ratio:    fmt.Sprintf("%.3f x", q), met: q >= 0.5,
 		why: fmt.Sprintf("a checkout is %d history events (an empty workflow is 5): update-with-start, a workflow task running "+
 			"RecordCheckout (Postgres) and ReserveStock (Redis) as local activities, the update's answer, the payment signal, "+
-			"ConfirmOrder (one Postgres transaction) and CommitStock as activity tasks, the end; plus the webhook's Postgres "+
+			"a workflow task running ConfirmOrder (one Postgres transaction) and CommitStock as local activities, the end; plus the webhook's Postgres "+
 			"writes and the GETs that poll for the end (each a describe and a query). The dev server persists each step in "+
 			"SQLite on one of the two cores.", r.e2e.historyEvents),
 	})
