@@ -12,8 +12,8 @@ STRIPE_MOCK := .tools/stripe-mock
 
 .PHONY: run test tools build vet
 
-run: $(TEMPORAL)
-	go run ./cmd/checkout dev
+run: $(TEMPORAL) build
+	./bin/checkout dev
 
 test: tools vet
 	TEMPORAL_CLI=$(CURDIR)/$(TEMPORAL) STRIPE_MOCK=$(CURDIR)/$(STRIPE_MOCK) go test -count=1 -race -timeout 30m ./...
