@@ -10,11 +10,8 @@ package activities
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -24,89 +21,19 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/migrations"
 )
 
-func randomID(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
+// The activities' tests use the same real services as every other package (internal/testenv).
+func randomID(prefix string) string { return testenv.RandomID(prefix) }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// testDB creates a database on TEST_DATABASE_URL's server, migrates it, and drops it when
-// the test ends.
 func testDB(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adminURL := envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatalf("connect to postgres at %s (start it, or set TEST_DATABASE_URL): %v", adminURL, err)
-	}
-	name := randomID("checkout_test_")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	_ = admin.Close(ctx)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		admin, err := pgx.Connect(ctx, adminURL)
-		if err != nil {
-			t.Logf("drop test database %s: %v", name, err)
-			return
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop test database %s: %v", name, err)
-		}
-	})
-
-	cfg, err := pgx.ParseConfig(adminURL)
-	if err != nil {
-		t.Fatalf("parse %s: %v", adminURL, err)
-	}
-	url := fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, name)
-	if cfg.Password != "" {
-		url = fmt.Sprintf("postgres://%s:%s@%s:%d/%s", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
-	}
-	if err := migrations.Apply(ctx, url); err != nil {
-		t.Fatalf("migrate test database: %v", err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatalf("open pool on test database: %v", err)
-	}
-	t.Cleanup(pool.Close) // runs before the drop above (cleanups are LIFO)
+	_, pool := testenv.Postgres(t)
 	return pool
 }
 
-// testRedis returns a client on TEST_REDIS_URL (default DB 15 of the local server).
-func testRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	u := envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-	opts, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatalf("parse TEST_REDIS_URL: %v", err)
-	}
-	rdb := redis.NewClient(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("ping redis at %s (start it, or set TEST_REDIS_URL): %v", u, err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
+func testRedis(t *testing.T) *redis.Client { return testenv.Redis(t) }
 
 // stock writes a SKU through setProduct, the same path operators use, so the ledger starts
 // with the SKU's initial on_hand and sum(delta_on_hand) == on_hand holds from the start.

@@ -49,7 +49,7 @@ type stack struct {
 }
 
 func newStack(t *testing.T) *stack {
-	srv := testenv.DevServer(t)
+	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
 	_, pool := testenv.Postgres(t)
 	rdb := testenv.Redis(t)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

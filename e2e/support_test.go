@@ -80,7 +80,7 @@ type supportEnv struct {
 }
 
 func newSupportEnv(t *testing.T, withUI bool) *supportEnv {
-	srv, uiURL := testenv.DevServerWith(t, testenv.DevServerOptions{EnableUI: withUI})
+	srv, uiURL := testenv.DevServerWith(t, testenv.DevServerOptions{EnableUI: withUI, SearchAttributes: workflows.SearchAttributeTypes})
 	_, pool := testenv.Postgres(t)
 	rdb := testenv.Redis(t)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))

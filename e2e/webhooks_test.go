@@ -75,7 +75,7 @@ type payStack struct {
 const unitPrice = 1_999
 
 func newPayStack(t *testing.T) *payStack {
-	srv := testenv.DevServer(t)
+	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
 	_, pool := testenv.Postgres(t)
 	rdb := testenv.Redis(t)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

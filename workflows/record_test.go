@@ -76,7 +76,7 @@ type recorder struct {
 }
 
 func newRecorder(t *testing.T) *recorder {
-	srv := testenv.DevServer(t)
+	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
 	_, pool := testenv.Postgres(t)
 	stock := lua.New(testenv.Redis(t))
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))

@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/checkout-saga/checkout-saga/migrations"
-	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // RandomID returns prefix followed by 12 random hex characters: ids and SKUs that never
@@ -149,14 +148,17 @@ func moduleRoot() (string, error) {
 // DevServer starts a Temporal dev server from the pinned build on free ports, with the
 // contract's search attributes registered, and stops it when the test ends. Its frontend
 // address is DevServer.FrontendHostPort().
-func DevServer(t testing.TB) *testsuite.DevServer {
+func DevServer(t testing.TB, searchAttributes map[string]string) *testsuite.DevServer {
 	t.Helper()
-	srv, _ := DevServerWith(t, DevServerOptions{})
+	srv, _ := DevServerWith(t, DevServerOptions{SearchAttributes: searchAttributes})
 	return srv
 }
 
 // DevServerOptions change how DevServerWith starts the dev server.
 type DevServerOptions struct {
+	// SearchAttributes to register, name -> type (workflows.SearchAttributeTypes). Passed in
+	// rather than imported, so that package activities' own tests can use testenv.
+	SearchAttributes map[string]string
 	// EnableUI serves the Web UI (headless otherwise).
 	EnableUI bool
 	// UIPort is the UI's port; empty picks a free one.
@@ -170,7 +172,7 @@ func DevServerWith(t testing.TB, opts DevServerOptions) (*testsuite.DevServer, s
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var args []string
-	for name, typ := range workflows.SearchAttributeTypes {
+	for name, typ := range opts.SearchAttributes {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
 	uiURL := ""
