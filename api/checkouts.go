@@ -187,7 +187,7 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 	switch {
 	case err == nil:
 		return res, nil
-	case temporal.IsWorkflowExecutionAlreadyStartedError(err) || isNotFound(err) || isWorkflowClosed(err):
+	case temporal.IsWorkflowExecutionAlreadyStartedError(err) || isNotFound(err):
 		// The cart's saga already finished: answer with how it ended.
 		v, err := s.finishedView(ctx, in.CheckoutID)
 		if err != nil {
@@ -319,7 +319,7 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	case err == nil:
 	case isType(err, workflows.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is paid and cannot be cancelled")
-	case isNotFound(err) || isWorkflowClosed(err):
+	case isNotFound(err):
 		if v, err = s.finishedView(ctx, id); err != nil {
 			return err
 		}
@@ -583,11 +583,6 @@ func details(in workflows.Input) string {
 func isNotFound(err error) bool {
 	var nf *serviceerror.NotFound
 	return errors.As(err, &nf)
-}
-
-// isWorkflowClosed reports an update that reached a saga after it finished.
-func isWorkflowClosed(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "workflow execution already completed")
 }
 
 // reasonText is the message of the innermost application error (a validator's refusal).

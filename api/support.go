@@ -82,7 +82,7 @@ func (s *Server) update(ctx context.Context, workflowID, name string, arg, resul
 	switch {
 	case err == nil:
 		return nil
-	case isNotFound(err) || isWorkflowClosed(err):
+	case isNotFound(err):
 		return problem(http.StatusConflict, "not_open", workflowID+" is not running (unknown or already finished)")
 	case isType(err, workflows.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "the checkout is paid and cannot be cancelled")
