@@ -205,6 +205,10 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 // answerReservation maps the saga's reservation outcome to the contract's responses.
 func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult) error {
 	v := res.View
+	if res.RejectCode == "" && v.Status == workflows.StatusOutOfStock {
+		// A retry of a cart whose saga already ended refused: the same answer as the first time.
+		res.RejectCode = workflows.RejectOutOfStock
+	}
 	switch res.RejectCode {
 	case workflows.RejectOutOfStock:
 		metrics.SoldOut.Inc()
