@@ -161,24 +161,10 @@ func (s *Server) startCheckout(c echo.Context) error {
 // saga; the reuse policy REJECT_DUPLICATE refuses to start a second saga for a cart whose saga
 // already finished, which reserve then answers from that saga's result.
 func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.ReservationResult, error) {
-	id := workflows.WorkflowID(in.CheckoutID)
-	start := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes:    workflows.StartAttributes(in),
-		StaticSummary:            summary(in),
-		StaticDetails:            details(in),
-	}, workflows.Checkout, in)
+	start := s.Temporal.NewWithStartWorkflowOperation(workflows.StartOptions(in), workflows.Checkout, in)
 	handle, err := s.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID:     in.RequestID,
-			UpdateName:   workflows.UpdateReservation,
-			Args:         []any{workflows.ReservationRequest{RequestID: in.RequestID}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+		UpdateOptions:          workflows.ReservationUpdate(in),
 	})
 	var res workflows.ReservationResult
 	if err == nil {
@@ -560,28 +546,6 @@ func newRequestID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// summary is the one line the Temporal UI shows for a checkout (no personal data).
-func summary(in workflows.Input) string {
-	parts := make([]string, len(in.Items))
-	for i, it := range in.Items {
-		parts[i] = fmt.Sprintf("%d x %s", it.Quantity, it.SKU)
-	}
-	return "Checkout " + in.CheckoutID + ": " + strings.Join(parts, ", ")
-}
-
-// details is the saga's static details in the Temporal UI: who started it and with what, so
-// support reads the ticket without opening the input payload. The amount is priced by the
-// saga and shown in its current details and the AmountCents search attribute. One line: Web UI
-// 2.42.1 folds line breaks in details into spaces.
-func details(in workflows.Input) string {
-	parts := make([]string, len(in.Items))
-	for i, it := range in.Items {
-		parts[i] = fmt.Sprintf("%d x %s", it.Quantity, it.SKU)
-	}
-	return fmt.Sprintf("Customer: %s; items: %s; payment window: %d s",
-		in.CustomerID, strings.Join(parts, ", "), in.PaymentTimeoutSeconds)
 }
 
 func isNotFound(err error) bool {

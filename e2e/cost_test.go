@@ -73,14 +73,10 @@ func TestSagaCost(t *testing.T) {
 		var events int
 		for i := 0; i < n; i++ {
 			id := fmt.Sprintf("%s-%s-%d", name, testenv.RandomID(""), i)
-			in := workflows.Input{CheckoutID: id, CustomerID: "u-cost", Items: []activities.Item{{SKU: item, Quantity: 1}}, PaymentTimeoutSeconds: 600}
-			start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-				ID: workflows.WorkflowID(id), TaskQueue: workflows.TaskQueue,
-				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-				TypedSearchAttributes:    workflows.StartAttributes(in),
-			}, workflows.Checkout, in)
-			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
-				UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdateReservation, Args: []any{workflows.ReservationRequest{}}, WaitForStage: client.WorkflowUpdateStageCompleted}})
+			in := workflows.Input{CheckoutID: id, CustomerID: "u-cost", Items: []activities.Item{{SKU: item, Quantity: 1}}, PaymentTimeoutSeconds: 600, RequestID: "req-" + id}
+			start := c.NewWithStartWorkflowOperation(workflows.StartOptions(in), workflows.Checkout, in)
+			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+				StartWorkflowOperation: start, UpdateOptions: workflows.ReservationUpdate(in)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,10 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,14 +18,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stripe/stripe-go/v82/webhook"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -49,32 +43,11 @@ type stack struct {
 }
 
 func newStack(t *testing.T) *stack {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
-	_, pool := testenv.Postgres(t)
-	rdb := testenv.Redis(t)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default", Logger: sdklog.NewStructuredLogger(logger)})
-	if err != nil {
-		t.Fatalf("dial temporal: %v", err)
-	}
-	t.Cleanup(c.Close)
-
-	store, stock := activities.NewStore(pool), lua.New(rdb)
-	inv := &activities.Inventory{Store: store, Stock: stock}
-	w := worker.New(c, &activities.Activities{Store: store, Stock: stock})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-
-	e := api.New(api.Config{
-		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
-		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: "http://localhost:8233", Namespace: "default",
-	}, api.Deps{Temporal: c, Catalog: store, Inventory: inv, Records: store, Payments: store, Gate: stock, Logger: logger})
-	httpSrv := httptest.NewServer(e)
-	t.Cleanup(httpSrv.Close)
-	return &stack{t: t, url: httpSrv.URL, inv: inv, store: store, rdb: rdb, pool: pool,
+	p := startProduct(t, productOptions{})
+	url := p.serveAPI(api.Config{
+		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, DefaultPaymentTimeoutSeconds: 600,
+	}, p.tc, true)
+	return &stack{t: t, url: url, inv: p.inv, store: p.store, rdb: p.rdb, pool: p.pool,
 		http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,13 +21,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -80,42 +76,18 @@ type supportEnv struct {
 }
 
 func newSupportEnv(t *testing.T, withUI bool) *supportEnv {
-	srv, uiURL := testenv.DevServerWith(t, testenv.DevServerOptions{EnableUI: withUI, SearchAttributes: workflows.SearchAttributeTypes})
-	_, pool := testenv.Postgres(t)
-	rdb := testenv.Redis(t)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default", Logger: sdklog.NewStructuredLogger(logger)})
-	if err != nil {
-		t.Fatalf("dial temporal: %v", err)
-	}
-	t.Cleanup(c.Close)
-
-	store, stock := activities.NewStore(pool), lua.New(rdb)
-	inv := &activities.Inventory{Store: store, Stock: stock}
-	// No payment provider is configured: a refund cannot be made and gets stuck, which is
-	// exactly the "refund needs attention" case the runbook's queries must find.
-	w := worker.New(c, &activities.Activities{Store: store, Stock: stock, Temporal: c})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-
-	uiBase := uiURL
-	if uiBase == "" {
-		uiBase = "http://localhost:8233"
-	}
-	e := api.New(api.Config{
+	// No payment provider: a refund cannot be made and gets stuck, which is exactly the
+	// "refund needs attention" case the runbook's queries must find.
+	p := startProduct(t, productOptions{UI: withUI, LogLevel: slog.LevelError})
+	// No sold-out gate: a short cart then starts a saga that ends out_of_stock, the only way
+	// support meets that state in the UI (the gate refuses most without a saga).
+	url := p.serveAPI(api.Config{
 		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
-		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: uiBase, Namespace: "default",
-	}, api.Deps{Temporal: c, Catalog: store, Inventory: inv, Records: store, Payments: store, Logger: logger})
-	// No sold-out gate (Gate: nil): a short cart then starts a saga that ends out_of_stock,
-	// the only way support meets that state in the UI (the gate refuses most without a saga).
-	httpSrv := httptest.NewServer(e)
-	t.Cleanup(httpSrv.Close)
-	s := &stack{t: t, url: httpSrv.URL, inv: inv, store: store, rdb: rdb, pool: pool,
+		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: p.uiURL,
+	}, p.tc, false)
+	s := &stack{t: t, url: url, inv: p.inv, store: p.store, rdb: p.rdb, pool: p.pool,
 		http: &http.Client{Timeout: 60 * time.Second}}
-	return &supportEnv{stack: s, tc: c, frontend: srv.FrontendHostPort(), ui: uiURL}
+	return &supportEnv{stack: s, tc: p.tc, frontend: p.srv.FrontendHostPort(), ui: p.uiURL}
 }
 
 // answer is an API response: the view on 2xx, the problem's code otherwise.

@@ -8,11 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,7 +23,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
@@ -34,7 +30,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -75,59 +70,33 @@ type payStack struct {
 const unitPrice = 1_999
 
 func newPayStack(t *testing.T) *payStack {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
-	_, pool := testenv.Postgres(t)
-	rdb := testenv.Redis(t)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	dial := func(hostPort string) client.Client {
-		c, err := client.Dial(client.Options{HostPort: hostPort, Namespace: "default", Logger: sdklog.NewStructuredLogger(logger)})
-		if err != nil {
-			t.Fatalf("dial temporal at %s: %v", hostPort, err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
-	c := dial(srv.FrontendHostPort())
-
 	fake := stripetest.New(t)
-	store, stock := activities.NewStore(pool), lua.New(rdb)
-	inv := &activities.Inventory{Store: store, Stock: stock}
-	w := worker.New(c, &activities.Activities{
-		Store: store, Stock: stock, Temporal: c,
+	p := startProduct(t, productOptions{
 		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(fake.Key(), payments.WithStripeAPIURL(fake.URL()))},
 	})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-
 	serve := func(tc client.Client, requestTimeout time.Duration) string {
-		e := api.New(api.Config{
+		return p.serveAPI(api.Config{
 			AdminToken:             adminToken,
 			StripeWebhookSecrets:   []string{stripeSecretOld, stripeSecretNew},
 			StandardWebhookSecrets: map[string][]string{standardProvider: {standardSecretOld, standardSecretNew}},
 			RequestTimeout:         requestTimeout, DefaultPaymentTimeoutSeconds: 600,
-			TemporalUIURL: "http://localhost:8233", Namespace: "default",
-		}, api.Deps{Temporal: tc, Catalog: store, Inventory: inv, Records: store, Payments: store, Gate: stock, Logger: logger})
-		hs := httptest.NewServer(e)
-		t.Cleanup(hs.Close)
-		return hs.URL
+		}, tc, true)
 	}
-	proxy := newTCPProxy(t, srv.FrontendHostPort())
+	proxy := newTCPProxy(t, p.srv.FrontendHostPort())
 	s := &payStack{
-		temporal: c, pool: pool, store: store, inv: inv, fake: fake,
-		api: serve(c, 0),
+		temporal: p.tc, pool: p.pool, store: p.store, inv: p.inv, fake: fake,
+		api: serve(p.tc, 0),
 		// A short request timeout: while Temporal is unreachable the SDK retries until the
 		// request's deadline, and the test need not wait the default 15 s for each 503.
-		cutAPI: serve(dial(proxy.addr), 3*time.Second),
+		cutAPI: serve(p.dial(proxy.addr), 3*time.Second),
 		proxy:  proxy,
 		http:   &http.Client{Timeout: 60 * time.Second},
 		sku:    testenv.RandomID("PAY-"),
 	}
-	if _, err := inv.Set(t.Context(), activities.Product{SKU: s.sku, OnHand: 1000, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
+	if _, err := p.inv.Set(t.Context(), activities.Product{SKU: s.sku, OnHand: 1000, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
 		t.Fatalf("stock %s: %v", s.sku, err)
 	}
-	t.Cleanup(func() { rdb.Del(context.Background(), lua.StockKey(s.sku), lua.HoldsKey(s.sku)) })
+	t.Cleanup(func() { p.rdb.Del(context.Background(), lua.StockKey(s.sku), lua.HoldsKey(s.sku)) })
 	return s
 }
 

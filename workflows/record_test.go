@@ -131,26 +131,14 @@ func checkoutInput(checkoutID string, timeoutSeconds int64, skus ...string) work
 	return in
 }
 
-// start starts a checkout the way the API does (api/checkouts.go, Server.reserve):
-// update-with-start of the reservation update with the same policies, and waits for the answer.
+// start starts a checkout the way the API does (api/checkouts.go, Server.reserve): the same
+// workflows.StartOptions and reservation update, and waits for the answer.
 func (r *recorder) start(in workflows.Input) workflows.ReservationResult {
 	r.t.Helper()
-	start := r.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       workflows.WorkflowID(in.CheckoutID),
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes:    workflows.StartAttributes(in),
-		StaticSummary:            "Checkout " + in.CheckoutID,
-	}, workflows.Checkout, in)
+	start := r.c.NewWithStartWorkflowOperation(workflows.StartOptions(in), workflows.Checkout, in)
 	handle, err := r.c.UpdateWithStartWorkflow(r.ctx(), client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID:     in.RequestID,
-			UpdateName:   workflows.UpdateReservation,
-			Args:         []any{workflows.ReservationRequest{RequestID: in.RequestID}},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
+		UpdateOptions:          workflows.ReservationUpdate(in),
 	})
 	var res workflows.ReservationResult
 	if err == nil {
