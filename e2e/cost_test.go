@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -33,12 +32,12 @@ func TestSagaCost(t *testing.T) {
 	if os.Getenv("SAGA_COST") == "" {
 		t.Skip("a measurement: run with SAGA_COST=1 (see the comment)")
 	}
-	metricsPort := freePort(t)
+	metricsPort := testenv.FreePort(t)
 	var args []string
 	for name, typ := range workflows.SearchAttributeTypes {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
-	args = append(args, "--metrics-port", strconv.Itoa(metricsPort))
+	args = append(args, "--metrics-port", metricsPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
@@ -112,8 +111,8 @@ func TestSagaCost(t *testing.T) {
 }
 
 // stateTransitions sums the dev server's state_transition_count histogram.
-func stateTransitions(t *testing.T, port int) float64 {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+func stateTransitions(t *testing.T, port string) float64 {
+	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
 	if err != nil {
 		t.Fatalf("read server metrics: %v", err)
 	}
@@ -133,13 +132,4 @@ func stateTransitions(t *testing.T, port int) float64 {
 		}
 	}
 	return sum
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

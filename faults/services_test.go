@@ -34,18 +34,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
-}
-
 // waitFor polls cond every 50 ms until it returns nil or the deadline passes.
 func waitFor(within time.Duration, cond func() error) error {
 	deadline := time.Now().Add(within)
@@ -82,7 +70,7 @@ type redisServer struct {
 }
 
 func startRedis(t testing.TB, dir string) *redisServer {
-	r := &redisServer{t: t, port: freePort(t), dir: dir}
+	r := &redisServer{t: t, port: testenv.FreePort(t), dir: dir}
 	r.start()
 	t.Cleanup(r.kill)
 	return r
@@ -152,7 +140,7 @@ func startPostgres(t testing.TB) *postgresCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &postgresCluster{t: t, bin: pgBin(t), dir: dir, port: freePort(t)}
+	p := &postgresCluster{t: t, bin: pgBin(t), dir: dir, port: testenv.FreePort(t)}
 	t.Cleanup(func() {
 		p.stop()
 		_ = os.RemoveAll(dir)
@@ -220,10 +208,10 @@ type temporalServer struct {
 
 func startTemporal(t testing.TB, dir string) *temporalServer {
 	t.Helper()
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	s := &temporalServer{addr: "127.0.0.1:" + port, log: filepath.Join(dir, "temporal.log")}
-	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", freePort(t),
-		"--metrics-port", freePort(t), "--headless", "--db-filename", filepath.Join(dir, "temporal.db"),
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", testenv.FreePort(t),
+		"--metrics-port", testenv.FreePort(t), "--headless", "--db-filename", filepath.Join(dir, "temporal.db"),
 		"--namespace", "default", "--log-level", "error"}
 	for name, typ := range workflows.SearchAttributeTypes {
 		args = append(args, "--search-attribute", name+"="+typ)
@@ -289,7 +277,7 @@ func (w *workerProcess) start() {
 	}
 	cmd := exec.Command(w.bin, "worker")
 	cmd.Env = append(os.Environ(), w.env...)
-	cmd.Env = append(cmd.Env, "WORKER_METRICS_ADDR=127.0.0.1:"+freePort(w.t))
+	cmd.Env = append(cmd.Env, "WORKER_METRICS_ADDR=127.0.0.1:"+testenv.FreePort(w.t))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		w.t.Fatalf("start worker: %v", err)

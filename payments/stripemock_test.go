@@ -1,7 +1,6 @@
 package payments_test
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/payments"
 )
 
@@ -64,7 +64,7 @@ func startStripeMock(t *testing.T) string {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("stripe-mock is not built at %s: run `make tools` (or set STRIPE_MOCK or STRIPE_MOCK_URL)", bin)
 	}
-	httpAddr, httpsAddr := freeAddr(t), freeAddr(t)
+	httpAddr, httpsAddr := "127.0.0.1:"+testenv.FreePort(t), "127.0.0.1:"+testenv.FreePort(t)
 	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start stripe-mock: %v", err)
@@ -82,13 +82,4 @@ func startStripeMock(t *testing.T) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }

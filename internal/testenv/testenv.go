@@ -179,7 +179,7 @@ func DevServerWith(t testing.TB, opts DevServerOptions) (*testsuite.DevServer, s
 	if opts.EnableUI {
 		if opts.UIPort == "" {
 			// The CLI's own default (frontend port + 1000) may be taken; pick one we know.
-			opts.UIPort = freePort(t)
+			opts.UIPort = FreePort(t)
 		}
 		uiURL = "http://127.0.0.1:" + opts.UIPort
 	}
@@ -202,8 +202,8 @@ func DevServerWith(t testing.TB, opts DevServerOptions) (*testsuite.DevServer, s
 	return srv, uiURL
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) string {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
