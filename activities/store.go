@@ -102,6 +102,19 @@ type CheckoutRecord struct {
 	OrderID     string     `json:"order_id"`
 	CreatedAt   time.Time  `json:"created_at"`
 	EndedAt     *time.Time `json:"ended_at"`
+	// Payments are the payment events recorded for this checkout before the saga saw them
+	// (orphans: the webhook came before the checkout existed). Only RecordCheckout fills it.
+	Payments []RecordedPayment `json:"payments,omitempty"`
+}
+
+// RecordedPayment is a payment event as Postgres recorded it.
+type RecordedPayment struct {
+	Provider    string `json:"provider"`
+	EventID     string `json:"event_id"`
+	Outcome     string `json:"outcome"`
+	PaymentRef  string `json:"payment_ref"`
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
 }
 
 // StatusOpen is the Postgres status of a checkout whose saga is still running; its live
@@ -166,7 +179,35 @@ func (s *Store) insertCheckout(ctx context.Context, c CheckoutRecord) (CheckoutR
 	if err != nil {
 		return CheckoutRecord{}, fmt.Errorf("record checkout %s: %w", c.CheckoutID, err)
 	}
-	return s.Checkout(ctx, c.CheckoutID)
+	rec, err := s.Checkout(ctx, c.CheckoutID)
+	if err != nil {
+		return CheckoutRecord{}, err
+	}
+	if rec.Payments, err = s.matchOrphans(ctx, c.CheckoutID); err != nil {
+		return CheckoutRecord{}, err
+	}
+	return rec, nil
+}
+
+// matchOrphans claims the payment events recorded for a checkout that its saga has not been
+// told about: webhooks that came before the checkout existed (disposition orphan), and any
+// still being handled (pending; the saga ignores the second delivery by event id). Claiming
+// sets the disposition to matched, so the orphan sweeper never refunds a payment a saga
+// has; a retried call claims the same events again.
+func (s *Store) matchOrphans(ctx context.Context, checkoutID string) ([]RecordedPayment, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE payment_events SET disposition = $2
+		WHERE checkout_id = $1 AND outcome IS NOT NULL AND disposition IN ($2, $3, $4)
+		RETURNING provider, event_id, outcome, coalesce(payment_ref, ''), coalesce(amount_cents, 0), coalesce(currency, '')`,
+		checkoutID, DispositionMatched, DispositionOrphan, DispositionPending)
+	if err != nil {
+		return nil, fmt.Errorf("match orphan payments of checkout %s: %w", checkoutID, err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RecordedPayment])
+	if err != nil {
+		return nil, fmt.Errorf("match orphan payments of checkout %s: %w", checkoutID, err)
+	}
+	return found, nil
 }
 
 // errInsufficientOnHand means Postgres has fewer units than an order needs: the Redis holds
@@ -255,7 +296,10 @@ type PaymentEvent struct {
 	PaymentRef  string
 	AmountCents int64
 	Currency    string
-	Payload     []byte
+	// Outcome is what the event means for the checkout (succeeded, failed, canceled); empty
+	// for types the product ignores.
+	Outcome string
+	Payload []byte
 }
 
 // RecordedEvent says what Postgres already knew of an event.
@@ -274,10 +318,10 @@ var ErrUnstorableEvent = errors.New("event data cannot be stored")
 // RecordPaymentEvent stores a verified event once per provider and event id.
 func (s *Store) RecordPaymentEvent(ctx context.Context, ev PaymentEvent) (RecordedEvent, error) {
 	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO payment_events (provider, event_id, event_type, checkout_id, payment_ref, amount_cents, currency, payload)
-		VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), $6, NULLIF($7, ''), $8)
+		INSERT INTO payment_events (provider, event_id, event_type, checkout_id, payment_ref, amount_cents, currency, payload, outcome)
+		VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), $6, NULLIF($7, ''), $8, NULLIF($9, ''))
 		ON CONFLICT (provider, event_id) DO NOTHING`,
-		ev.Provider, ev.EventID, ev.Type, ev.CheckoutID, ev.PaymentRef, ev.AmountCents, ev.Currency, ev.Payload)
+		ev.Provider, ev.EventID, ev.Type, ev.CheckoutID, ev.PaymentRef, ev.AmountCents, ev.Currency, ev.Payload, ev.Outcome)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
 		return RecordedEvent{}, fmt.Errorf("record %s event %q: %w: %w", ev.Provider, ev.EventID, ErrUnstorableEvent, err)
@@ -302,6 +346,8 @@ const (
 	DispositionIgnored   = "ignored"     // a type the product does not act on
 	DispositionOrphan    = "orphan"      // no checkout has its id: support looks
 	DispositionLate      = "late_refund" // its checkout already ended: to be refunded
+	DispositionPending   = "pending"     // recorded, not yet delivered (the column's default)
+	DispositionMatched   = "matched"     // an orphan handed to its checkout's saga when it was recorded
 )
 
 // MarkPaymentEventDelivered records that an event reached its end (a saga, or a decision

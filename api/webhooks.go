@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -106,9 +107,13 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 		c.Set(ctxWorkflowID, workflows.WorkflowID(checkoutID))
 	}
 	ctx := c.Request().Context()
+	outcome := ""
+	if ev.Acted {
+		outcome = string(ev.Outcome)
+	}
 	rec, err := s.Payments.RecordPaymentEvent(ctx, activities.PaymentEvent{
 		Provider: ev.Provider, EventID: ev.EventID, Type: ev.Type, CheckoutID: checkoutID,
-		PaymentRef: ev.PaymentRef, AmountCents: ev.AmountCents, Currency: ev.Currency, Payload: ev.Payload,
+		PaymentRef: ev.PaymentRef, AmountCents: ev.AmountCents, Currency: ev.Currency, Outcome: outcome, Payload: ev.Payload,
 	})
 	switch {
 	case errors.Is(err, activities.ErrUnstorableEvent):
@@ -136,6 +141,9 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 			return err
 		}
 	}
+	if disposition == activities.DispositionOrphan {
+		metrics.OrphanPayments.WithLabelValues(ev.Provider, string(ev.Outcome)).Inc()
+	}
 	if err := s.Payments.MarkPaymentEventDelivered(ctx, ev.Provider, ev.EventID, disposition); err != nil {
 		// Delivered but not marked: the retry delivers again and the saga ignores the repeat.
 		return unavailable("postgres", err)
@@ -145,8 +153,9 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": disposition})
 }
 
-// deliver signals a payment to its saga. A checkout nobody knows is an orphan for support,
-// not an error. A successful payment for a checkout whose saga already finished is routed to
+// deliver signals a payment to its saga. A payment for a checkout nobody knows yet is an
+// orphan: the saga of that checkout claims it when it records the checkout (see
+// Store.matchOrphans), and the orphan sweeper refunds one that no checkout claims in time. A successful payment for a checkout whose saga already finished is routed to
 // a refund: it never confirms units that were released.
 func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Payment) (string, error) {
 	err := s.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(checkoutID), "", workflows.SignalPayment, p)
@@ -162,6 +171,10 @@ func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Pay
 		return activities.DispositionOrphan, nil
 	case err != nil:
 		return "", unavailable("postgres", err)
+	case rec.Status == activities.StatusOpen:
+		// Recorded but no saga: one is starting (its record step claims this event) or it
+		// was lost, which the audit reports. Never refund money an open checkout may take.
+		return activities.DispositionOrphan, nil
 	case p.Outcome != workflows.PaymentSucceeded:
 		return activities.DispositionIgnored, nil // a failure for a finished checkout changes nothing
 	case rec.Status == string(workflows.StatusConfirmed) && rec.OrderID != "" && s.paidBy(ctx, rec, p):

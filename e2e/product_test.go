@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,12 +36,15 @@ type product struct {
 	inv    *activities.Inventory
 	logger *slog.Logger
 	uiURL  string // base URL of the Web UI; empty when headless
+
+	payments map[string]payments.Provider
 }
 
 type productOptions struct {
 	UI       bool                         // serve the Web UI
 	LogLevel slog.Level                   // of the API's and SDK's logs (default: warn)
 	Payments map[string]payments.Provider // the worker's payment providers
+	NoWorker bool                         // start no worker: the test starts and stops its own with startWorker
 }
 
 func startProduct(t *testing.T, opts productOptions) *product {
@@ -55,12 +59,21 @@ func startProduct(t *testing.T, opts productOptions) *product {
 	p.tc = p.dial(p.srv.FrontendHostPort())
 	p.store, p.stock = activities.NewStore(p.pool), lua.New(p.rdb)
 	p.inv = &activities.Inventory{Store: p.store, Stock: p.stock}
-	w := worker.New(p.tc, &activities.Activities{Store: p.store, Stock: p.stock, Temporal: p.tc, Payments: opts.Payments})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
+	p.payments = opts.Payments
+	if !opts.NoWorker {
+		t.Cleanup(p.startWorker())
 	}
-	t.Cleanup(w.Stop)
 	return p
+}
+
+// startWorker starts a worker of the product and returns its stop function.
+func (p *product) startWorker() (stop func()) {
+	w := worker.New(p.tc, &activities.Activities{Store: p.store, Stock: p.stock, Temporal: p.tc, Payments: p.payments})
+	if err := w.Start(); err != nil {
+		p.t.Fatalf("start worker: %v", err)
+	}
+	var once sync.Once
+	return func() { once.Do(w.Stop) }
 }
 
 // dial returns a Temporal client on hostPort (the dev server, or a proxy in front of it).

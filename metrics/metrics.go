@@ -43,4 +43,12 @@ var (
 		Name: "checkout_outcomes_total",
 		Help: "Checkouts that reached an end state, by state.",
 	}, []string{"status"})
+
+	// OrphanPayments counts payment events acknowledged for a checkout that did not exist
+	// yet. Most are claimed by their checkout within seconds; the rest are refunded by the
+	// orphan sweeper. A rising rate means clients pay before they check out.
+	OrphanPayments = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "checkout_orphan_payments_total",
+		Help: "Payment events acknowledged for a checkout that did not exist yet, by provider and outcome.",
+	}, []string{"provider", "outcome"})
 )

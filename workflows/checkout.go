@@ -65,17 +65,28 @@ func Checkout(ctx workflow.Context, in Input) (View, error) {
 			IdempotencyKey: in.IdempotencyKey,
 		},
 	}
+	c.payments = workflow.GetSignalChannel(ctx, SignalPayment)
+	c.wake = workflow.NewBufferedChannel(ctx, 1)
 	if err := c.registerHandlers(ctx); err != nil {
 		return View{}, err
 	}
 	workflow.Go(ctx, c.startRefunds)
 	c.run(ctx)
-	// Let the updates answer, and every refund start, before the workflow closes.
+	// The checkout has ended. A payment still waiting in the channel, or one that arrives
+	// before the workflow closes, cannot be kept: each is refunded (a duplicate of the one
+	// that paid is ignored). Temporal refuses to close a workflow while a signal it has not
+	// seen is pending, so no payment slips past this loop. The updates answer and every
+	// refund starts before the workflow closes.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.Await(dctx, func() bool {
-		return workflow.AllHandlersFinished(dctx) && c.refundsStarted == len(c.refunds)
-	})
-	return c.view, nil
+	for {
+		c.drainPayments(dctx)
+		_ = workflow.Await(dctx, func() bool {
+			return c.payments.Len() > 0 || workflow.AllHandlersFinished(dctx) && c.refundsStarted == len(c.refunds)
+		})
+		if c.payments.Len() == 0 {
+			return c.view, nil
+		}
+	}
 }
 
 // checkout is the saga's state. Only the workflow goroutines and handlers touch it, and
@@ -88,6 +99,19 @@ type checkout struct {
 	// undo holds the compensations registered so far, run last-in-first-out.
 	undo []func(ctx workflow.Context, reason Status)
 
+	// payments carries the payment signals. Only the saga's main coroutine receives from it,
+	// at the points where it decides, so a payment and the decision it could change (the
+	// timer, a cancel, an out-of-stock answer) are ordered in one place, in history order.
+	payments workflow.ReceiveChannel
+	// wake is sent to by the update handlers (cancel, extend) to wake the payment wait.
+	wake workflow.Channel
+	// closing is set once the saga has chosen its end: no payment can confirm it any more
+	// and support can no longer extend it.
+	closing bool
+	// adopted is set when Postgres already recorded this cart's end (an earlier saga that
+	// Temporal's retention dropped): this run only answers with that end.
+	adopted bool
+
 	rejectCode  string
 	seenEvents  map[string]bool // payment event ids already handled
 	seenPaid    map[string]bool // payment refs already counted as paid (webhook or reconciliation)
@@ -95,9 +119,6 @@ type checkout struct {
 	lastFailure *Payment        // the latest failed attempt; the buyer may still retry
 	canceledPay *Payment        // the payment was canceled for good
 	cancelBy    string
-	// pending holds payment events that arrived before the cart was priced; they are
-	// applied once the amount to check them against is known.
-	pending []Payment
 
 	// refunds are payments the checkout cannot keep; startRefunds starts one Refund each.
 	refunds        []refundOrder
@@ -124,14 +145,19 @@ func (c *checkout) run(ctx workflow.Context) {
 		c.end(ctx, c.failureStatus(err), reasonOf(err))
 		return
 	}
-	c.view.Items, c.view.AmountCents, c.view.Currency = rec.Items, rec.AmountCents, rec.Currency
-	for _, p := range c.pending {
-		c.applyPayment(ctx, p)
+	if rec.Status != activities.StatusOpen {
+		c.adopt(ctx, rec)
+		return
 	}
-	c.pending = nil
+	c.view.Items, c.view.AmountCents, c.view.Currency = rec.Items, rec.AmountCents, rec.Currency
+	// Payments whose webhook came before this checkout existed (orphans) are applied with
+	// the ones that come while reserving: once the holds are in place, or refunded after
+	// the end when they are not.
+	orphans := rec.Payments
 
 	if err := c.holdAll(ctx); err != nil {
 		c.end(ctx, c.failureStatus(err), reasonOf(err))
+		c.applyOrphans(ctx, orphans)
 		return
 	}
 
@@ -141,6 +167,11 @@ func (c *checkout) run(ctx workflow.Context) {
 	c.view.ExpiresAt = ptr(c.expiresAt)
 	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
 
+	// A payment that arrived while reserving counts: every hold is in place and the window
+	// has just opened. A payment that arrived with a cancel still wins: money was taken
+	// while the units were held for the buyer.
+	c.applyOrphans(ctx, orphans)
+	c.drainPayments(ctx)
 	timedOut, err := c.awaitPayment(ctx)
 	switch {
 	case temporal.IsCanceledError(err):
@@ -162,22 +193,88 @@ func (c *checkout) run(ctx workflow.Context) {
 
 // awaitPayment waits until the checkout is decided or the payment timer fires. The timer is
 // restarted when support extends the hold.
+//
+// The wait is one selector over the payment channel, the timer, the update wake-up and the
+// workflow's cancellation. A selector takes whichever became ready first in history order,
+// so a payment recorded before the timer fired wins even when both reach the worker in one
+// workflow task (a worker that was down across the deadline), and a payment recorded after
+// it stays in the channel, to be refunded once the checkout has ended.
 func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error) {
-	decided := func() bool { return c.paid != nil || c.canceledPay != nil || c.cancelBy != "" }
-	for {
+	for !c.decided() {
 		c.waitingDetails(ctx)
 		c.extended = false
-		ready, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-			Timeout:      c.expiresAt.Sub(workflow.Now(ctx)),
-			TimerOptions: workflow.TimerOptions{Summary: "Payment window until " + c.expiresAt.Format(time.RFC3339)},
-		}, func() bool { return decided() || c.extended })
-		if err != nil || decided() {
-			return false, err
+		// A timer left behind (paid, cancelled, extended) is not cancelled: cancelling costs
+		// an event, and one that fires later only wakes the saga for nothing.
+		timer := workflow.NewTimerWithOptions(ctx, max(c.expiresAt.Sub(workflow.Now(ctx)), 0),
+			workflow.TimerOptions{Summary: "Payment window until " + c.expiresAt.Format(time.RFC3339)})
+		var fired, cancelled bool
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(f workflow.Future) {
+			fired = true
+			cancelled = temporal.IsCanceledError(f.Get(ctx, nil))
+		})
+		sel.AddReceive(c.payments, func(ch workflow.ReceiveChannel, _ bool) {
+			var p Payment
+			ch.Receive(ctx, &p)
+			c.onPayment(ctx, p)
+		})
+		sel.AddReceive(c.wake, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
+		for !fired && !cancelled && !c.decided() && !c.extended {
+			sel.Select(ctx)
 		}
-		if !ready {
+		switch {
+		case c.decided():
+			return false, nil
+		case cancelled:
+			return false, temporal.NewCanceledError()
+		case c.extended:
+			continue // support moved the deadline: wait again with the new one
+		case fired:
 			return true, nil
 		}
 	}
+	return false, nil
+}
+
+// decided reports whether the payment wait is over for a reason other than the timer.
+func (c *checkout) decided() bool {
+	return c.paid != nil || c.canceledPay != nil || c.cancelBy != ""
+}
+
+// drainPayments applies every payment waiting in the channel, in the order they arrived.
+func (c *checkout) drainPayments(ctx workflow.Context) {
+	for {
+		var p Payment
+		if !c.payments.ReceiveAsync(&p) {
+			return
+		}
+		c.onPayment(ctx, p)
+	}
+}
+
+// applyOrphans applies the payments that were recorded for this checkout before it existed.
+func (c *checkout) applyOrphans(ctx workflow.Context, orphans []activities.RecordedPayment) {
+	for _, o := range orphans {
+		c.onPayment(ctx, Payment{Provider: o.Provider, EventID: o.EventID, Outcome: PaymentKind(o.Outcome),
+			PaymentRef: o.PaymentRef, AmountCents: o.AmountCents, Currency: o.Currency})
+	}
+}
+
+// adopt answers for a cart whose end Postgres already recorded: Temporal's retention dropped
+// the saga that ended it, and the cart was posted again. An end is final forever, so this run
+// takes that end as its own and stops: it holds no stock and records nothing.
+func (c *checkout) adopt(ctx workflow.Context, rec activities.CheckoutRecord) {
+	c.adopted, c.closing = true, true
+	v := ViewFromRecord(rec)
+	v.RequestHash, v.IdempotencyKey = c.view.RequestHash, c.view.IdempotencyKey
+	c.view = v
+	if v.Status == StatusOutOfStock {
+		c.rejectCode = RejectOutOfStock
+	}
+	c.setState(ctx, v.Status, "")
+	c.view.NeedsAttention = v.NeedsAttention
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Ended as %s earlier (recorded in Postgres); this run only answers with that end", v.Status))
 }
 
 func (c *checkout) waitingDetails(ctx workflow.Context) {
@@ -237,6 +334,7 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 // confirm turns a payment into an order: Postgres first (the record of the sale), then the
 // Redis holds are committed.
 func (c *checkout) confirm(ctx workflow.Context, p Payment) {
+	c.closing = true
 	c.setState(ctx, StatusConfirming, "")
 	workflow.SetCurrentDetails(ctx, "Paid ("+p.EventID+"): confirming the order")
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -281,6 +379,7 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 // end finishes a checkout that was not confirmed: release every hold, last registered first,
 // on a disconnected context (so a cancelled workflow still releases), then record the end.
 func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
+	c.closing = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ending as %s: releasing holds", status))
 	for i := len(c.undo) - 1; i >= 0; i-- {
@@ -417,17 +516,13 @@ func (c *checkout) onPayment(ctx workflow.Context, p Payment) {
 	if p.Outcome == PaymentSucceeded && p.PaymentRef != "" {
 		c.seenPaid[p.PaymentRef] = true
 	}
-	if c.view.Currency == "" && !c.state.Final() {
-		c.pending = append(c.pending, p)
-		return
-	}
 	c.applyPayment(ctx, p)
 }
 
 // applyPayment decides what a new payment event does to the checkout.
 func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
 	logger := workflow.GetLogger(ctx)
-	open := c.state.rank() < StatusConfirming.rank() && c.paid == nil && c.canceledPay == nil && c.cancelBy == ""
+	open := !c.closing && c.state == StatusAwaitingPayment && c.paid == nil && c.canceledPay == nil && c.cancelBy == ""
 	switch {
 	case p.Outcome != PaymentSucceeded && !open:
 		logger.Info("payment event after the checkout was decided ignored", "event_id", p.EventID, "status", c.state)

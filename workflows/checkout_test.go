@@ -51,7 +51,22 @@ func newFixture(t *testing.T) *fixture {
 // newRealFixture runs every workflow for real.
 func newRealFixture(t *testing.T) *fixture {
 	_, pool := testenv.Postgres(t)
-	stock := lua.New(testenv.Redis(t))
+	return newFixtureOn(t, pool, lua.New(testenv.Redis(t)))
+}
+
+// newFixtureOver is a new test environment (a Temporal that remembers nothing) over the
+// Postgres and Redis of an earlier fixture; Refund children are recorded, as in newFixture.
+func newFixtureOver(t *testing.T, earlier *fixture) *fixture {
+	f := newFixtureOn(t, earlier.pool, earlier.stock)
+	f.env.OnWorkflow(workflows.Refund, mock.Anything, mock.Anything).Return(
+		func(ctx workflow.Context, in workflows.RefundInput) (workflows.RefundView, error) {
+			f.refunds = append(f.refunds, in)
+			return workflows.RefundView{RefundInput: in, Status: workflows.RefundRefunded}, nil
+		})
+	return f
+}
+
+func newFixtureOn(t *testing.T, pool *pgxpool.Pool, stock *lua.Stock) *fixture {
 	store := activities.NewStore(pool)
 	f := &fixture{
 		t:     t,

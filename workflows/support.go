@@ -12,8 +12,9 @@ import (
 // are units no other buyer can have, and two days is beyond any real payment.
 const MaxHold = 48 * time.Hour
 
-// registerHandlers installs the saga's query, updates and signal. Every update that changes
-// the checkout has a validator, so a bad request is refused before it enters the history.
+// registerHandlers installs the saga's query and updates. Every update that changes the
+// checkout has a validator, so a bad request is refused before it enters the history. The
+// payment signal has no handler: the main coroutine receives it (see checkout.payments).
 func (c *checkout) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (View, error) { return c.view, nil }); err != nil {
 		return fmt.Errorf("register status query: %w", err)
@@ -34,16 +35,6 @@ func (c *checkout) registerHandlers(ctx workflow.Context) error {
 			return fmt.Errorf("register %s update: %w", h.name, err)
 		}
 	}
-	payments := workflow.GetSignalChannel(ctx, SignalPayment)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			var p Payment
-			if !payments.Receive(ctx, &p) {
-				return
-			}
-			c.onPayment(ctx, p)
-		}
-	})
 	return nil
 }
 
@@ -53,7 +44,7 @@ func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (Re
 		return ReservationResult{}, err
 	}
 	return ReservationResult{
-		View: c.view, Created: req.RequestID != "" && req.RequestID == c.in.RequestID,
+		View: c.view, Created: !c.adopted && req.RequestID != "" && req.RequestID == c.in.RequestID,
 		RequestHash: c.in.RequestHash, IdempotencyKey: c.in.IdempotencyKey, RejectCode: c.rejectCode,
 	}, nil
 }
@@ -71,8 +62,9 @@ func (c *checkout) validateCancel(ctx workflow.Context, req CancelRequest) error
 // cancel ends an open checkout; it answers with the final view. Cancelling a checkout that
 // already ended otherwise is harmless and answers with that end.
 func (c *checkout) cancel(ctx workflow.Context, req CancelRequest) (View, error) {
-	if c.cancelBy == "" && c.paid == nil {
+	if c.cancelBy == "" && c.paid == nil && !c.closing {
 		c.cancelBy = req.By
+		c.wake.SendAsync(struct{}{})
 	}
 	if err := workflow.Await(ctx, func() bool { return c.state.Final() }); err != nil {
 		return View{}, err
@@ -81,7 +73,7 @@ func (c *checkout) cancel(ctx workflow.Context, req CancelRequest) (View, error)
 }
 
 func (c *checkout) validateExtend(ctx workflow.Context, req ExtendRequest) error {
-	if c.state != StatusAwaitingPayment || c.paid != nil || c.canceledPay != nil || c.cancelBy != "" {
+	if c.state != StatusAwaitingPayment || c.closing || c.paid != nil || c.canceledPay != nil || c.cancelBy != "" {
 		return temporal.NewApplicationError(fmt.Sprintf("only a checkout awaiting payment can be extended; this one is %s", c.state), ErrTypeNotExtendable)
 	}
 	if req.Seconds < 1 || req.Seconds > MaxPaymentTimeoutSeconds {
@@ -99,6 +91,7 @@ func (c *checkout) extend(ctx workflow.Context, req ExtendRequest) (View, error)
 	c.expiresAt = c.expiresAt.Add(time.Duration(req.Seconds) * time.Second)
 	c.view.ExpiresAt = ptr(c.expiresAt)
 	c.extended = true
+	c.wake.SendAsync(struct{}{})
 	c.upsert(ctx, AttrHoldExpiresAt.ValueSet(c.expiresAt))
 	workflow.GetLogger(ctx).Info("hold extended", "expires_at", c.expiresAt)
 	return c.view, nil

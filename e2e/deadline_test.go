@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// A buyer pays inside the window while the worker is down, and the worker comes back after
+// the deadline (issue 9, defect 1a). The saga then sees the payment signal and the fired
+// timer in one workflow task; the payment came first in history, so it confirms. Before the
+// fix (f5df5a1) this checkout ended expired, with no order and no refund.
+func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
+	p := startProduct(t, productOptions{NoWorker: true})
+	stopWorker := p.startWorker()
+	t.Cleanup(stopWorker)
+	s := &payStack{
+		temporal: p.tc, pool: p.pool, store: p.store, inv: p.inv,
+		api: p.serveAPI(api.Config{AdminToken: adminToken, StripeWebhookSecrets: []string{stripeSecretNew},
+			DefaultPaymentTimeoutSeconds: 600}, p.tc, false),
+		http: &http.Client{Timeout: 60 * time.Second},
+		sku:  testenv.RandomID("LATE-"),
+	}
+	if _, err := p.inv.Set(t.Context(), activities.Product{SKU: s.sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
+		t.Fatalf("stock %s: %v", s.sku, err)
+	}
+
+	id := testenv.RandomID("late-")
+	v := s.openCheckout(t, id, 5)
+	stopWorker()
+	code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
+	if code != http.StatusOK || status != activities.DispositionSignalled {
+		t.Fatalf("webhook inside the window: %d %s, want 200 signalled", code, status)
+	}
+	if time.Now().After(*v.ExpiresAt) {
+		t.Skipf("the webhook was answered after expires_at %s on this loaded machine: the case did not happen", v.ExpiresAt)
+	}
+	// The deadline passes with no worker; then a worker comes back.
+	eventually(t, "the payment deadline passes", func() (bool, string) {
+		return time.Now().After(v.ExpiresAt.Add(2 * time.Second)), "waiting"
+	})
+	t.Cleanup(p.startWorker())
+
+	eventually(t, "the checkout ends", func() (bool, string) {
+		got := s.view(t, id)
+		return got.Status.Final(), string(got.Status)
+	})
+	got := s.view(t, id)
+	if got.Status != workflows.StatusConfirmed || got.OrderID == nil {
+		t.Errorf("checkout paid inside its window ended %s (order %v, refunds %v), want confirmed", got.Status, got.OrderID, got.Refunds)
+	}
+	if st, orders := s.pgStatus(t, id); st != "confirmed" || orders != 1 {
+		t.Errorf("postgres: %s with %d orders, want confirmed with 1", st, orders)
+	}
+}
