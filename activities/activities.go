@@ -219,7 +219,7 @@ func OrderID(checkoutID string) string { return "ord-" + checkoutID }
 // and marks the checkout confirmed, in one transaction; idempotent per checkout.
 func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (string, error) {
 	orderID, created, err := a.Store.confirmOrder(ctx, in)
-	if errors.Is(err, errInsufficientOnHand) || errors.Is(err, errCheckoutEnded) {
+	if errors.Is(err, errInsufficientOnHand) || errors.Is(err, errCheckoutEnded) || errors.Is(err, errPaidOtherwise) {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeStockMismatch, nil)
 	}
 	if err != nil {

@@ -214,6 +214,9 @@ func (s *Store) matchOrphans(ctx context.Context, checkoutID string) ([]Recorded
 // and Postgres disagree, which support must look at.
 var errInsufficientOnHand = errors.New("postgres on_hand is lower than the order's quantity")
 
+// errPaidOtherwise means the checkout's order exists and names another payment.
+var errPaidOtherwise = errors.New("the order was paid by another payment")
+
 // errCheckoutEnded means an order was asked for a checkout that already ended otherwise.
 var errCheckoutEnded = errors.New("the checkout already ended without an order")
 
@@ -231,7 +234,17 @@ func (s *Store) confirmOrder(ctx context.Context, in ConfirmOrderInput) (orderID
 			return fmt.Errorf("insert order: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return nil // confirmed by an earlier attempt
+			// Confirmed by an earlier attempt, if that attempt was for this payment. An
+			// order paid by another payment is not this payment's: it must be refunded.
+			var provider, ref string
+			if err := tx.QueryRow(ctx, `SELECT payment_provider, payment_ref FROM orders WHERE checkout_id = $1`,
+				in.CheckoutID).Scan(&provider, &ref); err != nil {
+				return fmt.Errorf("read existing order: %w", err)
+			}
+			if provider != in.PaymentProvider || ref != in.PaymentRef {
+				return fmt.Errorf("order %s was paid by %s payment %s: %w", orderID, provider, ref, errPaidOtherwise)
+			}
+			return nil
 		}
 		created = true
 		for _, it := range in.Items {

@@ -297,6 +297,27 @@ func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
 	}
 }
 
+// A confirm for another payment of a checkout whose order exists is refused, so that payment
+// is refunded instead of being matched to the old order and kept (issue 9, defect 2: a
+// second saga after retention). Before the fix it answered the old order as a success.
+func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
+	t.Parallel()
+	pool := testDB(t)
+	store := NewStore(pool)
+	skuA, _, rec := recordCart(t, pool, 10, 4, 3, 4)
+	if _, _, err := store.confirmOrder(t.Context(), confirmInput(rec)); err != nil {
+		t.Fatalf("confirm order: %v", err)
+	}
+	other := confirmInput(rec)
+	other.PaymentRef = "pay-2"
+	if _, _, err := store.confirmOrder(t.Context(), other); !errors.Is(err, errPaidOtherwise) {
+		t.Errorf("confirm with a second payment: %v, want %v", err, errPaidOtherwise)
+	}
+	if got := readSKU(t, pool, skuA); got.Sold != 3 {
+		t.Errorf("%s: %+v, want the 3 units of the first order sold, nothing more", skuA, got)
+	}
+}
+
 func TestConfirmOrderRollsBackWhenOneLineIsShort(t *testing.T) {
 	t.Parallel()
 	pool := testDB(t)

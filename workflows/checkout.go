@@ -47,6 +47,10 @@ import (
 // acts is used only to name activity methods; the worker registers the real instance.
 var acts *activities.Activities
 
+// endStepsChange names the workflow.GetVersion change that made the ending steps (releases,
+// outcome record) regular activities run at once, instead of local activities in turn.
+const endStepsChange = "end-steps-as-activities"
+
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
 func Checkout(ctx workflow.Context, in Input) (View, error) {
 	c := &checkout{
@@ -127,6 +131,9 @@ type checkout struct {
 	holdStarted time.Time
 	expiresAt   time.Time
 	extended    bool // the hold was extended: the payment timer must restart
+
+	// endVersion is the shape of the ending steps this saga runs (see endStepsChange).
+	endVersion workflow.Version
 
 	stuck          string // the step waiting for support, if any
 	retryRequested bool
@@ -382,22 +389,53 @@ func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
 	c.closing = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ending as %s: releasing holds", status))
-	for i := len(c.undo) - 1; i >= 0; i-- {
-		c.undo[i](dctx, status)
+	recordOutcome := func(ctx workflow.Context) {
+		c.undoStep(ctx, "Record outcome "+string(status), acts.RecordOutcome, activities.RecordOutcomeInput{
+			CheckoutID: c.in.CheckoutID, Status: string(status), Reason: reason, ExpiresAt: c.view.ExpiresAt,
+		})
+	}
+	// Sagas started before the ending steps became regular activities replay the old shape:
+	// local activities, one after the other. New ones run every release and the outcome
+	// record at once, so the end costs the server one round trip however many SKUs.
+	c.endVersion = workflow.GetVersion(dctx, endStepsChange, workflow.DefaultVersion, 1)
+	if c.endVersion == workflow.DefaultVersion {
+		for i := len(c.undo) - 1; i >= 0; i-- {
+			c.undo[i](dctx, status)
+		}
+		recordOutcome(dctx)
+	} else {
+		wg := workflow.NewWaitGroup(dctx)
+		steps := []func(workflow.Context){recordOutcome}
+		for _, undo := range c.undo {
+			steps = append(steps, func(ctx workflow.Context) { undo(ctx, status) })
+		}
+		for _, step := range steps {
+			wg.Add(1)
+			workflow.Go(dctx, func(ctx workflow.Context) {
+				defer wg.Done()
+				step(ctx)
+			})
+		}
+		wg.Wait(dctx)
 	}
 	c.undo = nil
-	c.undoStep(dctx, "Record outcome "+string(status), acts.RecordOutcome, activities.RecordOutcomeInput{
-		CheckoutID: c.in.CheckoutID, Status: string(status), Reason: reason, ExpiresAt: c.view.ExpiresAt,
-	})
 	c.setState(dctx, status, reason)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ended as %s: %s", status, reason))
 }
 
-// undoStep runs one step of ending a checkout (see undoOptions) until it succeeds.
+// undoStep runs one step of ending a checkout (see endOptions) until it succeeds. These
+// steps are regular activities, not local ones: the server runs an activity only for the
+// workflow task it accepted, so a worker whose task already timed out (stalled, paused,
+// cut off from the server) can never release holds that the live run, now on another
+// worker, still owns, nor record an end that run did not choose.
 func (c *checkout) undoStep(ctx workflow.Context, summary string, activity any, arg any) {
 	err := c.persist(ctx, summary, func(ctx workflow.Context) error {
-		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
-		return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, nil)
+		if c.endVersion == workflow.DefaultVersion { // a saga started before endStepsChange
+			lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
+			return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, nil)
+		}
+		actx := workflow.WithActivityOptions(ctx, withSummary(endOptions, summary))
+		return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, nil)
 	})
 	if err != nil {
 		// Only a named non-retryable error gets here (a release after commit, say): the

@@ -88,10 +88,24 @@ func paymentTimeout(seconds int64) time.Duration {
 	return time.Duration(seconds) * time.Second
 }
 
-// undoOptions: releases and the outcome record of a checkout that did not complete, with the
-// same retry budget and stuck handling as mustFinishOptions. They run as local activities
-// because most checkouts in a flash sale end here (out of stock), and each is one short
-// idempotent call.
+// endOptions: releases and the outcome record of a checkout that did not complete, with the
+// same retry budget and stuck handling as mustFinishOptions. They are regular activities
+// (see checkout.undoStep): a local activity runs on whichever worker holds the workflow
+// task, even one the server has already given up on, and a stale release would take holds
+// from the live run.
+var endOptions = workflow.ActivityOptions{
+	StartToCloseTimeout:    10 * time.Second,
+	ScheduleToCloseTimeout: 3 * time.Minute, // see mustFinishOptions
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    30 * time.Second,
+		MaximumAttempts:    10,
+	},
+}
+
+// undoOptions: the refund's record steps, idempotent Postgres upserts whose stale re-run is
+// harmless, so they stay local activities.
 var undoOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    10 * time.Second,
 	ScheduleToCloseTimeout: 3 * time.Minute, // see mustFinishOptions
