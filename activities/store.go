@@ -361,6 +361,8 @@ const (
 	DispositionLate      = "late_refund" // its checkout already ended: to be refunded
 	DispositionPending   = "pending"     // recorded, not yet delivered (the column's default)
 	DispositionMatched   = "matched"     // an orphan handed to its checkout's saga when it was recorded
+	// DispositionOrphanRefund: an orphan no checkout claimed in time, being refunded.
+	DispositionOrphanRefund = "orphan_refund"
 )
 
 // MarkPaymentEventDelivered records that an event reached its end (a saga, or a decision

@@ -30,5 +30,6 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.Refund)
 	r.RegisterWorkflow(workflows.ReconcilePayments)
 	r.RegisterWorkflow(workflows.ReconcileStock)
+	r.RegisterWorkflow(workflows.RefundOrphans)
 	r.RegisterActivity(acts)
 }

@@ -194,6 +194,9 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 	if err := ensureSchedule(ctx, d.temporal, workflows.StockScheduleID, workflows.StockReconcileEvery, workflows.ReconcileStock, activities.ReconcileStockInput{}); err != nil {
 		return err
 	}
+	if err := ensureSchedule(ctx, d.temporal, workflows.OrphanScheduleID, workflows.OrphanSweepEvery, workflows.RefundOrphans, workflows.RefundOrphansInput{}); err != nil {
+		return err
+	}
 	if cfg.StripeAPIKey == "" {
 		d.logger.Warn("STRIPE_API_KEY is not set: late or wrong payments cannot be refunded (their refunds wait for support) and missed webhooks are not reconciled")
 	}

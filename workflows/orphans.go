@@ -1,0 +1,76 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+)
+
+// OrphanScheduleID is the Temporal Schedule that runs RefundOrphans.
+const OrphanScheduleID = "checkout-refund-orphans"
+
+// OrphanSweepEvery is how often unclaimed orphan payments are looked for.
+const OrphanSweepEvery = 10 * time.Minute
+
+// OrphanRefundAfter is how long a payment whose checkout does not exist is kept for that
+// checkout. Orphans are webhooks that overtook their checkout's POST by seconds; a checkout
+// recorded within the bound claims its payment and uses it. After it, the money is given back.
+const OrphanRefundAfter = time.Hour
+
+// orphanSweepLimit bounds one run; the next run takes the rest.
+const orphanSweepLimit = 200
+
+// RefundOrphansInput tunes a sweep; zero values mean the defaults above.
+type RefundOrphansInput struct {
+	OlderThanSeconds int64 `json:"older_than_seconds"`
+}
+
+// RefundOrphansResult counts the refunds a sweep started.
+type RefundOrphansResult struct {
+	Refunded int `json:"refunded"`
+}
+
+// RefundOrphans refunds every successful payment that no checkout claimed within
+// OrphanRefundAfter: money for a checkout that never came cannot be kept. Each refund is a
+// Refund workflow whose id is derived from the payment, so a payment is refunded once however
+// often it is swept.
+func RefundOrphans(ctx workflow.Context, in RefundOrphansInput) (RefundOrphansResult, error) {
+	if in.OlderThanSeconds <= 0 {
+		in.OlderThanSeconds = int64(OrphanRefundAfter / time.Second)
+	}
+	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
+	var orphans []activities.StaleOrphan
+	if err := workflow.ExecuteActivity(ctx, acts.ClaimStaleOrphans, activities.ClaimStaleOrphansInput{
+		OlderThanSeconds: in.OlderThanSeconds, Limit: orphanSweepLimit,
+	}).Get(ctx, &orphans); err != nil {
+		return RefundOrphansResult{}, err
+	}
+	var res RefundOrphansResult
+	for _, o := range orphans {
+		refund := RefundInput{
+			CheckoutID: o.CheckoutID, Provider: o.Provider, PaymentRef: o.PaymentRef, EventID: o.EventID,
+			AmountCents: o.AmountCents, Currency: strings.ToLower(o.Currency),
+			Reason: fmt.Sprintf("no checkout claimed the payment within %s", OrphanRefundAfter),
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:            RefundWorkflowID(refund.Provider, refund.PaymentRef),
+			TaskQueue:             TaskQueue,
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			StaticSummary:         fmt.Sprintf("Refund orphan payment %s of %s", refund.PaymentRef, money(refund.AmountCents, refund.Currency)),
+			TypedSearchAttributes: RefundAttributes(refund),
+		})
+		err := workflow.ExecuteChildWorkflow(cctx, Refund, refund).GetChildWorkflowExecution().Get(ctx, nil)
+		if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			return res, fmt.Errorf("start refund of orphan payment %s: %w", refund.PaymentRef, err)
+		}
+		res.Refunded++
+	}
+	return res, nil
+}
