@@ -462,7 +462,7 @@ func (c *checkout) persist(ctx workflow.Context, summary string, step func(workf
 		}
 		c.stuck = summary
 		c.view.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause (Redis, Postgres or the payment provider); the step is retried every %s, or at once with the retry action (POST /v1/admin/checkouts/%s/retry).",
-			summary, reasonOf(err), stuckRetryInterval, c.in.CheckoutID)
+			summary, errorText(err), stuckRetryInterval, c.in.CheckoutID)
 		c.refreshAttention(ctx)
 		workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+c.view.Attention)
 		workflow.GetLogger(ctx).Error("step stuck", "step", summary, "error", err)
@@ -643,8 +643,25 @@ func isType(err error, t string) bool {
 	return errors.As(err, &appErr) && appErr.Type() == t
 }
 
-// reasonOf is the human reason stored for an end: the innermost application error's message.
+// reasonOf is the human reason stored for an end and shown to the buyer. A named refusal
+// (a non-retryable application error an activity chose) carries our own message. Anything
+// else is an infrastructure failure whose text names hosts, users and drivers: the reason
+// says only that the step kept failing, and the full error stays in the saga's history and
+// the worker's log (review L1).
 func reasonOf(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() && appErr.Type() != "" {
+		return appErr.Error()
+	}
+	if temporal.IsCanceledError(err) {
+		return "cancelled"
+	}
+	return "a step kept failing (timeouts or an unreachable Redis, Postgres or payment provider); the saga's history has the error"
+}
+
+// errorText is an error as support reads it (attention, logs): the innermost application
+// error's message, raw.
+func errorText(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		return appErr.Error()

@@ -132,7 +132,7 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		refused := errors.As(err, &appErr) && appErr.NonRetryable()
 		v.Status = RefundStuck
 		v.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause and send the retry update, or refund by hand in the provider's dashboard and then retry (the provider answers an already-refunded payment as done).",
-			summary, reasonOf(err))
+			summary, errorText(err))
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNeedsAttention.ValueSet(true))
 		record(RefundStuck)
 		workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+v.Attention)
