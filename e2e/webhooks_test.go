@@ -445,9 +445,16 @@ func TestPaymentWebhooks(t *testing.T) {
 			// 2 s: the dev server fires timers on a one-second grain.
 			paymentTimeout: 2,
 			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
-				eventually(t, "expired", func() (bool, string) {
+				// Expired in Postgres and its saga closed: a payment while the saga still
+				// runs its ending steps is refunded by the saga (signalled), not late_refund.
+				eventually(t, "expired and closed", func() (bool, string) {
 					st, _ := s.pgStatus(t, id)
-					return st == "expired", st
+					d, err := s.temporal.DescribeWorkflowExecution(t.Context(), workflows.WorkflowID(id), "")
+					if err != nil {
+						return false, err.Error()
+					}
+					running := d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+					return st == "expired" && !running, st + ", saga " + d.WorkflowExecutionInfo.Status.String()
 				})
 				pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
 				body := stripeEvent("evt_1_"+id, "payment_intent.succeeded", id, pi, unitPrice)
