@@ -560,7 +560,9 @@ func (c *checkout) onPayment(ctx workflow.Context, p Payment) {
 // applyPayment decides what a new payment event does to the checkout.
 func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
 	logger := workflow.GetLogger(ctx)
-	open := !c.closing && c.state == StatusAwaitingPayment && c.paid == nil && c.canceledPay == nil && c.cancelBy == ""
+	// Open until the saga chooses its end. A cancel request accepted in the same workflow task
+	// as an earlier payment does not close it: the payment came first, with the holds in place.
+	open := !c.closing && c.state == StatusAwaitingPayment && c.paid == nil && c.canceledPay == nil
 	switch {
 	case p.Outcome != PaymentSucceeded && !open:
 		logger.Info("payment event after the checkout was decided ignored", "event_id", p.EventID, "status", c.state)
