@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -42,7 +43,20 @@ const (
 
 // RefundWorkflowID is the id of the refund of one payment: one refund workflow per payment,
 // whoever asks for it (the saga for a late payment, the webhook handler once the saga closed).
+// It reads "refund-stripe-pi_3Nx...", and two payments never share it:
+//
+//   - A provider without '-' (stripe) keeps "refund-<provider>-<ref>": the first '-' after
+//     "refund-" ends the provider, whatever the ref holds. Keeping it is what lets running
+//     sagas replay: the saga starts its Refund child under this id, and a child's id is part
+//     of the history (workflows/testdata/wrong_amount.json).
+//   - A provider with '-' gets "refund:<provider>:<ref>". Provider names never contain ':'
+//     (api.ParseStandardWebhookSecrets), so the first ':' after "refund:" ends the provider;
+//     and no id of the first form starts with "refund:". Before, provider "pay" with ref
+//     "x-1" and provider "pay-x" with ref "1" shared one id, and the second refund never ran.
 func RefundWorkflowID(provider, paymentRef string) string {
+	if strings.Contains(provider, "-") {
+		return "refund:" + provider + ":" + paymentRef
+	}
 	return "refund-" + provider + "-" + paymentRef
 }
 

@@ -221,3 +221,28 @@ func (f *fixture) newEnv() *testsuite.TestWorkflowEnvironment {
 	worker.Register(env, f.acts)
 	return env
 }
+
+// Refund workflow ids: one per payment, and never the same for two payments. Provider names
+// may contain '-' and '_' (never ':', see api.ParseStandardWebhookSecrets), and refs may
+// contain anything (Standard Webhooks refs are free text).
+func TestRefundWorkflowIDNamesOnePayment(t *testing.T) {
+	payments := [][2]string{ // provider, ref
+		{"pay", "x-1"}, {"pay-x", "1"},
+		{"pay", "x:1"}, {"pay", "x-1:"}, {"pay-x", ":1"},
+		{"a_b", "c"}, {"a", "b_c"}, {"a", "_b_c"},
+		{"stripe", "pi_3Nx"}, {"stripe", "pi_3Nx/../x y"}, {"stripe", ":x"},
+		{"pay-x", "-1"}, {"pay", "x--1"}, {"pay", "x:-1"}, {"pay-x", "1:"},
+	}
+	seen := map[string][2]string{}
+	for _, p := range payments {
+		id := workflows.RefundWorkflowID(p[0], p[1])
+		if other, dup := seen[id]; dup {
+			t.Errorf("payments %v and %v share refund workflow id %q", other, p, id)
+		}
+		seen[id] = p
+	}
+	// Stripe refunds keep the id running sagas started them under (and support's runbook shows).
+	if got := workflows.RefundWorkflowID("stripe", "pi_3Nx"); got != "refund-stripe-pi_3Nx" {
+		t.Errorf("stripe refund id %q, want refund-stripe-pi_3Nx", got)
+	}
+}
