@@ -280,9 +280,9 @@ func (a *Auditor) stockAtRest(ctx context.Context) ([]Violation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read skus at rest: %w", err)
 	}
-	type sku struct {
-		name   string
-		onHand int64
+	type sku struct { // exported fields: pgx fills them by position
+		Name   string
+		OnHand int64
 	}
 	skus, err := pgx.CollectRows(rows, pgx.RowToStructByPos[sku])
 	if err != nil {
@@ -290,14 +290,14 @@ func (a *Auditor) stockAtRest(ctx context.Context) ([]Violation, error) {
 	}
 	var vs []Violation
 	for _, s := range skus {
-		level, err := a.stock.Level(ctx, s.name)
+		level, err := a.stock.Level(ctx, s.Name)
 		if err != nil {
 			return nil, err
 		}
 		if !level.Stocked {
 			continue
 		}
-		holds, err := a.stock.Holds(ctx, s.name)
+		holds, err := a.stock.Holds(ctx, s.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -305,10 +305,10 @@ func (a *Auditor) stockAtRest(ctx context.Context) ([]Violation, error) {
 		for _, h := range holds {
 			inHolds += h.Quantity
 		}
-		if level.Available+level.Held != s.onHand || level.Held != inHolds {
-			vs = append(vs, Violation{Check: CheckStockAtRest, IDs: IDs{SKU: s.name}, Detail: fmt.Sprintf(
+		if level.Available+level.Held != s.OnHand || level.Held != inHolds {
+			vs = append(vs, Violation{Check: CheckStockAtRest, IDs: IDs{SKU: s.Name}, Detail: fmt.Sprintf(
 				"sku %s at rest: Redis has available %d + held %d = %d and %d units in live holds, Postgres has on_hand %d",
-				s.name, level.Available, level.Held, level.Available+level.Held, inHolds, s.onHand)})
+				s.Name, level.Available, level.Held, level.Available+level.Held, inHolds, s.OnHand)})
 		}
 	}
 	return vs, nil
