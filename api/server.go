@@ -94,6 +94,7 @@ type Deps struct {
 	// Ready are the checks /readyz runs, by name (redis, postgres, temporal).
 	Ready  map[string]func(context.Context) error
 	Logger *slog.Logger
+	Audit  Auditor // GET /v1/admin/audit; nil answers 503
 }
 
 // Server holds the handlers.
@@ -158,6 +159,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	support.POST("/checkouts/:cart_id/retry", s.supportRetry)
 	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge)
 	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund)
+	support.GET("/audit", s.getAudit)
 	return e
 }
 

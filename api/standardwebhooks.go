@@ -147,7 +147,7 @@ func (s *Server) standardWebhook(c echo.Context) error {
 		return problem(http.StatusBadRequest, "invalid_payload", "event body is not a JSON object with a type")
 	}
 	outcome, acted := standardOutcomes[ev.Type]
-	if acted && (ev.Data.PaymentID == "" || len(ev.Data.PaymentID) > 255) {
+	if acted && (ev.Data.PaymentID == "" || len(ev.Data.PaymentID) > maxPaymentRefLength) {
 		return problem(http.StatusBadRequest, "invalid_payload", "data.payment_id: must be 1 to 255 characters for "+ev.Type)
 	}
 	return s.recordAndDeliver(c, verifiedEvent{

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
@@ -57,17 +58,38 @@ func (s *Server) supportUpdate(c echo.Context, name string, arg any) error {
 	return c.JSON(http.StatusOK, s.present(v))
 }
 
-// supportRetryRefund wakes a stuck refund.
+// supportRetryRefund wakes a stuck refund. The ref is whatever the provider sent: a Stripe
+// PaymentIntent id, or a Standard Webhooks payment_id of up to 255 characters, which may hold
+// characters a path must escape ('/' as %2F, say).
 func (s *Server) supportRetryRefund(c echo.Context) error {
-	provider, ref := c.Param("provider"), c.Param("payment_ref")
-	if !idPattern.MatchString(provider) || !idPattern.MatchString(ref) {
-		return invalid("invalid_request", FieldError{"payment_ref", "provider and payment_ref must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	provider := c.Param("provider")
+	ref, err := pathParam(c, "payment_ref")
+	if err != nil || ref == "" || len(ref) > maxPaymentRefLength {
+		return invalid("invalid_request", FieldError{"payment_ref", "must be 1 to 255 characters, percent-encoded where a path needs it"})
+	}
+	if provider != providerStripe && !standardProviderPattern.MatchString(provider) {
+		return invalid("invalid_request", FieldError{"provider", "must be stripe or 1 to 32 lower-case letters, digits, '-' or '_'"})
 	}
 	var v workflows.RefundView
 	if err := s.update(c.Request().Context(), workflows.RefundWorkflowID(provider, ref), workflows.UpdateRetry, workflows.RetryRequest{}, &v); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, v)
+}
+
+// maxPaymentRefLength is the longest payment ref a webhook records (Standard Webhooks'
+// payment_id; Stripe's ids are far shorter).
+const maxPaymentRefLength = 255
+
+// pathParam is a path parameter as the client meant it. Echo matches routes on the raw path
+// when the request escapes something the default encoding would not (a %2F), and then hands
+// out the parameter still escaped.
+func pathParam(c echo.Context, name string) (string, error) {
+	v := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return v, nil
+	}
+	return url.PathUnescape(v)
 }
 
 // update runs a validated update and maps the saga's refusals to HTTP answers.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -21,6 +22,8 @@ type RefundInput struct {
 	AmountCents int64  `json:"amount_cents"`
 	Currency    string `json:"currency"`
 	Reason      string `json:"reason"`
+	// Continued is set by a run that continued as new: what it knew. Nil for the first run.
+	Continued *RefundContinuation `json:"continued,omitempty"`
 }
 
 // RefundView is a refund as support sees it (the refund's status query).
@@ -40,7 +43,20 @@ const (
 
 // RefundWorkflowID is the id of the refund of one payment: one refund workflow per payment,
 // whoever asks for it (the saga for a late payment, the webhook handler once the saga closed).
+// It reads "refund-stripe-pi_3Nx...", and two payments never share it:
+//
+//   - A provider without '-' (stripe) keeps "refund-<provider>-<ref>": the first '-' after
+//     "refund-" ends the provider, whatever the ref holds. Keeping it is what lets running
+//     sagas replay: the saga starts its Refund child under this id, and a child's id is part
+//     of the history (workflows/testdata/wrong_amount.json).
+//   - A provider with '-' gets "refund:<provider>:<ref>". Provider names never contain ':'
+//     (api.ParseStandardWebhookSecrets), so the first ':' after "refund:" ends the provider;
+//     and no id of the first form starts with "refund:". Before, provider "pay" with ref
+//     "x-1" and provider "pay-x" with ref "1" shared one id, and the second refund never ran.
 func RefundWorkflowID(provider, paymentRef string) string {
+	if strings.Contains(provider, "-") {
+		return "refund:" + provider + ":" + paymentRef
+	}
 	return "refund-" + provider + "-" + paymentRef
 }
 
@@ -73,10 +89,36 @@ var refundOptions = workflow.ActivityOptions{
 	},
 }
 
+// refundLoopsPerRun bounds one run of a refund that keeps failing: each failed round (ten
+// attempts, then the stuckRetryInterval timer) adds about 11 history events, so 100 rounds,
+// about 12 hours, keep a run near 1,100 events, far below the server's 51,200-event limit and
+// cheap to replay when a worker picks the refund up. The run then continues as new, carrying
+// what it knows in RefundInput.Continued. The server's own suggestion (about 4,000 events or
+// 4 MB) ends a run earlier if it comes first.
+const refundLoopsPerRun = 100
+
+// refundBoundedHistory is the workflow.GetVersion change id of the bounded refund loop
+// (continue-as-new, search attributes and Postgres written only on change). Refunds started
+// before it replay the old unbounded loop unchanged.
+const refundBoundedHistory = "refund-bounded-history"
+
+// RefundContinuation is what one run of a refund hands to the next when it continues as new.
+// A run continues only after a failed round, so the refund is stuck: the next run starts by
+// asking the provider again, under the same idempotency key.
+type RefundContinuation struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	Refusals       int    `json:"refusals"` // definite refusals so far; names the next key
+	Attention      string `json:"attention"`
+}
+
 // Refund gives one payment back through its provider and records it in Postgres. A refund
 // the provider refuses for good (a disputed charge, say) waits for support: they refund by
-// hand in the provider's dashboard, or fix the cause, and send the retry update.
+// hand in the provider's dashboard, or fix the cause, and send the retry update. A refund
+// that keeps failing retryably (a revoked key, a long outage) continues as new every
+// refundLoopsPerRun rounds, so it can wait for weeks without reaching the history limit.
 func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
+	carried := in.Continued
+	in.Continued = nil // the view shows the payment, not the bookkeeping between runs
 	v := RefundView{RefundInput: in, Status: RefundRequested}
 	retry := false
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RefundView, error) { return v, nil }); err != nil {
@@ -93,7 +135,13 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 	if err != nil {
 		return v, fmt.Errorf("register retry update: %w", err)
 	}
+	bounded := workflow.GetVersion(ctx, refundBoundedHistory, workflow.DefaultVersion, 1) == 1
+
+	recorded := "" // the status Postgres has from this workflow
 	record := func(status string) {
+		if bounded && status == recorded {
+			return // unchanged: another marker in the history would say nothing new
+		}
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, "Record refund "+status))
 		err := workflow.ExecuteLocalActivity(lctx, acts.RecordRefund, activities.RecordRefundInput{
 			ID: RefundIdempotencyKey(in), CheckoutID: in.CheckoutID, Provider: in.Provider, PaymentRef: in.PaymentRef,
@@ -102,9 +150,18 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		}).Get(ctx, nil)
 		if err != nil {
 			workflow.GetLogger(ctx).Error("record refund", "status", status, "error", err)
+			return
 		}
+		recorded = status
 	}
-	record(RefundRequested)
+	flag := func(needs bool) {
+		if bounded {
+			if cur, ok := workflow.GetTypedSearchAttributes(ctx).GetBool(AttrNeedsAttention); ok && cur == needs {
+				return // unchanged (a continued run inherits its attributes)
+			}
+		}
+		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNeedsAttention.ValueSet(needs))
+	}
 
 	summary := fmt.Sprintf("Refund %s of payment %s (checkout %s)", money(in.AmountCents, in.Currency), in.PaymentRef, in.CheckoutID)
 	// key is the idempotency key of the current request. It changes only after the provider
@@ -113,7 +170,21 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 	// under the old key, so a new key cannot refund twice. After an unknown outcome (a
 	// timeout, a 5xx) the key stays the same.
 	key, refusals := RefundIdempotencyKey(in), 0
-	for {
+	if carried != nil {
+		key, refusals = carried.IdempotencyKey, carried.Refusals
+		v.Status, v.Attention, recorded = RefundStuck, carried.Attention, RefundStuck
+	} else {
+		record(RefundRequested)
+	}
+	for loops := 0; ; loops++ {
+		// Continue as new only here, between rounds: the wait is over and the next thing is
+		// a request to the provider, which the next run makes first. A retry update that
+		// ended the wait has done its job; nothing else is in flight.
+		if bounded && loops > 0 && (loops >= refundLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
+			return v, workflow.NewContinueAsNewError(ctx, Refund, withContinuation(in, RefundContinuation{
+				IdempotencyKey: key, Refusals: refusals, Attention: v.Attention,
+			}))
+		}
 		workflow.SetCurrentDetails(ctx, summary+": "+in.Reason)
 		var res activities.RefundResult
 		actx := workflow.WithActivityOptions(ctx, withSummary(refundOptions, summary))
@@ -123,7 +194,7 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		}).Get(ctx, &res)
 		if err == nil {
 			v.Status, v.ProviderRefundID, v.Attention = RefundRefunded, res.ID, ""
-			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNeedsAttention.ValueSet(false))
+			flag(false)
 			record(RefundRefunded)
 			workflow.SetCurrentDetails(ctx, "Refunded: "+summary)
 			return v, nil
@@ -133,7 +204,7 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		v.Status = RefundStuck
 		v.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause and send the retry update, or refund by hand in the provider's dashboard and then retry (the provider answers an already-refunded payment as done).",
 			summary, errorText(err))
-		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNeedsAttention.ValueSet(true))
+		flag(true)
 		record(RefundStuck)
 		workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+v.Attention)
 		if refused { // a definite "no": only a person can change it
@@ -148,4 +219,9 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		}
 		retry = false
 	}
+}
+
+func withContinuation(in RefundInput, c RefundContinuation) RefundInput {
+	in.Continued = &c
+	return in
 }

@@ -2,12 +2,24 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -81,5 +93,156 @@ func TestRefundRefusedWaitsForSupport(t *testing.T) {
 	}
 	if retry.rejected != nil || v.Status != workflows.RefundRefunded || len(stripe.Refunds()) != 1 {
 		t.Errorf("after support's retry: %+v (retry %+v), stripe refunds %d; want refunded once", v, retry, len(stripe.Refunds()))
+	}
+}
+
+// revokedUntilRecovered is the Stripe provider whose API key was revoked: its first
+// `revoked` refund requests go out with a key the local Stripe answers 401 to (retried, like a
+// database outage: an operator must fix it), the later ones with the real key. Both are the
+// real Stripe client against the same local Stripe.
+type revokedUntilRecovered struct {
+	payments.Provider
+	revoked   payments.Provider
+	remaining atomic.Int64
+}
+
+func (p *revokedUntilRecovered) Refund(ctx context.Context, r payments.RefundRequest) (payments.Refund, error) {
+	if p.remaining.Add(-1) >= 0 {
+		return p.revoked.Refund(ctx, r)
+	}
+	return p.Provider.Refund(ctx, r)
+}
+
+// TestRefundFailingForDaysContinuesAsNew: a refund whose provider key stays revoked for more
+// than a day of rounds must not grow one history without bound (the server terminates a
+// workflow at 51,200 events, about 3 weeks of rounds). Each run ends in continue-as-new after
+// a bounded number of rounds, carrying the idempotency key and the stuck state; NeedsAttention
+// is set once, not once per round; and the chain refunds once the key works again.
+func TestRefundFailingForDaysContinuesAsNew(t *testing.T) {
+	f, stripe, in := refundFixture(t)
+	// 250 failing rounds of ten attempts each: about 29 hours of a revoked key.
+	const failing = 2_500
+	// maxRoundsPerRun is the bound promised per run: ~11 events a round keeps a run under
+	// about 1,700 events.
+	const maxRoundsPerRun = 150
+	p := &revokedUntilRecovered{
+		Provider: f.acts.Payments["stripe"],
+		revoked:  payments.NewStripe("sk_test_revoked", payments.WithStripeAPIURL(stripe.URL())),
+	}
+	p.remaining.Store(failing)
+	f.acts.Payments = map[string]payments.Provider{"stripe": p}
+
+	env, input, runs := f.newEnv(), in, 0
+	var v workflows.RefundView
+	for {
+		runs++
+		if runs > failing/10/maxRoundsPerRun+5 {
+			t.Fatalf("still running after %d runs", runs)
+		}
+		var upserts []temporal.SearchAttributes
+		env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {
+			upserts = append(upserts, args.Get(0).(temporal.SearchAttributes))
+		})
+		before := len(stripe.Requests())
+		env.ExecuteWorkflow(workflows.Refund, input)
+		rounds := (len(stripe.Requests()) - before + 9) / 10
+		if rounds > maxRoundsPerRun {
+			t.Errorf("run %d made %d rounds of requests, want at most %d before continuing as new", runs, rounds, maxRoundsPerRun)
+		}
+		if !env.IsWorkflowCompleted() {
+			t.Fatalf("run %d did not complete", runs)
+		}
+		if needs := countNeedsAttention(upserts, true); needs > 1 {
+			t.Errorf("run %d set NeedsAttention %d times, want at most once (only when it changes)", runs, needs)
+		}
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if !errors.As(err, &can) {
+			if err != nil {
+				t.Fatalf("run %d: %v", runs, err)
+			}
+			if err := env.GetWorkflowResult(&v); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		// The next run: what the server would start from the continue-as-new command.
+		// The carried state is read as the server stores it (JSON), which running refunds
+		// depend on: renaming a field would make their next run forget the key.
+		var next workflows.RefundInput
+		var carried struct {
+			Continued *struct {
+				IdempotencyKey string `json:"idempotency_key"`
+			} `json:"continued"`
+		}
+		dc := converter.GetDefaultDataConverter()
+		if err := errors.Join(dc.FromPayloads(can.Input, &next), dc.FromPayloads(can.Input, &carried)); err != nil {
+			t.Fatalf("decode continue-as-new input: %v", err)
+		}
+		if next.PaymentRef != in.PaymentRef || carried.Continued == nil || carried.Continued.IdempotencyKey != workflows.RefundIdempotencyKey(in) {
+			t.Fatalf("run %d continued with %+v, want the same payment and key %s", runs, next, workflows.RefundIdempotencyKey(in))
+		}
+		if s := f.refundStatus(t, workflows.RefundIdempotencyKey(in)); s != workflows.RefundStuck {
+			t.Errorf("between runs postgres records the refund as %q, want stuck", s)
+		}
+		env, input = f.newEnv(), next
+	}
+
+	t.Logf("refunded after %d runs and %d requests", runs, len(stripe.Requests()))
+	if runs < 2 {
+		t.Errorf("the refund failed for %d requests in one run, want it to continue as new", failing)
+	}
+	if v.Status != workflows.RefundRefunded || len(stripe.Refunds()) != 1 {
+		t.Errorf("after the key works again: %+v, stripe refunds %d; want refunded once", v, len(stripe.Refunds()))
+	}
+	if s := f.refundStatus(t, workflows.RefundIdempotencyKey(in)); s != workflows.RefundRefunded {
+		t.Errorf("postgres records the refund as %q", s)
+	}
+}
+
+func countNeedsAttention(upserts []temporal.SearchAttributes, value bool) int {
+	n := 0
+	for _, sa := range upserts {
+		if got, ok := sa.GetBool(workflows.AttrNeedsAttention); ok && got == value {
+			n++
+		}
+	}
+	return n
+}
+
+// newEnv is a time-skipping environment over the fixture's activities, one per run of a
+// workflow that continues as new (the test environment runs one run only). It logs nothing
+// below an error's level plus one: the 2,500 activity errors the test expects would drown
+// its output.
+func (f *fixture) newEnv() *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))))
+	env := s.NewTestWorkflowEnvironment()
+	worker.Register(env, f.acts)
+	return env
+}
+
+// Refund workflow ids: one per payment, and never the same for two payments. Provider names
+// may contain '-' and '_' (never ':', see api.ParseStandardWebhookSecrets), and refs may
+// contain anything (Standard Webhooks refs are free text).
+func TestRefundWorkflowIDNamesOnePayment(t *testing.T) {
+	payments := [][2]string{ // provider, ref
+		{"pay", "x-1"}, {"pay-x", "1"},
+		{"pay", "x:1"}, {"pay", "x-1:"}, {"pay-x", ":1"},
+		{"a_b", "c"}, {"a", "b_c"}, {"a", "_b_c"},
+		{"stripe", "pi_3Nx"}, {"stripe", "pi_3Nx/../x y"}, {"stripe", ":x"},
+		{"pay-x", "-1"}, {"pay", "x--1"}, {"pay", "x:-1"}, {"pay-x", "1:"},
+	}
+	seen := map[string][2]string{}
+	for _, p := range payments {
+		id := workflows.RefundWorkflowID(p[0], p[1])
+		if other, dup := seen[id]; dup {
+			t.Errorf("payments %v and %v share refund workflow id %q", other, p, id)
+		}
+		seen[id] = p
+	}
+	// Stripe refunds keep the id running sagas started them under (and support's runbook shows).
+	if got := workflows.RefundWorkflowID("stripe", "pi_3Nx"); got != "refund-stripe-pi_3Nx" {
+		t.Errorf("stripe refund id %q, want refund-stripe-pi_3Nx", got)
 	}
 }

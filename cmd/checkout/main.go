@@ -7,6 +7,8 @@
 //	                         migrations, demo stock, API and worker, until Ctrl-C
 //	checkout setup-temporal  register the contract's search attributes on a Temporal cluster
 //	checkout sign-webhook    send a correctly signed Stripe test event to the API
+//	checkout audit           check the promises across Postgres, Redis and Temporal; exit 1
+//	                         when it finds violations, 2 when it could not check everything
 //
 // Configuration comes only from environment variables (see config.go).
 package main
@@ -29,6 +31,7 @@ commands:
   dev             run the whole product locally until Ctrl-C
   setup-temporal  register the search attributes on a Temporal cluster
   sign-webhook    send a signed Stripe test event (checkout sign-webhook -h)
+  audit           check the promises across the stores (checkout audit -h); exit 1 on violations
 `
 
 func main() {
@@ -41,6 +44,10 @@ func main() {
 	if err := run(ctx, os.Args[1], os.Args[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "checkout "+os.Args[1]+": "+err.Error())
 		stop()
+		var exit exitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -68,6 +75,8 @@ func run(ctx context.Context, command string, args []string) error {
 		return runDev(ctx, cfg)
 	case "setup-temporal":
 		return setupTemporal(ctx, cfg)
+	case "audit":
+		return runAudit(ctx, cfg, args, os.Stdout)
 	}
 	fmt.Fprint(os.Stderr, usage)
 	return errors.New("unknown command " + command)

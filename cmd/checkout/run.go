@@ -25,6 +25,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/payments"
@@ -250,6 +251,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 			},
 		},
 		Logger: d.logger,
+		Audit:  audit.New(d.pool, d.rdb, d.temporal, audit.Options{}),
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- e.Start(cfg.APIAddr) }()
