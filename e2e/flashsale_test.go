@@ -18,9 +18,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stripe/stripe-go/v82/webhook"
+	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -39,6 +41,7 @@ type stack struct {
 	store *activities.Store
 	rdb   *redis.Client
 	pool  *pgxpool.Pool
+	tc    client.Client
 	http  *http.Client
 }
 
@@ -47,7 +50,7 @@ func newStack(t *testing.T) *stack {
 	url := p.serveAPI(api.Config{
 		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, DefaultPaymentTimeoutSeconds: 600,
 	}, p.tc, true)
-	return &stack{t: t, url: url, inv: p.inv, store: p.store, rdb: p.rdb, pool: p.pool,
+	return &stack{t: t, url: url, inv: p.inv, store: p.store, rdb: p.rdb, pool: p.pool, tc: p.tc,
 		http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 }
 
@@ -333,6 +336,12 @@ func TestFlashSale(t *testing.T) {
 			}
 		}
 	}
+	// The operator's audit, across Postgres, Redis and Temporal, must find nothing.
+	report, err := audit.New(s.pool, s.rdb, s.tc, audit.Options{Grace: -1}).Run(ctx)
+	if err != nil || !report.Clean() {
+		t.Errorf("audit after the sale: %v; violations %+v", err, report.Violations)
+	}
+	t.Logf("audit after the sale: %d checks, %d violations", len(report.Checks), len(report.Violations))
 	t.Logf("flash sale: %d carts in %s (%d requests shed with 503 and retried) -> %d held, %d answered out_of_stock; confirmed %d, expired %d, cancelled %d; all settled after %s",
 		carts, burst.Round(time.Millisecond), shed.Load(), len(winners), rejected,
 		counts[workflows.StatusConfirmed], counts[workflows.StatusExpired], counts[workflows.StatusCancelled], settled.Round(time.Millisecond))
