@@ -109,10 +109,12 @@ func (s *Server) startCheckout(c echo.Context) error {
 	c.Set(ctxWorkflowID, workflows.WorkflowID(req.CartID))
 	ctx := c.Request().Context()
 
-	if p := s.soldOut(ctx, req); p != nil {
+	// Bad input before "no": a quantity over its SKU's limit is 422 whatever the stock, so
+	// the catalog answers before the sold-out gate can call the same cart 409.
+	if p := s.checkCatalog(ctx, req); p != nil {
 		return p
 	}
-	if p := s.checkCatalog(ctx, req); p != nil {
+	if p := s.soldOut(ctx, req); p != nil {
 		return p
 	}
 	release, p := s.admit(ctx)
