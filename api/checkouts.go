@@ -117,6 +117,16 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if p := s.soldOut(ctx, req); p != nil {
 		return p
 	}
+	timeout := s.cfg.DefaultPaymentTimeoutSeconds
+	if req.PaymentTimeoutSeconds != nil {
+		timeout = *req.PaymentTimeoutSeconds
+	}
+	hash := requestHash(req, timeout)
+	// The key is claimed only once the request is about to start a saga: a body refused as
+	// bad input or sold out leaves its key free, so the client may fix the body and reuse it.
+	if p := s.claimKey(ctx, key, req.CartID, hash); p != nil {
+		return p
+	}
 	release, p := s.admit(ctx)
 	if p != nil {
 		return p
@@ -130,14 +140,10 @@ func (s *Server) startCheckout(c echo.Context) error {
 		}
 	}
 
-	timeout := s.cfg.DefaultPaymentTimeoutSeconds
-	if req.PaymentTimeoutSeconds != nil {
-		timeout = *req.PaymentTimeoutSeconds
-	}
 	in := workflows.Input{
 		CheckoutID: req.CartID, CustomerID: req.CustomerID,
 		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
-		RequestHash: requestHash(req, timeout), IdempotencyKey: key,
+		RequestHash: hash, IdempotencyKey: key,
 	}
 	for _, it := range req.Items {
 		in.Items = append(in.Items, activities.Item{SKU: it.SKU, Quantity: it.Quantity})
@@ -149,13 +155,34 @@ func (s *Server) startCheckout(c echo.Context) error {
 	}
 	if res.RequestHash != in.RequestHash {
 		if res.IdempotencyKey == key {
-			return problem(http.StatusUnprocessableEntity, "idempotency_key_reused",
-				"Idempotency-Key "+key+" was already used with a different request body")
+			return keyReused(key)
 		}
 		return problem(http.StatusConflict, "checkout_exists",
 			"cart "+req.CartID+" is already checking out with different contents; use a new cart_id")
 	}
 	return s.answerReservation(c, res)
+}
+
+// claimKey binds the Idempotency-Key to this body, for any cart, and refuses the request when
+// the key already belongs to another body. The saga checks again within its cart; this index
+// is what catches a key reused for another cart, and it outlives Temporal's retention.
+func (s *Server) claimKey(ctx context.Context, key, cartID, hash string) *Problem {
+	if s.Keys == nil {
+		return nil
+	}
+	held, err := s.Keys.ClaimIdempotencyKey(ctx, activities.IdempotencyClaim{Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
+	if err != nil {
+		return unavailable("postgres", err)
+	}
+	if held.RequestHash != hash {
+		return keyReused(key)
+	}
+	return nil
+}
+
+func keyReused(key string) *Problem {
+	return problem(http.StatusUnprocessableEntity, "idempotency_key_reused",
+		"Idempotency-Key "+key+" was already used with a different request body")
 }
 
 // reserve runs update-with-start: it starts the saga if the cart has none and waits for the

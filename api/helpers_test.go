@@ -48,6 +48,7 @@ func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
 		Inventory: inv,
 		Records:   store,
 		Payments:  store,
+		Keys:      store,
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
 	if configure != nil {
@@ -158,5 +159,17 @@ func decodeJSON(t *testing.T, rec *httptest.ResponseRecorder, v any) {
 	t.Helper()
 	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
 		t.Fatalf("decode %q: %v", rec.Body, err)
+	}
+}
+
+// assertHeld checks that exactly held units of sku are held.
+func (h *harness) assertHeld(t *testing.T, sku string, held int64) {
+	t.Helper()
+	v, err := h.inv.Get(t.Context(), sku)
+	if err != nil {
+		t.Fatalf("get inventory of %s: %v", sku, err)
+	}
+	if v.Held != held || v.Available+v.Held != v.OnHand {
+		t.Errorf("inventory of %s = %+v, want held %d and available + held == on_hand", sku, v, held)
 	}
 }

@@ -53,6 +53,12 @@ type Gate interface {
 	MarkStarted(ctx context.Context, checkoutID string) error
 }
 
+// IdempotencyKeys binds each Idempotency-Key to the first request body it was used with,
+// across carts (Postgres, see activities.Store.ClaimIdempotencyKey).
+type IdempotencyKeys interface {
+	ClaimIdempotencyKey(ctx context.Context, c activities.IdempotencyClaim, retention time.Duration) (activities.IdempotencyClaim, error)
+}
+
 // Config is the API's behaviour, from the environment (see cmd/checkout).
 type Config struct {
 	AdminToken             string
@@ -70,7 +76,15 @@ type Config struct {
 	// request waits up to AdmissionWait for a place, then gets 503 with Retry-After.
 	MaxStartingCheckouts int
 	AdmissionWait        time.Duration
+	// IdempotencyKeyRetention is how long a key stays bound to its body (the contract asks
+	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
+	IdempotencyKeyRetention time.Duration
 }
+
+// DefaultIdempotencyKeyRetention is 7 days: as long as a hold's tombstone, well past the
+// contract's 24 hours and Temporal's retention (1 to 3 days), so a key outlives any answer
+// the saga itself could still give about it.
+const DefaultIdempotencyKeyRetention = 7 * 24 * time.Hour
 
 // Admission defaults: enough concurrent starts to keep a dev server busy on two cores (it
 // completes about 30 checkouts a second), few enough that an admitted request finishes well
@@ -91,6 +105,9 @@ type Deps struct {
 	Payments  PaymentEvents
 	// Gate is the sold-out gate; nil turns it off.
 	Gate Gate
+	// Keys indexes Idempotency-Keys across carts; nil leaves only the saga's own check
+	// (within one cart), as tests that need no Postgres index do.
+	Keys IdempotencyKeys
 	// Ready are the checks /readyz runs, by name (redis, postgres, temporal).
 	Ready  map[string]func(context.Context) error
 	Logger *slog.Logger
@@ -127,6 +144,9 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	}
 	if cfg.AdmissionWait <= 0 {
 		cfg.AdmissionWait = DefaultAdmissionWait
+	}
+	if cfg.IdempotencyKeyRetention <= 0 {
+		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
 	}
 	s := &Server{cfg: cfg, Deps: deps, starting: make(chan struct{}, cfg.MaxStartingCheckouts),
 		standard: newStandardVerifiers(cfg.StandardWebhookSecrets)}

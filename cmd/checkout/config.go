@@ -42,7 +42,10 @@ type config struct {
 	StripeAPIURL      string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
 	MaxStarting       int64         // MAX_STARTING_CHECKOUTS: admission bound
 	AdmissionWait     time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
-	LogLevel          slog.Level    // LOG_LEVEL
+	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
+	// stays bound to its request body (the contract asks for at least 24 h)
+	IdempotencyRetention time.Duration
+	LogLevel             slog.Level // LOG_LEVEL
 }
 
 // loadConfig reads the environment. Every value has a working local default except the two
@@ -85,6 +88,8 @@ func loadConfig(dev bool) (config, error) {
 		StripeAPIURL:  str("STRIPE_API_URL", ""),
 		MaxStarting:   integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
 		AdmissionWait: time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
+		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
+			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
 	}
 	for _, s := range strings.Split(str("STRIPE_WEBHOOK_SECRET", ""), ",") {
 		if s = strings.TrimSpace(s); s != "" {

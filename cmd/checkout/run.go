@@ -231,6 +231,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),
 		AdmissionWait:                cfg.AdmissionWait,
+		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 	}, api.Deps{
 		Temporal:  d.temporal,
 		Catalog:   d.store,
@@ -238,6 +239,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Records:   d.store,
 		Payments:  d.store,
 		Gate:      d.stock,
+		Keys:      d.store,
 		Ready: map[string]func(context.Context) error{
 			"postgres": d.store.Ping,
 			"redis":    func(ctx context.Context) error { return d.rdb.Ping(ctx).Err() },
@@ -248,6 +250,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		},
 		Logger: d.logger,
 	})
+	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, d.logger)
 	errc := make(chan error, 1)
 	go func() { errc <- e.Start(cfg.APIAddr) }()
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
@@ -259,6 +262,32 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return e.Shutdown(shutdownCtx)
+}
+
+// pruneEvery is how often the API deletes expired Idempotency-Keys. Expiry itself is exact
+// (an expired key is free at once, see ClaimIdempotencyKey); pruning only bounds the table,
+// so hourly is plenty. Every API process prunes; two doing it at once is harmless.
+const pruneEvery = time.Hour
+
+// pruneIdempotencyKeys deletes keys older than retention, now and every pruneEvery, until
+// ctx ends.
+func pruneIdempotencyKeys(ctx context.Context, store *activities.Store, retention time.Duration, logger *slog.Logger) {
+	ticker := time.NewTicker(pruneEvery)
+	defer ticker.Stop()
+	for {
+		n, err := store.PruneIdempotencyKeys(ctx, retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("prune idempotency keys", "error", err)
+		case n > 0:
+			logger.Info("pruned idempotency keys", "deleted", n, "older_than", retention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // attributeFlags renders search attributes as `temporal server start-dev` flags.
