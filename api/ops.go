@@ -30,7 +30,10 @@ func (s *Server) readyz(c echo.Context) error {
 		err := s.Ready[name](ctx)
 		cancel()
 		if err != nil {
-			checks[name] = "unavailable: " + err.Error()
+			// The error names hosts, users and addresses: it goes to the log, and the public
+			// answer only names the dependency.
+			s.Logger.Warn("readiness check failed", "check", name, "error", err)
+			checks[name] = "unavailable"
 			status = http.StatusServiceUnavailable
 			continue
 		}
