@@ -117,6 +117,9 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if p := s.soldOut(ctx, req); p != nil {
 		return p
 	}
+	if p := s.requireWorker(ctx); p != nil {
+		return p
+	}
 	timeout := s.cfg.DefaultPaymentTimeoutSeconds
 	if req.PaymentTimeoutSeconds != nil {
 		timeout = *req.PaymentTimeoutSeconds

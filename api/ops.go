@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
@@ -16,7 +17,8 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz reports whether Redis, Postgres and Temporal answer; 503 names what does not.
+// readyz reports whether Redis, Postgres and Temporal answer and a worker polls the checkout
+// task queue; 503 names what is missing.
 func (s *Server) readyz(c echo.Context) error {
 	names := make([]string, 0, len(s.Ready))
 	for name := range s.Ready {
@@ -38,6 +40,19 @@ func (s *Server) readyz(c echo.Context) error {
 			continue
 		}
 		checks[name] = "ok"
+	}
+	if s.workers != nil {
+		switch err := s.workers.check(c.Request().Context()); {
+		case errors.Is(err, errNoWorker):
+			checks["workers"] = "unavailable: " + errNoWorker.Error()
+			status = http.StatusServiceUnavailable
+		case err != nil:
+			s.Logger.Warn("readiness check failed", "check", "workers", "error", err)
+			checks["workers"] = "unknown: their heartbeats cannot be read"
+			status = http.StatusServiceUnavailable
+		default:
+			checks["workers"] = "ok"
+		}
 	}
 	if status != http.StatusOK {
 		c.Response().Header().Set("Retry-After", "1")

@@ -108,6 +108,10 @@ type Deps struct {
 	// Keys indexes Idempotency-Keys across carts; nil leaves only the saga's own check
 	// (within one cart), as tests that need no Postgres index do.
 	Keys IdempotencyKeys
+	// Workers reads the workers' heartbeats: while none polls, POST /v1/checkouts answers
+	// 503 without starting a saga and /readyz names the task queue. nil turns the check off
+	// (tests that run their worker without a heartbeat).
+	Workers Workers
 	// Ready are the checks /readyz runs, by name (redis, postgres, temporal).
 	Ready  map[string]func(context.Context) error
 	Logger *slog.Logger
@@ -118,6 +122,7 @@ type Server struct {
 	cfg Config
 	Deps
 	starting chan struct{} // admission: one token per checkout request talking to Temporal
+	workers  *workerCheck  // nil without Deps.Workers
 	standard standardVerifiers
 }
 
@@ -150,6 +155,9 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	}
 	s := &Server{cfg: cfg, Deps: deps, starting: make(chan struct{}, cfg.MaxStartingCheckouts),
 		standard: newStandardVerifiers(cfg.StandardWebhookSecrets)}
+	if deps.Workers != nil {
+		s.workers = &workerCheck{workers: deps.Workers}
+	}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

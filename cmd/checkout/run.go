@@ -201,8 +201,19 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	d.logger.Info("worker started", "task_queue", "checkout")
+	// The heartbeat is what the API reads before it starts a saga (Temporal keeps dead
+	// pollers listed for minutes). It beats only while this worker's Temporal connection
+	// answers, and it ends before the worker stops, so no saga is started for a worker
+	// that is going away.
+	hb := worker.NewHeartbeat(d.rdb, workflows.TaskQueue, func(ctx context.Context) error {
+		_, err := d.temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}, d.logger)
+	beating := make(chan struct{})
+	go func() { hb.Run(ctx); close(beating) }()
+	d.logger.Info("worker started", "task_queue", workflows.TaskQueue, "identity", hb.Identity())
 	<-ctx.Done()
+	<-beating
 	w.Stop()
 	return nil
 }
@@ -240,6 +251,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Payments:  d.store,
 		Gate:      d.stock,
 		Keys:      d.store,
+		Workers:   worker.Presence{RDB: d.rdb, TaskQueue: workflows.TaskQueue},
 		Ready: map[string]func(context.Context) error{
 			"postgres": d.store.Ping,
 			"redis":    func(ctx context.Context) error { return d.rdb.Ping(ctx).Err() },
