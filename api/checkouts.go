@@ -215,6 +215,17 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 			v.RequestHash, v.IdempotencyKey = in.RequestHash, in.IdempotencyKey
 		}
 		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
+	case isTotalUpdateLimit(err):
+		// The saga takes no more updates, but a retried POST needs none: its answer is the
+		// saga's view, as for a saga that already finished.
+		v, err := s.view(ctx, in.CheckoutID)
+		if err != nil {
+			return res, err
+		}
+		if v.Status == workflows.StatusReserving {
+			return res, tooManyUpdates(in.CheckoutID)
+		}
+		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
 	default:
 		return res, temporalProblem(err)
 	}
@@ -600,14 +611,56 @@ func isType(err error, t string) bool {
 }
 
 // temporalProblem maps an error talking to Temporal: a deadline or an unreachable server is a
-// 503 the client may retry (a retry never starts a second saga).
+// 503 the client may retry (a retry never starts a second saga); Temporal's limits on a
+// workflow's updates are 429 with Retry-After.
 func temporalProblem(err error) *Problem {
 	var unavailableErr *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.As(err, &unavailableErr), errors.As(err, &deadline):
 		return unavailable("temporal", err)
+	case errors.As(err, &exhausted) && exhausted.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT:
+		// More than history.maxInFlightUpdates (10) requests on one checkout at once: its
+		// client is retrying faster than the saga answers. (The SDK retries this itself
+		// until the request's deadline, so it mostly surfaces as the 503 above.)
+		p := problem(http.StatusTooManyRequests, "too_many_requests", "too many requests for this checkout at once; retry shortly")
+		p.retryAfter = 1
+		p.cause = err
+		return p
+	case errors.As(err, &exhausted):
+		// A namespace or server rate limit: the service sheds load.
+		p := problem(http.StatusServiceUnavailable, "overloaded", "the service is overloaded; retry shortly")
+		p.retryAfter = 1
+		p.cause = err
+		return p
+	case isTotalUpdateLimit(err):
+		p := tooManyUpdates("")
+		p.cause = err
+		return p
 	}
 	return internalError(err)
+}
+
+// isTotalUpdateLimit reports Temporal's refusal of any further update on a workflow
+// (history.maxTotalUpdates, 2,000 by default): a FailedPrecondition, which is what an update
+// to a running workflow gets for it.
+func isTotalUpdateLimit(err error) bool {
+	var fp *serviceerror.FailedPrecondition
+	return errors.As(err, &fp)
+}
+
+// tooManyUpdateRetryAfter: past the total, only a saga-side change (support acting in
+// Temporal, or the saga ending on its timer) makes room, so a client should not hurry.
+const tooManyUpdateRetryAfter = 60
+
+func tooManyUpdates(checkoutID string) *Problem {
+	detail := "this checkout takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+	if checkoutID != "" {
+		detail = "checkout " + checkoutID + " takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+	}
+	p := problem(http.StatusTooManyRequests, "too_many_updates", detail)
+	p.retryAfter = tooManyUpdateRetryAfter
+	return p
 }
