@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -387,6 +388,9 @@ func readError(err error) error {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
 		return he
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return problem(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
 	}
 	return problem(http.StatusBadRequest, "unreadable_body", "request body could not be read")
 }

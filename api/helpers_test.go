@@ -24,10 +24,11 @@ const testAdminToken = "test-admin-token"
 // Temporal client: every request these tests send must be answered before the API talks
 // to Temporal, so reaching it (a nil client) panics into a 500 the test reports.
 type harness struct {
-	e     *echo.Echo
-	pool  *pgxpool.Pool
-	inv   *activities.Inventory
-	stock *lua.Stock
+	e      *echo.Echo
+	pool   *pgxpool.Pool
+	inv    *activities.Inventory
+	stock  *lua.Stock
+	logger *slog.Logger
 }
 
 func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
@@ -54,7 +55,7 @@ func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
 	if configure != nil {
 		configure(&cfg, &deps)
 	}
-	return &harness{e: api.New(cfg, deps), pool: pool, inv: inv, stock: stock}
+	return &harness{e: api.New(cfg, deps), pool: pool, inv: inv, stock: stock, logger: deps.Logger}
 }
 
 // sku returns a fresh SKU whose Redis keys are removed when the test ends.

@@ -54,6 +54,11 @@ func (s *Server) readyz(c echo.Context) error {
 			checks["workers"] = "ok"
 		}
 	}
+	if s.Readiness.isDraining() {
+		// Shutting down: the dependencies may be fine, but new requests belong elsewhere.
+		checks["shutdown"] = "draining"
+		status = http.StatusServiceUnavailable
+	}
 	if status != http.StatusOK {
 		c.Response().Header().Set("Retry-After", "1")
 	}

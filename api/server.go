@@ -10,6 +10,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -112,6 +113,8 @@ type Deps struct {
 	// 503 without starting a saga and /readyz names the task queue. nil turns the check off
 	// (tests that run their worker without a heartbeat).
 	Workers Workers
+	// Readiness turns /readyz to 503 while the server drains (see Serve); nil never drains.
+	Readiness *Readiness
 	// Ready are the checks /readyz runs, by name (redis, postgres, temporal).
 	Ready  map[string]func(context.Context) error
 	Logger *slog.Logger
@@ -136,7 +139,7 @@ const (
 // New builds the Echo server with every route of the contract.
 func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = 15 * time.Second
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
@@ -169,7 +172,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.Handler()))
 
-	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout))
+	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
 	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit))
 	v1.GET("/checkouts/:cart_id", s.getCheckout)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout)
@@ -187,6 +190,20 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge)
 	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund)
 	return e
+}
+
+// boundBodyRead gives the body the request's own deadline. ContextTimeout cannot reach a
+// handler blocked reading the body (io.ReadAll knows no context), and the server's
+// ReadTimeout is longer than a request may take.
+func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			// Not every ResponseWriter can (httptest's cannot); the server's ReadTimeout
+			// still bounds those.
+			_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(timeout))
+			return next(c)
+		}
+	}
 }
 
 // logRequests writes one structured line per request, with the checkout and workflow ids

@@ -45,7 +45,10 @@ type config struct {
 	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
 	// stays bound to its request body (the contract asks for at least 24 h)
 	IdempotencyRetention time.Duration
-	LogLevel             slog.Level // LOG_LEVEL
+	// DrainDelay: API_DRAIN_DELAY_SECONDS, how long a stopping API keeps serving after
+	// /readyz turned 503, for load balancers to notice (default 5 s; 0 for dev)
+	DrainDelay time.Duration
+	LogLevel   slog.Level // LOG_LEVEL
 }
 
 // loadConfig reads the environment. Every value has a working local default except the two
@@ -91,6 +94,13 @@ func loadConfig(dev bool) (config, error) {
 		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
 			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
 	}
+	// A load balancer polls /readyz every few seconds; the local stack has none, and Ctrl-C
+	// should not wait for one.
+	drainDefault := int64(5)
+	if dev {
+		drainDefault = 0
+	}
+	cfg.DrainDelay = time.Duration(integer("API_DRAIN_DELAY_SECONDS", drainDefault, 0, 120)) * time.Second
 	for _, s := range strings.Split(str("STRIPE_WEBHOOK_SECRET", ""), ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.WebhookSecrets = append(cfg.WebhookSecrets, s)

@@ -231,6 +231,7 @@ func runAPI(ctx context.Context, cfg config) error {
 }
 
 func serveAPI(ctx context.Context, cfg config, d *deps) error {
+	ready := &api.Readiness{}
 	e := api.New(api.Config{
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
@@ -252,6 +253,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Gate:      d.stock,
 		Keys:      d.store,
 		Workers:   worker.Presence{RDB: d.rdb, TaskQueue: workflows.TaskQueue},
+		Readiness: ready,
 		Ready: map[string]func(context.Context) error{
 			"postgres": d.store.Ping,
 			"redis":    func(ctx context.Context) error { return d.rdb.Ping(ctx).Err() },
@@ -263,17 +265,8 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Logger: d.logger,
 	})
 	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, d.logger)
-	errc := make(chan error, 1)
-	go func() { errc <- e.Start(cfg.APIAddr) }()
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve api on %s: %w", cfg.APIAddr, err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return e.Shutdown(shutdownCtx)
+	return api.Serve(ctx, e, api.NewHTTPServer(cfg.APIAddr, e), ready, cfg.DrainDelay, d.logger)
 }
 
 // pruneEvery is how often the API deletes expired Idempotency-Keys. Expiry itself is exact
