@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Timeouts of the API's HTTP server. Echo's own Start leaves every one at zero, so a client
@@ -79,4 +80,12 @@ func Serve(ctx context.Context, e *echo.Echo, srv *http.Server, ready *Readiness
 		return fmt.Errorf("serve api on %s: %w", srv.Addr, err)
 	}
 	return nil
+}
+
+// NewMetricsServer serves Prometheus metrics (the product's and the Temporal SDK's, one
+// registry) on addr, an internal address: never the public listener.
+func NewMetricsServer(addr string) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.Handler())
+	return &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout}
 }

@@ -100,3 +100,12 @@ func TestReadyz(t *testing.T) {
 		}
 	})
 }
+
+// TestMetricsAreNotPublic: /metrics shows per-SKU hold and release counts (sales velocity)
+// and SDK internals, so the public listener does not serve it; the binary serves it on
+// API_METRICS_ADDR (api.MetricsHandler).
+func TestMetricsAreNotPublic(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := h.do(t, request{method: http.MethodGet, path: "/metrics"})
+	problemOf(t, rec, http.StatusNotFound, "not_found")
+}

@@ -30,6 +30,7 @@ type config struct {
 	DatabaseURL       string        // DATABASE_URL
 	APIAddr           string        // API_ADDR
 	WorkerMetricsAddr string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
+	APIMetricsAddr    string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
 	AdminToken        string        // ADMIN_TOKEN
 	WebhookSecrets    []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
 	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
@@ -81,6 +82,7 @@ func loadConfig(dev bool) (config, error) {
 		DatabaseURL:       str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
 		APIAddr:           str("API_ADDR", "127.0.0.1:8080"),
 		WorkerMetricsAddr: str("WORKER_METRICS_ADDR", "127.0.0.1:9091"),
+		APIMetricsAddr:    str("API_METRICS_ADDR", "127.0.0.1:9090"),
 		AdminToken:        str("ADMIN_TOKEN", ""),
 		WebhookTolerance:  time.Duration(integer("STRIPE_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
 		StandardTolerance: time.Duration(integer("STANDARD_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
@@ -122,7 +124,7 @@ func loadConfig(dev bool) (config, error) {
 	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
 	}
-	for name, addr := range map[string]string{"TEMPORAL_ADDRESS": cfg.TemporalAddress, "API_ADDR": cfg.APIAddr, "WORKER_METRICS_ADDR": cfg.WorkerMetricsAddr} {
+	for name, addr := range map[string]string{"TEMPORAL_ADDRESS": cfg.TemporalAddress, "API_ADDR": cfg.APIAddr, "WORKER_METRICS_ADDR": cfg.WorkerMetricsAddr, "API_METRICS_ADDR": cfg.APIMetricsAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: must be host:port", name, addr))
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -169,14 +168,22 @@ func runWorker(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer d.Close()
-	metricsSrv := &http.Server{Addr: cfg.WorkerMetricsAddr, Handler: promhttp.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	defer serveMetrics(cfg.WorkerMetricsAddr, "worker", logger)()
+	return serveWorker(ctx, cfg, d)
+}
+
+// serveMetrics serves /metrics on addr, an internal address, until the returned function
+// is called. A metrics address that cannot be bound is logged, not fatal: the product works
+// without its metrics.
+func serveMetrics(addr, who string, logger *slog.Logger) (stop func()) {
+	srv := api.NewMetricsServer(addr)
 	go func() {
-		if err := metricsSrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("worker metrics server", "error", err)
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("serve "+who+" metrics on "+addr, "error", err)
 		}
 	}()
-	defer metricsSrv.Close()
-	return serveWorker(ctx, cfg, d)
+	logger.Info(who+" metrics listening", "addr", "http://"+addr+"/metrics")
+	return func() { _ = srv.Close() }
 }
 
 func serveWorker(ctx context.Context, cfg config, d *deps) error {
@@ -264,6 +271,9 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		},
 		Logger: d.logger,
 	})
+	// In `checkout dev` the worker runs in this process too: its metrics are in the same
+	// registry, so this one address serves both.
+	defer serveMetrics(cfg.APIMetricsAddr, "api", d.logger)()
 	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, d.logger)
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
 	return api.Serve(ctx, e, api.NewHTTPServer(cfg.APIAddr, e), ready, cfg.DrainDelay, d.logger)
