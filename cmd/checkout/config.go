@@ -121,6 +121,9 @@ func loadConfig(dev bool) (config, error) {
 			cfg.WebhookSecrets = []string{devWebhookSecret}
 		}
 	}
+	if dev && cfg.usesDevSecrets() && !isLoopback(cfg.APIAddr) {
+		errs = append(errs, fmt.Errorf("API_ADDR=%q is reachable beyond this machine, and the local stack's admin token or webhook secret (both public) would let anyone set stock and forge payments there: listen on 127.0.0.1, or set ADMIN_TOKEN and STRIPE_WEBHOOK_SECRET", cfg.APIAddr))
+	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
 	}
@@ -135,6 +138,30 @@ func loadConfig(dev bool) (config, error) {
 		}
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// usesDevSecrets reports whether the admin token or a webhook secret is the local stack's.
+func (cfg config) usesDevSecrets() bool {
+	for _, s := range cfg.WebhookSecrets {
+		if s == devWebhookSecret {
+			return true
+		}
+	}
+	return cfg.AdminToken == devAdminToken
+}
+
+// isLoopback reports whether addr (host:port) listens on this machine only. An empty host
+// (":8080") listens on every interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // requireSecrets refuses to serve the API with missing or local-stack secrets.
