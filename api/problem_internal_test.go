@@ -3,7 +3,10 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/labstack/echo/v4"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -33,5 +36,16 @@ func TestTemporalProblemMapsUpdateLimits(t *testing.T) {
 				t.Errorf("temporalProblem = %d %s (Retry-After %d), want %d %s with Retry-After", p.Status, p.Code, p.retryAfter, tt.status, tt.code)
 			}
 		})
+	}
+}
+
+// TestEchoServerErrorsHideTheirMessage: an echo.HTTPError of 5xx carries whatever text its
+// creator put in (middleware, a library); clients get a stable code and a generic detail.
+func TestEchoServerErrorsHideTheirMessage(t *testing.T) {
+	for _, status := range []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout} {
+		p := fromEchoError(echo.NewHTTPError(status, "dial tcp 10.0.0.7:5432: connect: connection refused"))
+		if p.Status != status || p.Code != "internal_error" || strings.Contains(p.Detail, "10.0.0.7") {
+			t.Errorf("fromEchoError(%d) = %d %s %q, want %d internal_error without the message", status, p.Status, p.Code, p.Detail, status)
+		}
 	}
 }
