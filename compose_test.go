@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/template"
@@ -216,6 +217,15 @@ func TestComposeFile(t *testing.T) {
 		for key, want := range composeEnv() {
 			if got := env(t, api, key); got != want {
 				t.Errorf("api %s = %q, want the caller's value %q", key, got, want)
+			}
+		}
+		if got := env(t, api, "API_METRICS_ADDR"); got != "0.0.0.0:9090" {
+			t.Errorf("api API_METRICS_ADDR = %q, want 0.0.0.0:9090 (metrics are off the public port)", got)
+		}
+		// Longer than the API's drain (5 s + 20 s) and the worker's stop timeout (15 s).
+		for name, atLeast := range map[string]time.Duration{"api": 25 * time.Second, "worker": 15 * time.Second} {
+			if g := project.Services[name].StopGracePeriod; g == nil || time.Duration(*g) <= atLeast {
+				t.Errorf("%s stop_grace_period = %v, want more than %s", name, g, atLeast)
 			}
 		}
 		if got := env(t, project.Services["worker"], "WORKER_METRICS_ADDR"); got != "0.0.0.0:9091" {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -109,10 +110,25 @@ func (s *Server) startCheckout(c echo.Context) error {
 	c.Set(ctxWorkflowID, workflows.WorkflowID(req.CartID))
 	ctx := c.Request().Context()
 
+	// Bad input before "no": a quantity over its SKU's limit is 422 whatever the stock, so
+	// the catalog answers before the sold-out gate can call the same cart 409.
+	if p := s.checkCatalog(ctx, req); p != nil {
+		return p
+	}
 	if p := s.soldOut(ctx, req); p != nil {
 		return p
 	}
-	if p := s.checkCatalog(ctx, req); p != nil {
+	if p := s.requireWorker(ctx); p != nil {
+		return p
+	}
+	timeout := s.cfg.DefaultPaymentTimeoutSeconds
+	if req.PaymentTimeoutSeconds != nil {
+		timeout = *req.PaymentTimeoutSeconds
+	}
+	hash := requestHash(req, timeout)
+	// The key is claimed only once the request is about to start a saga: a body refused as
+	// bad input or sold out leaves its key free, so the client may fix the body and reuse it.
+	if p := s.claimKey(ctx, key, req.CartID, hash); p != nil {
 		return p
 	}
 	release, p := s.admit(ctx)
@@ -128,14 +144,10 @@ func (s *Server) startCheckout(c echo.Context) error {
 		}
 	}
 
-	timeout := s.cfg.DefaultPaymentTimeoutSeconds
-	if req.PaymentTimeoutSeconds != nil {
-		timeout = *req.PaymentTimeoutSeconds
-	}
 	in := workflows.Input{
 		CheckoutID: req.CartID, CustomerID: req.CustomerID,
 		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
-		RequestHash: requestHash(req, timeout), IdempotencyKey: key,
+		RequestHash: hash, IdempotencyKey: key,
 	}
 	for _, it := range req.Items {
 		in.Items = append(in.Items, activities.Item{SKU: it.SKU, Quantity: it.Quantity})
@@ -147,13 +159,34 @@ func (s *Server) startCheckout(c echo.Context) error {
 	}
 	if res.RequestHash != in.RequestHash {
 		if res.IdempotencyKey == key {
-			return problem(http.StatusUnprocessableEntity, "idempotency_key_reused",
-				"Idempotency-Key "+key+" was already used with a different request body")
+			return keyReused(key)
 		}
 		return problem(http.StatusConflict, "checkout_exists",
 			"cart "+req.CartID+" is already checking out with different contents; use a new cart_id")
 	}
 	return s.answerReservation(c, res)
+}
+
+// claimKey binds the Idempotency-Key to this body, for any cart, and refuses the request when
+// the key already belongs to another body. The saga checks again within its cart; this index
+// is what catches a key reused for another cart, and it outlives Temporal's retention.
+func (s *Server) claimKey(ctx context.Context, key, cartID, hash string) *Problem {
+	if s.Keys == nil {
+		return nil
+	}
+	held, err := s.Keys.ClaimIdempotencyKey(ctx, activities.IdempotencyClaim{Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
+	if err != nil {
+		return unavailable("postgres", err)
+	}
+	if held.RequestHash != hash {
+		return keyReused(key)
+	}
+	return nil
+}
+
+func keyReused(key string) *Problem {
+	return problem(http.StatusUnprocessableEntity, "idempotency_key_reused",
+		"Idempotency-Key "+key+" was already used with a different request body")
 }
 
 // reserve runs update-with-start: it starts the saga if the cart has none and waits for the
@@ -181,6 +214,17 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 		}
 		if v.RequestHash == "" { // answered from Postgres, which keeps no fingerprint
 			v.RequestHash, v.IdempotencyKey = in.RequestHash, in.IdempotencyKey
+		}
+		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
+	case isTotalUpdateLimit(err):
+		// The saga takes no more updates, but a retried POST needs none: its answer is the
+		// saga's view, as for a saga that already finished.
+		v, err := s.view(ctx, in.CheckoutID)
+		if err != nil {
+			return res, err
+		}
+		if v.Status == workflows.StatusReserving {
+			return res, tooManyUpdates(in.CheckoutID)
 		}
 		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
 	default:
@@ -344,6 +388,9 @@ func readError(err error) error {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
 		return he
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return problem(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
 	}
 	return problem(http.StatusBadRequest, "unreadable_body", "request body could not be read")
 }
@@ -568,14 +615,56 @@ func isType(err error, t string) bool {
 }
 
 // temporalProblem maps an error talking to Temporal: a deadline or an unreachable server is a
-// 503 the client may retry (a retry never starts a second saga).
+// 503 the client may retry (a retry never starts a second saga); Temporal's limits on a
+// workflow's updates are 429 with Retry-After.
 func temporalProblem(err error) *Problem {
 	var unavailableErr *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.As(err, &unavailableErr), errors.As(err, &deadline):
 		return unavailable("temporal", err)
+	case errors.As(err, &exhausted) && exhausted.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT:
+		// More than history.maxInFlightUpdates (10) requests on one checkout at once: its
+		// client is retrying faster than the saga answers. (The SDK retries this itself
+		// until the request's deadline, so it mostly surfaces as the 503 above.)
+		p := problem(http.StatusTooManyRequests, "too_many_requests", "too many requests for this checkout at once; retry shortly")
+		p.retryAfter = 1
+		p.cause = err
+		return p
+	case errors.As(err, &exhausted):
+		// A namespace or server rate limit: the service sheds load.
+		p := problem(http.StatusServiceUnavailable, "overloaded", "the service is overloaded; retry shortly")
+		p.retryAfter = 1
+		p.cause = err
+		return p
+	case isTotalUpdateLimit(err):
+		p := tooManyUpdates("")
+		p.cause = err
+		return p
 	}
 	return internalError(err)
+}
+
+// isTotalUpdateLimit reports Temporal's refusal of any further update on a workflow
+// (history.maxTotalUpdates, 2,000 by default): a FailedPrecondition, which is what an update
+// to a running workflow gets for it.
+func isTotalUpdateLimit(err error) bool {
+	var fp *serviceerror.FailedPrecondition
+	return errors.As(err, &fp)
+}
+
+// tooManyUpdateRetryAfter: past the total, only a saga-side change (support acting in
+// Temporal, or the saga ending on its timer) makes room, so a client should not hurry.
+const tooManyUpdateRetryAfter = 60
+
+func tooManyUpdates(checkoutID string) *Problem {
+	detail := "this checkout takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+	if checkoutID != "" {
+		detail = "checkout " + checkoutID + " takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+	}
+	p := problem(http.StatusTooManyRequests, "too_many_updates", detail)
+	p.retryAfter = tooManyUpdateRetryAfter
+	return p
 }

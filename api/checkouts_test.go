@@ -7,6 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
 )
 
 // cart renders a checkout request body; items are sku:quantity pairs.
@@ -156,4 +160,16 @@ func TestCheckoutByBadIDIsRefused(t *testing.T) {
 			assertNames(t, p, "cart_id")
 		})
 	}
+}
+
+// TestOverLimitIsRefusedBeforeTheSoldOutGate: a quantity over max_per_order is bad input
+// (422) whatever the stock is, so the sold-out gate's 409 must not answer it first. Here the
+// SKU has 1 unit and a limit of 2: the gate alone would call 3 units "out of stock".
+func TestOverLimitIsRefusedBeforeTheSoldOutGate(t *testing.T) {
+	h := newHarness(t, func(_ *api.Config, d *api.Deps) { d.Gate = lua.New(testenv.Redis(t)) })
+	phone := h.stockSKU(t, "PHONE-", 1, 99900, 2, "usd")
+	rec := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts", body: body(cart("c-1", "u-1", phone, 3))})
+	p := problemOf(t, rec, http.StatusUnprocessableEntity, "quantity_over_limit")
+	assertNames(t, p, "items[0].quantity")
+	h.assertUntouched(t, phone, 1)
 }

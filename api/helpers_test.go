@@ -24,10 +24,11 @@ const testAdminToken = "test-admin-token"
 // Temporal client: every request these tests send must be answered before the API talks
 // to Temporal, so reaching it (a nil client) panics into a 500 the test reports.
 type harness struct {
-	e     *echo.Echo
-	pool  *pgxpool.Pool
-	inv   *activities.Inventory
-	stock *lua.Stock
+	e      *echo.Echo
+	pool   *pgxpool.Pool
+	inv    *activities.Inventory
+	stock  *lua.Stock
+	logger *slog.Logger
 }
 
 func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
@@ -48,12 +49,13 @@ func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
 		Inventory: inv,
 		Records:   store,
 		Payments:  store,
+		Keys:      store,
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
 	if configure != nil {
 		configure(&cfg, &deps)
 	}
-	return &harness{e: api.New(cfg, deps), pool: pool, inv: inv, stock: stock}
+	return &harness{e: api.New(cfg, deps), pool: pool, inv: inv, stock: stock, logger: deps.Logger}
 }
 
 // sku returns a fresh SKU whose Redis keys are removed when the test ends.
@@ -158,5 +160,17 @@ func decodeJSON(t *testing.T, rec *httptest.ResponseRecorder, v any) {
 	t.Helper()
 	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
 		t.Fatalf("decode %q: %v", rec.Body, err)
+	}
+}
+
+// assertHeld checks that exactly held units of sku are held.
+func (h *harness) assertHeld(t *testing.T, sku string, held int64) {
+	t.Helper()
+	v, err := h.inv.Get(t.Context(), sku)
+	if err != nil {
+		t.Fatalf("get inventory of %s: %v", sku, err)
+	}
+	if v.Held != held || v.Available+v.Held != v.OnHand {
+		t.Errorf("inventory of %s = %+v, want held %d and available + held == on_hand", sku, v, held)
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
@@ -16,7 +17,8 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz reports whether Redis, Postgres and Temporal answer; 503 names what does not.
+// readyz reports whether Redis, Postgres and Temporal answer and a worker polls the checkout
+// task queue; 503 names what is missing.
 func (s *Server) readyz(c echo.Context) error {
 	names := make([]string, 0, len(s.Ready))
 	for name := range s.Ready {
@@ -30,11 +32,32 @@ func (s *Server) readyz(c echo.Context) error {
 		err := s.Ready[name](ctx)
 		cancel()
 		if err != nil {
-			checks[name] = "unavailable: " + err.Error()
+			// The error names hosts, users and addresses: it goes to the log, and the public
+			// answer only names the dependency.
+			s.Logger.Warn("readiness check failed", "check", name, "error", err)
+			checks[name] = "unavailable"
 			status = http.StatusServiceUnavailable
 			continue
 		}
 		checks[name] = "ok"
+	}
+	if s.workers != nil {
+		switch err := s.workers.check(c.Request().Context()); {
+		case errors.Is(err, errNoWorker):
+			checks["workers"] = "unavailable: " + errNoWorker.Error()
+			status = http.StatusServiceUnavailable
+		case err != nil:
+			s.Logger.Warn("readiness check failed", "check", "workers", "error", err)
+			checks["workers"] = "unknown: their heartbeats cannot be read"
+			status = http.StatusServiceUnavailable
+		default:
+			checks["workers"] = "ok"
+		}
+	}
+	if s.Readiness.isDraining() {
+		// Shutting down: the dependencies may be fine, but new requests belong elsewhere.
+		checks["shutdown"] = "draining"
+		status = http.StatusServiceUnavailable
 	}
 	if status != http.StatusOK {
 		c.Response().Header().Set("Retry-After", "1")

@@ -69,6 +69,25 @@ func TestReadyz(t *testing.T) {
 			t.Errorf("body = %+v, want not ready, redis ok, temporal unavailable", body)
 		}
 	})
+	t.Run("error text stays in the log", func(t *testing.T) {
+		// /readyz is public: a dependency's error names hosts, users and DSN fragments.
+		h := newHarness(t, func(_ *api.Config, d *api.Deps) {
+			d.Ready = map[string]func(context.Context) error{
+				"postgres": func(context.Context) error {
+					return errors.New("failed to connect to `user=checkout database=shop host=10.0.0.7`: password authentication failed")
+				},
+			}
+		})
+		rec := h.do(t, request{method: http.MethodGet, path: "/readyz"})
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "postgres") {
+			t.Errorf("readyz = %d %s, want 503 naming postgres", rec.Code, rec.Body)
+		}
+		for _, secret := range []string{"10.0.0.7", "user=", "password"} {
+			if strings.Contains(rec.Body.String(), secret) {
+				t.Errorf("readyz body %s shows the error text %q", rec.Body, secret)
+			}
+		}
+	})
 	t.Run("a hanging check is cut off", func(t *testing.T) {
 		h := newHarness(t, func(_ *api.Config, d *api.Deps) {
 			d.Ready = map[string]func(context.Context) error{
@@ -80,4 +99,13 @@ func TestReadyz(t *testing.T) {
 			t.Errorf("readyz = %d %s, want 503 naming postgres", rec.Code, rec.Body)
 		}
 	})
+}
+
+// TestMetricsAreNotPublic: /metrics shows per-SKU hold and release counts (sales velocity)
+// and SDK internals, so the public listener does not serve it; the binary serves it on
+// API_METRICS_ADDR (api.MetricsHandler).
+func TestMetricsAreNotPublic(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := h.do(t, request{method: http.MethodGet, path: "/metrics"})
+	problemOf(t, rec, http.StatusNotFound, "not_found")
 }

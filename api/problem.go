@@ -102,5 +102,11 @@ func fromEchoError(he *echo.HTTPError) *Problem {
 		p.retryAfter = 1
 		return p
 	}
+	if he.Code >= 500 {
+		// Its message is whatever its creator wrote, possibly an internal error: log it.
+		p := problem(he.Code, "internal_error", "the request could not be completed")
+		p.cause = he
+		return p
+	}
 	return problem(he.Code, "http_error", fmt.Sprint(he.Message))
 }

@@ -10,11 +10,11 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/activities"
@@ -53,6 +53,12 @@ type Gate interface {
 	MarkStarted(ctx context.Context, checkoutID string) error
 }
 
+// IdempotencyKeys binds each Idempotency-Key to the first request body it was used with,
+// across carts (Postgres, see activities.Store.ClaimIdempotencyKey).
+type IdempotencyKeys interface {
+	ClaimIdempotencyKey(ctx context.Context, c activities.IdempotencyClaim, retention time.Duration) (activities.IdempotencyClaim, error)
+}
+
 // Config is the API's behaviour, from the environment (see cmd/checkout).
 type Config struct {
 	AdminToken             string
@@ -70,7 +76,15 @@ type Config struct {
 	// request waits up to AdmissionWait for a place, then gets 503 with Retry-After.
 	MaxStartingCheckouts int
 	AdmissionWait        time.Duration
+	// IdempotencyKeyRetention is how long a key stays bound to its body (the contract asks
+	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
+	IdempotencyKeyRetention time.Duration
 }
+
+// DefaultIdempotencyKeyRetention is 7 days: as long as a hold's tombstone, well past the
+// contract's 24 hours and Temporal's retention (1 to 3 days), so a key outlives any answer
+// the saga itself could still give about it.
+const DefaultIdempotencyKeyRetention = 7 * 24 * time.Hour
 
 // Admission defaults: enough concurrent starts to keep a dev server busy on two cores (it
 // completes about 30 checkouts a second), few enough that an admitted request finishes well
@@ -91,6 +105,15 @@ type Deps struct {
 	Payments  PaymentEvents
 	// Gate is the sold-out gate; nil turns it off.
 	Gate Gate
+	// Keys indexes Idempotency-Keys across carts; nil leaves only the saga's own check
+	// (within one cart), as tests that need no Postgres index do.
+	Keys IdempotencyKeys
+	// Workers reads the workers' heartbeats: while none polls, POST /v1/checkouts answers
+	// 503 without starting a saga and /readyz names the task queue. nil turns the check off
+	// (tests that run their worker without a heartbeat).
+	Workers Workers
+	// Readiness turns /readyz to 503 while the server drains (see Serve); nil never drains.
+	Readiness *Readiness
 	// Ready are the checks /readyz runs, by name (redis, postgres, temporal).
 	Ready  map[string]func(context.Context) error
 	Logger *slog.Logger
@@ -102,6 +125,7 @@ type Server struct {
 	cfg Config
 	Deps
 	starting chan struct{} // admission: one token per checkout request talking to Temporal
+	workers  *workerCheck  // nil without Deps.Workers
 	standard standardVerifiers
 }
 
@@ -115,7 +139,7 @@ const (
 // New builds the Echo server with every route of the contract.
 func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = 15 * time.Second
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
@@ -129,8 +153,14 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.AdmissionWait <= 0 {
 		cfg.AdmissionWait = DefaultAdmissionWait
 	}
+	if cfg.IdempotencyKeyRetention <= 0 {
+		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
+	}
 	s := &Server{cfg: cfg, Deps: deps, starting: make(chan struct{}, cfg.MaxStartingCheckouts),
 		standard: newStandardVerifiers(cfg.StandardWebhookSecrets)}
+	if deps.Workers != nil {
+		s.workers = &workerCheck{workers: deps.Workers}
+	}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -140,9 +170,10 @@ func New(cfg Config, deps Deps) *echo.Echo {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.Handler()))
+	// No /metrics here: it shows sales velocity per SKU and SDK internals, so the binary
+	// serves MetricsHandler on an internal address (API_METRICS_ADDR) instead.
 
-	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout))
+	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
 	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit))
 	v1.GET("/checkouts/:cart_id", s.getCheckout)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout)
@@ -161,6 +192,20 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund)
 	support.GET("/audit", s.getAudit)
 	return e
+}
+
+// boundBodyRead gives the body the request's own deadline. ContextTimeout cannot reach a
+// handler blocked reading the body (io.ReadAll knows no context), and the server's
+// ReadTimeout is longer than a request may take.
+func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			// Not every ResponseWriter can (httptest's cannot); the server's ReadTimeout
+			// still bounds those.
+			_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(timeout))
+			return next(c)
+		}
+	}
 }
 
 // logRequests writes one structured line per request, with the checkout and workflow ids

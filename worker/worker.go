@@ -3,12 +3,17 @@
 package worker
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
+
+// StopTimeout is how long a stopping worker lets its running steps finish.
+const StopTimeout = 15 * time.Second
 
 // New returns a worker with the Checkout workflow and every activity registered. The caller
 // starts it (Run or Start) and stops it.
@@ -18,6 +23,10 @@ func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 		// task type leaves them queued on the server while the worker idles.
 		MaxConcurrentWorkflowTaskPollers: 8,
 		MaxConcurrentActivityTaskPollers: 8,
+		// Stop waits this long for running activities and local activities, longer than the
+		// longest attempt (10 s, the saga's must-finish steps), so a deploy lets a release or
+		// confirm finish here instead of abandoning it to time out and run again elsewhere.
+		WorkerStopTimeout: StopTimeout,
 	})
 	Register(w, acts)
 	return w

@@ -30,6 +30,7 @@ type config struct {
 	DatabaseURL       string        // DATABASE_URL
 	APIAddr           string        // API_ADDR
 	WorkerMetricsAddr string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
+	APIMetricsAddr    string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
 	AdminToken        string        // ADMIN_TOKEN
 	WebhookSecrets    []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
 	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
@@ -42,7 +43,13 @@ type config struct {
 	StripeAPIURL      string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
 	MaxStarting       int64         // MAX_STARTING_CHECKOUTS: admission bound
 	AdmissionWait     time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
-	LogLevel          slog.Level    // LOG_LEVEL
+	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
+	// stays bound to its request body (the contract asks for at least 24 h)
+	IdempotencyRetention time.Duration
+	// DrainDelay: API_DRAIN_DELAY_SECONDS, how long a stopping API keeps serving after
+	// /readyz turned 503, for load balancers to notice (default 5 s; 0 for dev)
+	DrainDelay time.Duration
+	LogLevel   slog.Level // LOG_LEVEL
 }
 
 // loadConfig reads the environment. Every value has a working local default except the two
@@ -75,6 +82,7 @@ func loadConfig(dev bool) (config, error) {
 		DatabaseURL:       str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
 		APIAddr:           str("API_ADDR", "127.0.0.1:8080"),
 		WorkerMetricsAddr: str("WORKER_METRICS_ADDR", "127.0.0.1:9091"),
+		APIMetricsAddr:    str("API_METRICS_ADDR", "127.0.0.1:9090"),
 		AdminToken:        str("ADMIN_TOKEN", ""),
 		WebhookTolerance:  time.Duration(integer("STRIPE_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
 		StandardTolerance: time.Duration(integer("STANDARD_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
@@ -85,7 +93,16 @@ func loadConfig(dev bool) (config, error) {
 		StripeAPIURL:  str("STRIPE_API_URL", ""),
 		MaxStarting:   integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
 		AdmissionWait: time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
+		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
+			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
 	}
+	// A load balancer polls /readyz every few seconds; the local stack has none, and Ctrl-C
+	// should not wait for one.
+	drainDefault := int64(5)
+	if dev {
+		drainDefault = 0
+	}
+	cfg.DrainDelay = time.Duration(integer("API_DRAIN_DELAY_SECONDS", drainDefault, 0, 120)) * time.Second
 	for _, s := range strings.Split(str("STRIPE_WEBHOOK_SECRET", ""), ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.WebhookSecrets = append(cfg.WebhookSecrets, s)
@@ -104,10 +121,13 @@ func loadConfig(dev bool) (config, error) {
 			cfg.WebhookSecrets = []string{devWebhookSecret}
 		}
 	}
+	if dev && cfg.usesDevSecrets() && !isLoopback(cfg.APIAddr) {
+		errs = append(errs, fmt.Errorf("API_ADDR=%q is reachable beyond this machine, and the local stack's admin token or webhook secret (both public) would let anyone set stock and forge payments there: listen on 127.0.0.1, or set ADMIN_TOKEN and STRIPE_WEBHOOK_SECRET", cfg.APIAddr))
+	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
 	}
-	for name, addr := range map[string]string{"TEMPORAL_ADDRESS": cfg.TemporalAddress, "API_ADDR": cfg.APIAddr, "WORKER_METRICS_ADDR": cfg.WorkerMetricsAddr} {
+	for name, addr := range map[string]string{"TEMPORAL_ADDRESS": cfg.TemporalAddress, "API_ADDR": cfg.APIAddr, "WORKER_METRICS_ADDR": cfg.WorkerMetricsAddr, "API_METRICS_ADDR": cfg.APIMetricsAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: must be host:port", name, addr))
 		}
@@ -118,6 +138,30 @@ func loadConfig(dev bool) (config, error) {
 		}
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// usesDevSecrets reports whether the admin token or a webhook secret is the local stack's.
+func (cfg config) usesDevSecrets() bool {
+	for _, s := range cfg.WebhookSecrets {
+		if s == devWebhookSecret {
+			return true
+		}
+	}
+	return cfg.AdminToken == devAdminToken
+}
+
+// isLoopback reports whether addr (host:port) listens on this machine only. An empty host
+// (":8080") listens on every interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // requireSecrets refuses to serve the API with missing or local-stack secrets.

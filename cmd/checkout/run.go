@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -170,14 +169,22 @@ func runWorker(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer d.Close()
-	metricsSrv := &http.Server{Addr: cfg.WorkerMetricsAddr, Handler: promhttp.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	defer serveMetrics(cfg.WorkerMetricsAddr, "worker", logger)()
+	return serveWorker(ctx, cfg, d)
+}
+
+// serveMetrics serves /metrics on addr, an internal address, until the returned function
+// is called. A metrics address that cannot be bound is logged, not fatal: the product works
+// without its metrics.
+func serveMetrics(addr, who string, logger *slog.Logger) (stop func()) {
+	srv := api.NewMetricsServer(addr)
 	go func() {
-		if err := metricsSrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("worker metrics server", "error", err)
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("serve "+who+" metrics on "+addr, "error", err)
 		}
 	}()
-	defer metricsSrv.Close()
-	return serveWorker(ctx, cfg, d)
+	logger.Info(who+" metrics listening", "addr", "http://"+addr+"/metrics")
+	return func() { _ = srv.Close() }
 }
 
 func serveWorker(ctx context.Context, cfg config, d *deps) error {
@@ -205,8 +212,19 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	d.logger.Info("worker started", "task_queue", "checkout")
+	// The heartbeat is what the API reads before it starts a saga (Temporal keeps dead
+	// pollers listed for minutes). It beats only while this worker's Temporal connection
+	// answers, and it ends before the worker stops, so no saga is started for a worker
+	// that is going away.
+	hb := worker.NewHeartbeat(d.rdb, workflows.TaskQueue, func(ctx context.Context) error {
+		_, err := d.temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}, d.logger)
+	beating := make(chan struct{})
+	go func() { hb.Run(ctx); close(beating) }()
+	d.logger.Info("worker started", "task_queue", workflows.TaskQueue, "identity", hb.Identity())
 	<-ctx.Done()
+	<-beating
 	w.Stop()
 	return nil
 }
@@ -224,6 +242,7 @@ func runAPI(ctx context.Context, cfg config) error {
 }
 
 func serveAPI(ctx context.Context, cfg config, d *deps) error {
+	ready := &api.Readiness{}
 	e := api.New(api.Config{
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
@@ -235,6 +254,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),
 		AdmissionWait:                cfg.AdmissionWait,
+		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 	}, api.Deps{
 		Temporal:  d.temporal,
 		Catalog:   d.store,
@@ -242,6 +262,9 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Records:   d.store,
 		Payments:  d.store,
 		Gate:      d.stock,
+		Keys:      d.store,
+		Workers:   worker.Presence{RDB: d.rdb, TaskQueue: workflows.TaskQueue},
+		Readiness: ready,
 		Ready: map[string]func(context.Context) error{
 			"postgres": d.store.Ping,
 			"redis":    func(ctx context.Context) error { return d.rdb.Ping(ctx).Err() },
@@ -253,17 +276,38 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Logger: d.logger,
 		Audit:  audit.New(d.pool, d.rdb, d.temporal, audit.Options{}),
 	})
-	errc := make(chan error, 1)
-	go func() { errc <- e.Start(cfg.APIAddr) }()
+	// In `checkout dev` the worker runs in this process too: its metrics are in the same
+	// registry, so this one address serves both.
+	defer serveMetrics(cfg.APIMetricsAddr, "api", d.logger)()
+	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, d.logger)
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve api on %s: %w", cfg.APIAddr, err)
-	case <-ctx.Done():
+	return api.Serve(ctx, e, api.NewHTTPServer(cfg.APIAddr, e), ready, cfg.DrainDelay, d.logger)
+}
+
+// pruneEvery is how often the API deletes expired Idempotency-Keys. Expiry itself is exact
+// (an expired key is free at once, see ClaimIdempotencyKey); pruning only bounds the table,
+// so hourly is plenty. Every API process prunes; two doing it at once is harmless.
+const pruneEvery = time.Hour
+
+// pruneIdempotencyKeys deletes keys older than retention, now and every pruneEvery, until
+// ctx ends.
+func pruneIdempotencyKeys(ctx context.Context, store *activities.Store, retention time.Duration, logger *slog.Logger) {
+	ticker := time.NewTicker(pruneEvery)
+	defer ticker.Stop()
+	for {
+		n, err := store.PruneIdempotencyKeys(ctx, retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("prune idempotency keys", "error", err)
+		case n > 0:
+			logger.Info("pruned idempotency keys", "deleted", n, "older_than", retention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return e.Shutdown(shutdownCtx)
 }
 
 // attributeFlags renders search attributes as `temporal server start-dev` flags.

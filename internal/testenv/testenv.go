@@ -163,6 +163,9 @@ type DevServerOptions struct {
 	EnableUI bool
 	// UIPort is the UI's port; empty picks a free one.
 	UIPort string
+	// ExtraArgs go to `temporal server start-dev` as they are, e.g.
+	// "--dynamic-config-value", "history.maxTotalUpdates=3".
+	ExtraArgs []string
 }
 
 // DevServerWith is DevServer with options. With EnableUI it also returns the UI's base URL
@@ -171,7 +174,7 @@ func DevServerWith(t testing.TB, opts DevServerOptions) (*testsuite.DevServer, s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var args []string
+	args := append([]string(nil), opts.ExtraArgs...)
 	for name, typ := range opts.SearchAttributes {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}

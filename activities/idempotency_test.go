@@ -1,0 +1,73 @@
+package activities
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestClaimIdempotencyKey(t *testing.T) {
+	pool := testDB(t)
+	s := NewStore(pool)
+	ctx := t.Context()
+	const retention = time.Hour
+	key := randomID("key-")
+	first := IdempotencyClaim{Key: key, CartID: "a", RequestHash: "hash-a"}
+
+	// Twenty requests race for one key with different bodies: exactly one body wins and every
+	// request is told the same winner.
+	var wg sync.WaitGroup
+	won := make([]IdempotencyClaim, 20)
+	for i := range won {
+		wg.Go(func() {
+			c := first
+			if i > 0 {
+				c = IdempotencyClaim{Key: key, CartID: "other", RequestHash: randomID("hash-")}
+			}
+			held, err := s.ClaimIdempotencyKey(ctx, c, retention)
+			if err != nil {
+				t.Errorf("claim %d: %v", i, err)
+			}
+			won[i] = held
+		})
+	}
+	wg.Wait()
+	for i, held := range won {
+		if held != won[0] {
+			t.Errorf("claim %d was told %+v, claim 0 %+v: one key, one body", i, held, won[0])
+		}
+	}
+	winner := won[0]
+
+	// A key older than retention is free again, pruned or not.
+	if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '2 hours' WHERE key = $1`, key); err != nil {
+		t.Fatalf("age the key: %v", err)
+	}
+	again := IdempotencyClaim{Key: key, CartID: "b", RequestHash: "hash-b"}
+	if winner == again {
+		t.Fatal("test bug: the new body must differ from the winner")
+	}
+	if held, err := s.ClaimIdempotencyKey(ctx, again, retention); err != nil || held != again {
+		t.Errorf("claim of an expired key = %+v, %v; want %+v", held, err, again)
+	}
+
+	// Pruning deletes only keys older than retention.
+	old := randomID("old-")
+	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys (key, cart_id, request_hash, created_at) VALUES ($1, 'c', 'h', now() - interval '2 hours')`, old); err != nil {
+		t.Fatalf("insert an old key: %v", err)
+	}
+	n, err := s.PruneIdempotencyKeys(ctx, retention)
+	if err != nil || n != 1 {
+		t.Errorf("prune = %d, %v; want 1 (the old key only)", n, err)
+	}
+	var left []string
+	rows, _ := pool.Query(ctx, `SELECT key FROM idempotency_keys ORDER BY key`)
+	for rows.Next() {
+		var k string
+		_ = rows.Scan(&k)
+		left = append(left, k)
+	}
+	if len(left) != 1 || left[0] != key {
+		t.Errorf("keys after pruning = %v, want [%s]", left, key)
+	}
+}

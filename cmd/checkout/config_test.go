@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDevRefusesItsSecretsBeyondLoopback: the local stack's admin token and webhook secret
+// are public (they are in the README). Served beyond loopback, anyone could set stock and
+// forge payments, so `checkout dev` refuses them there; real secrets are fine anywhere.
+func TestDevRefusesItsSecretsBeyondLoopback(t *testing.T) {
+	for _, tt := range []struct {
+		addr, token, secret string
+		ok                  bool
+	}{
+		{addr: "127.0.0.1:8080", ok: true},
+		{addr: "localhost:8080", ok: true},
+		{addr: "[::1]:8080", ok: true},
+		{addr: "0.0.0.0:8080"},
+		{addr: ":8080"},
+		{addr: "192.168.1.20:8080"},
+		{addr: "0.0.0.0:8080", token: devAdminToken, secret: "whsec_real_secret_value"},
+		{addr: "0.0.0.0:8080", token: "a-real-admin-token-0123", secret: devWebhookSecret},
+		{addr: "0.0.0.0:8080", token: "a-real-admin-token-0123", secret: "whsec_real_secret_value", ok: true},
+	} {
+		t.Run(tt.addr+" "+tt.token+" "+tt.secret, func(t *testing.T) {
+			t.Setenv("API_ADDR", tt.addr)
+			t.Setenv("ADMIN_TOKEN", tt.token)
+			t.Setenv("STRIPE_WEBHOOK_SECRET", tt.secret)
+			_, err := loadConfig(true)
+			switch {
+			case tt.ok && err != nil:
+				t.Errorf("loadConfig(dev) = %v, want no error", err)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), "API_ADDR")):
+				t.Errorf("loadConfig(dev) = %v, want an error naming API_ADDR", err)
+			}
+		})
+	}
+}
