@@ -176,23 +176,25 @@ func (w *world) faulted(activity string, kind faultKind) bool {
 // subCase names the sub-case of issue 9's defect 1 a lost or unconfirmed payment looks like,
 // from where it was delivered and how the checkout ended. It only labels the report.
 func (w *world) subCase(d delivery) string {
-	reason := deref(w.final.Reason)
-	cancelled := false
+	cancelled := false // a workflow cancellation reached the saga with or before the payment
 	for _, x := range w.deliveries {
-		if x.What == "workflow cancellation" {
+		if x.What == "workflow cancellation" && !x.At.After(d.At) {
 			cancelled = true
 		}
 	}
+	expiry := w.expiryAt(d.At)
 	switch {
 	case d.Phase == "pricing":
 		return "(d) before pricing"
 	case d.Phase == "reserving":
 		return "(c) while reserving"
-	case cancelled && strings.Contains(reason, "workflow cancelled"):
+	case cancelled:
 		return "(e) workflow cancellation"
 	case d.Buffered && d.Phase == "awaiting payment" && (w.final.Status == workflows.StatusExpired || w.final.Status == workflows.StatusPaymentFailed):
 		return "(a) same task as the timer"
-	case d.Phase == "ending", !w.expiryAt(d.At).IsZero() && !d.At.Before(w.expiryAt(d.At)):
+	case d.Buffered && d.Phase == "awaiting payment" && w.final.Status == workflows.StatusCancelled:
+		return "(e) same task as a cancel update"
+	case d.Phase == "ending", !expiry.IsZero() && !d.At.Before(expiry):
 		// At or after the deadline the saga is ending even before its first release runs.
 		return "(b) while ending"
 	}

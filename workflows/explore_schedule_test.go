@@ -57,12 +57,16 @@ type event struct {
 	Kind    eventKind
 	Payment workflows.Payment
 	// Buffered delivers the payment signal without a workflow task of its own: the worker is
-	// behind, so the signal is handled in the next task, together with whatever comes next (the
-	// payment timer, an activity result, an update). This is how a payment and the timer firing
-	// share one workflow task, defect 1a.
+	// behind, so the signal is handled in the next task, together with whatever comes next (a
+	// timer firing, an activity result, an update). This is how a payment and the payment timer
+	// share one workflow task, defect 1a. (The test environment starts a task for every timer,
+	// the explorer's own delayed events included, so the next timer of any kind ends the wait.)
 	Buffered bool
 	Update   string
 	Arg      any
+	// PayFirst, on a cancellation or a cancel update, is a payment acknowledged just before it
+	// and handled in the same workflow task: defect 1e.
+	PayFirst *workflows.Payment
 }
 
 // faultKind is how one activity call fails.
@@ -210,6 +214,15 @@ func generate(seed uint64) *schedule {
 	if chance(0.15) {
 		s.Events = append(s.Events, when(&event{Kind: evCancelWorkflow}))
 	}
+	// The race of defect 1e head on: a payment acknowledged just before a workflow cancellation
+	// or a cancel update, and handled in the same workflow task.
+	for i, e := range s.Events {
+		isCancel := e.Kind == evCancelWorkflow || e.Kind == evUpdate && e.Update == workflows.UpdateCancel
+		if isCancel && chance(0.5) {
+			e.PayFirst = &workflows.Payment{Provider: "stripe", EventID: fmt.Sprintf("evt_race%d", i), Outcome: workflows.PaymentSucceeded,
+				PaymentRef: fmt.Sprintf("pi_race%d", i), AmountCents: amount, Currency: "usd"}
+		}
+	}
 
 	// Faults: each saga activity fails in about one seed out of three.
 	for _, act := range sagaActivities {
@@ -271,9 +284,17 @@ func (e *event) String() string {
 		}
 		return s
 	case evUpdate:
-		return fmt.Sprintf("update %s %+v", e.Update, e.Arg)
+		return fmt.Sprintf("update %s %+v", e.Update, e.Arg) + e.payFirst()
 	}
-	return "workflow cancellation"
+	return "workflow cancellation" + e.payFirst()
+}
+
+func (e *event) payFirst() string {
+	if e.PayFirst == nil {
+		return ""
+	}
+	return fmt.Sprintf(", right after payment %s succeeded ref=%s %d %s in the same workflow task",
+		e.PayFirst.EventID, e.PayFirst.PaymentRef, e.PayFirst.AmountCents, e.PayFirst.Currency)
 }
 
 func (f fault) String() string {

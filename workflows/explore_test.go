@@ -157,7 +157,6 @@ func (r *seedResult) report(withTrace bool) string {
 // indent moves the schedule's lines under the "schedule:" heading.
 func indent(s string) string { return strings.ReplaceAll("  "+s, "\n  ", "\n    ") }
 
-
 // runSeed runs one seed's schedule against the saga and checks the promises.
 func runSeed(seed uint64) (res *seedResult) {
 	s := generate(seed)

@@ -424,6 +424,10 @@ func (w *world) fire(e *event, fromActivity bool) {
 		}
 		w.query("query before " + e.when())
 	}
+	if e.PayFirst != nil {
+		w.deliver(delivery{What: "payment", Payment: *e.PayFirst, Buffered: true, Source: e.when() + ", right before the cancel"})
+		w.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, *e.PayFirst)
+	}
 	switch e.Kind {
 	case evPay:
 		w.deliver(delivery{What: "payment", Payment: e.Payment, Buffered: e.Buffered, Source: e.when()})
