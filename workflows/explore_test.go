@@ -13,6 +13,7 @@ package workflows_test
 //	go test -count=1 ./workflows/ -run Explore -explore.seed=1234 -v  # replay one, with its trace
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -157,6 +158,10 @@ func (r *seedResult) report(withTrace bool) string {
 // indent moves the schedule's lines under the "schedule:" heading.
 func indent(s string) string { return strings.ReplaceAll("  "+s, "\n  ", "\n    ") }
 
+func exploreLogger(level slog.Level) log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+}
+
 // runSeed runs one seed's schedule against the saga and checks the promises.
 func runSeed(seed uint64) (res *seedResult) {
 	s := generate(seed)
@@ -168,7 +173,7 @@ func runSeed(seed uint64) (res *seedResult) {
 	if *exploreSeed != 0 {
 		level = slog.LevelInfo
 	}
-	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))))
+	suite.SetLogger(exploreLogger(level))
 	env := suite.NewTestWorkflowEnvironment()
 	w.env = env
 	env.SetStartTime(s.Start)
@@ -309,5 +314,51 @@ func (r *registryRecorder) RegisterActivityWithOptions(a any, opts activity.Regi
 		r.activities = append(r.activities, opts.Name)
 	default:
 		r.activities = append(r.activities, activityName(a))
+	}
+}
+
+// TestExploreFakesServeLocalAndRegularActivities proves the explorer keeps working when the
+// saga turns a local activity into a regular one (or back), or calls one by name: every way
+// reaches the same fake and the same model.
+func TestExploreFakesServeLocalAndRegularActivities(t *testing.T) {
+	w := newWorld(generate(1))
+	w.s.Faults, w.s.Events = nil, nil
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(exploreLogger(slog.LevelError + 1))
+	env := suite.NewTestWorkflowEnvironment()
+	w.env = env
+	if err := w.register(env); err != nil {
+		t.Fatal(err)
+	}
+	sku := w.s.Cart[0].SKU
+	in := activities.StockInput{CheckoutID: "c-1", SKU: sku, Quantity: w.s.Cart[0].Quantity}
+	env.ExecuteWorkflow(func(ctx workflow.Context) error {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Second})
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Second})
+		if err := workflow.ExecuteLocalActivity(lctx, nilActs.ReserveStock, in).Get(ctx, nil); err != nil {
+			return fmt.Errorf("local reserve: %w", err)
+		}
+		if err := workflow.ExecuteActivity(actx, nilActs.CommitStock, in).Get(ctx, nil); err != nil {
+			return fmt.Errorf("regular commit: %w", err)
+		}
+		// By name, as a regular activity: a committed hold refuses a release.
+		err := workflow.ExecuteActivity(actx, "ReleaseStock", in).Get(ctx, nil)
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeHoldCommitted {
+			return fmt.Errorf("release by name after commit: %v, want %s", err, activities.ErrTypeHoldCommitted)
+		}
+		return nil
+	})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.holds[sku]; got != holdCommitted {
+		t.Errorf("hold on %s is %s, want committed", sku, got)
+	}
+	want := map[string]int{"ReserveStock(" + sku + ")": 1, "CommitStock(" + sku + ")": 1, "ReleaseStock(" + sku + ")": 1}
+	for k, n := range want {
+		if w.calls[k] != n {
+			t.Errorf("%s called %d times, want %d (calls: %v)", k, w.calls[k], n, w.calls)
+		}
 	}
 }
