@@ -241,9 +241,16 @@ func generate(seed uint64) *schedule {
 		default:
 			f.Kind = []faultKind{transient, transient, lostReply, timeout}[pick(4)]
 			f.Applied = f.Kind == timeout && chance(0.5)
-			// 12 and 40 attempts outlast the retry policies (10 attempts, or a 2 to 3 minute
-			// schedule-to-close): the step is stuck and flagged, or the step fails for good.
-			f.To = []int{1, 2, 3, 12, 40}[pick(5)]
+			// Long outages outlast the retry policies: 12 attempts, two more than the ending and
+			// confirming steps get, make the step stuck and flagged (then retried every 5
+			// minutes or on support's retry); 32 attempts outlast the 2-minute schedule-to-close
+			// of recording and reserving (about 29 attempts with their backoff), which then
+			// fail for good. Longer outages would only cost time per seed.
+			long := 12
+			if act == "RecordCheckout" || act == "ReserveStock" {
+				long = 32
+			}
+			f.To = []int{1, 2, 3, long}[pick(4)]
 		}
 		s.Faults = append(s.Faults, f)
 	}
