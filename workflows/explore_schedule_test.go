@@ -152,8 +152,10 @@ func generate(seed uint64) *schedule {
 	when := func(e *event) *event {
 		switch x := r.Float64(); {
 		case x < 0.45:
-			// Anywhere from the start to a while after the deadline.
-			e.Anchor, e.At = atTime, time.Duration(r.Int64N(int64(timeoutDur*13/10)+1)).Truncate(time.Millisecond)
+			// Anywhere from the start to a while after the deadline. Not at 0: a callback at
+			// 0 may run before the saga's first workflow task, in an order that differs from
+			// run to run; the earliest moments are covered by the events inside RecordCheckout.
+			e.Anchor, e.At = atTime, time.Millisecond+time.Duration(r.Int64N(int64(timeoutDur*13/10)+1)).Truncate(time.Millisecond)
 		case x < 0.75:
 			e.Anchor = atExpiry
 			e.At = []time.Duration{-10 * time.Second, -time.Second, -time.Millisecond, 0, time.Millisecond, 30 * time.Second}[pick(6)]

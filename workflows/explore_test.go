@@ -11,6 +11,10 @@ package workflows_test
 //	go test -count=1 ./workflows/ -run Explore                        # 2,000 seeds
 //	go test -count=1 ./workflows/ -run Explore -explore.seeds=20000   # more (or EXPLORE_SEEDS)
 //	go test -count=1 ./workflows/ -run Explore -explore.seed=1234 -v  # replay one, with its trace
+//
+// The flags exist only in this package; with ./... use EXPLORE_SEEDS, EXPLORE_FROM and
+// EXPLORE_SEED instead. Seeds are deterministic: CI explores the same 2,000 every run, and a
+// nightly job can move EXPLORE_FROM to explore new ones.
 
 import (
 	"errors"
@@ -20,11 +24,13 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,20 +72,12 @@ func TestExploreSagaInterleavings(t *testing.T) {
 
 	// Seeds run on every core: each has its own test environment and model.
 	results := make([]*seedResult, n)
-	var next sync.Mutex
-	i := 0
+	var next atomic.Int64
 	began := time.Now()
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			for {
-				next.Lock()
-				k := i
-				i++
-				next.Unlock()
-				if k >= n {
-					return
-				}
+			for k := int(next.Add(1) - 1); k < n; k = int(next.Add(1) - 1) {
 				results[k] = runSeed(uint64(first + k))
 			}
 		})
@@ -143,7 +141,7 @@ func (r *seedResult) report(withTrace bool) string {
 	b.WriteString(indent(r.w.s.String()))
 	if r.w.final != nil {
 		f := r.w.final
-		fmt.Fprintf(&b, "  ended %s (reason %s), order %v, refunds %d, needs attention %v\n",
+		fmt.Fprintf(&b, "  ended %s (reason %q), order %q, refunds %d, needs attention %v\n",
 			f.Status, deref(f.Reason), deref(f.OrderID), len(r.w.refunds), f.NeedsAttention)
 	}
 	if withTrace {
@@ -212,7 +210,6 @@ func runSeed(seed uint64) (res *seedResult) {
 					return
 				}
 				r := v.(workflows.ReservationResult)
-				w.reserved = &r
 				w.observe(r.View.Status, r.View.ExpiresAt, "reservation answer")
 				if r.View.Status == workflows.StatusAwaitingPayment && r.View.ExpiresAt != nil {
 					w.mu.Lock()
@@ -237,7 +234,7 @@ func runSeed(seed uint64) (res *seedResult) {
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				w.runErr = fmt.Errorf("the run panicked: %v", p)
+				w.runErr = fmt.Errorf("the run panicked: %v\n%s", p, debug.Stack())
 			}
 		}()
 		env.ExecuteWorkflow(workflows.Checkout, workflows.Input{

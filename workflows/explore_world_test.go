@@ -49,7 +49,6 @@ type world struct {
 	trace      []string
 	unexpected []string // activities the saga called that the explorer does not model
 
-	reserved            *workflows.ReservationResult
 	reservationAnswered bool
 	final               *workflows.View
 	runErr              error
