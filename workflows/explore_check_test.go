@@ -59,6 +59,9 @@ func (w *world) check() []violation {
 		if d.What != "payment" || d.Payment.Outcome != workflows.PaymentSucceeded {
 			continue
 		}
+		if !w.signalled[d.Payment.EventID] {
+			continue // never handed to the saga: the webhook handler refunds it (see world.signalled)
+		}
 		if _, ok := firstDelivery[d.Payment.PaymentRef]; !ok {
 			firstDelivery[d.Payment.PaymentRef] = d
 			refs = append(refs, d.Payment.PaymentRef)

@@ -12,10 +12,12 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/lua"
@@ -42,7 +44,12 @@ type world struct {
 	pgStatus string // "open" or how the checkout ended
 	order    *workflows.Payment
 
-	refunds    []workflows.RefundInput
+	refunds []workflows.RefundInput
+	// signalled are the payment event ids the saga was handed (its signal handler ran). A
+	// payment the test environment never handed over because the workflow completed first
+	// is one a real server would have refused to signal: the webhook handler then routes it
+	// to a refund itself (disposition late_refund).
+	signalled  map[string]bool
 	deliveries []delivery
 	seen       []observation
 	expiries   []observation // expires_at as the saga showed it, over time
@@ -117,6 +124,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.FindSucceededPayment, w.findSucceededPayment},
 		{nilActs.ListWorkflowIDs, w.listWorkflowIDs},
 		{nilActs.ReconcileStock, w.reconcileStock},
+		{nilActs.ClaimStaleOrphans, w.claimStaleOrphans},
 	}
 }
 
@@ -146,7 +154,7 @@ func (w *world) register(env *testsuite.TestWorkflowEnvironment) error {
 		env.RegisterActivityWithOptions(a.fake, activity.RegisterOptions{Name: name})
 		fakes[name] = reflect.ValueOf(a.fake)
 	}
-	env.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&fakeInterceptor{fakes: fakes}}})
+	env.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&fakeInterceptor{fakes: fakes, w: w}}})
 	return nil
 }
 
@@ -154,6 +162,30 @@ func (w *world) register(env *testsuite.TestWorkflowEnvironment) error {
 type fakeInterceptor struct {
 	interceptor.WorkerInterceptorBase
 	fakes map[string]reflect.Value
+	w     *world
+}
+
+// InterceptWorkflow notes every payment signal the saga is handed (see world.signalled).
+func (f *fakeInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &signalNoter{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, w: f.w}
+}
+
+type signalNoter struct {
+	interceptor.WorkflowInboundInterceptorBase
+	w *world
+}
+
+func (n *signalNoter) HandleSignal(ctx workflow.Context, in *interceptor.HandleSignalInput) error {
+	var p workflows.Payment
+	if in.SignalName == workflows.SignalPayment && in.Arg != nil && converter.GetDefaultDataConverter().FromPayloads(in.Arg, &p) == nil {
+		n.w.mu.Lock()
+		if n.w.signalled == nil {
+			n.w.signalled = map[string]bool{}
+		}
+		n.w.signalled[p.EventID] = true
+		n.w.mu.Unlock()
+	}
+	return n.Next.HandleSignal(ctx, in)
 }
 
 func (f *fakeInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
@@ -202,6 +234,10 @@ func (w *world) listWorkflowIDs(context.Context, activities.ListWorkflowsInput) 
 
 func (w *world) reconcileStock(context.Context, activities.ReconcileStockInput) (activities.ReconcileStockResult, error) {
 	return activities.ReconcileStockResult{}, w.notModelled("ReconcileStock")
+}
+
+func (w *world) claimStaleOrphans(context.Context, activities.ClaimStaleOrphansInput) ([]activities.StaleOrphan, error) {
+	return nil, w.notModelled("ClaimStaleOrphans")
 }
 
 func (w *world) notModelled(name string) error {
@@ -459,7 +495,11 @@ func (w *world) fire(e *event, fromActivity bool) {
 	switch e.Kind {
 	case evPay:
 		w.deliver(delivery{What: "payment", Payment: e.Payment, Buffered: e.Buffered, Source: e.when()})
-		if e.Buffered {
+		// Buffering holds a payment for the next workflow task, to share it with the timer.
+		// Once the saga is ending there may be no next task in this environment, which then
+		// drops the signal when the workflow completes; a real server never does (it refuses
+		// to complete a workflow while a signal is unseen, and the next task sees it).
+		if e.Buffered && w.phase != "ending" {
 			w.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, e.Payment)
 		} else {
 			w.env.SignalWorkflow(workflows.SignalPayment, e.Payment)
