@@ -76,7 +76,8 @@
 // (a restart without persistence), reserve answers NOT_STOCKED for a SKU that
 // Postgres knows; the caller then rebuilds it from Postgres (on_hand, and every
 // open checkout as a hold) before any new hold is taken. reconcile.lua repairs
-// drift: held recounted from the live holds, available = max(0, on_hand - held).
+// drift: held recounted from the live holds, available = on_hand - held (negative while
+// placeholders exceed on_hand, never clamped).
 // Both can only undersell (count too much as held), never oversell.
 //
 // The Go wrappers validate every argument before any Redis call, so code 10

@@ -8,10 +8,11 @@
 --   {1  NOT_STOCKED, 0, 0}   nothing to reconcile (rebuild.lua restores a lost SKU)
 --   {10 INVALID_ARGUMENT, 1, 0}
 --
--- held is recounted from the live holds, then available = max(0, on_hand - held). The live
--- holds are the judge of what is held, so available never exceeds what is unsold and
--- unheld: the repair can undersell for a moment (a paid order whose hold is not yet
--- committed), never oversell.
+-- held is recounted from the live holds, then available = on_hand - held, exactly, as
+-- rebuild.lua writes it: negative while rebuild's placeholders exceed on_hand, so that
+-- reserve.lua (which gives a placeholder back before judging) still refuses. Clamping at 0
+-- would let each placeholder's checkout hold a unit that another checkout holds. The repair
+-- can undersell for a moment (a paid order whose hold is not yet committed), never oversell.
 
 local s = ARGV[1]
 if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') or tonumber(s) > 1000000000 then
@@ -27,8 +28,5 @@ for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
 end
 local before = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
 local after = on_hand - held
-if after < 0 then
-  after = 0
-end
 redis.call('HSET', KEYS[1], 'available', after, 'held', held)
 return {0, before, after}

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -97,4 +98,24 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	if _, _, stocked, err := s.Reconcile(ctx, sku, 8); err != nil || stocked {
 		t.Errorf("reconcile of a lost SKU: stocked=%v err=%v; want a no-op", stocked, err)
 	}
+}
+
+// The review's H3: reconcile must keep rebuild's negative available. Rebuild 1 unit with A
+// really holding it and R still reserving (a placeholder each: available -1); a reconcile
+// that clamps -1 to 0 lets R's reserve give its placeholder back onto 0 and hold: two holds
+// on one unit.
+func TestReconcileKeepsRebuildPlaceholders(t *testing.T) {
+	s, rdb, sku := stocked(t, 1, 1)
+	ctx := t.Context()
+	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
+	if l, _, err := s.Rebuild(ctx, sku, 1, 1, []Hold{{"c-a", 1}, {"c-r", 1}}); err != nil || l.Available != -1 {
+		t.Fatalf("rebuild: %+v, %v; want available -1", l, err)
+	}
+	if _, after, _, err := s.Reconcile(ctx, sku, 1); err != nil || after != -1 {
+		t.Fatalf("reconcile: available after %d, %v; want -1 (on_hand 1 - held 2)", after, err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-r", 1); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("reserve of the still-reserving checkout after reconcile: %v; want out of stock (c-a holds the one unit)", err)
+	}
+	assertLevel(t, s, rdb, sku, 0, 1, 1)
 }

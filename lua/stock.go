@@ -180,7 +180,7 @@ func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true}, r.code == codeOK, nil
 }
 
-// Reconcile recounts held from the live holds and sets available = max(0, onHand - held)
+// Reconcile recounts held from the live holds and sets available = onHand - held
 // (see reconcile.lua). It returns available before and after; stocked=false when Redis
 // does not have the SKU at all (Rebuild's job).
 func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64) (before, after int64, stocked bool, err error) {
