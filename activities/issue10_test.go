@@ -259,3 +259,21 @@ func restoreKeys(t *testing.T, rdb *redis.Client, dump map[string]string) {
 		}
 	}
 }
+
+// The review's M6: pgx's default pool is 4 connections on a 2-core box.
+func TestNewPoolSizesThePool(t *testing.T) {
+	url, _ := testenv.Postgres(t)
+	for _, tt := range []struct {
+		url  string
+		want int
+	}{{url, DefaultPoolMaxConns}, {url + "?pool_max_conns=7", 7}} {
+		pool, err := NewPool(t.Context(), tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := NewStore(pool).MaxConns(); got != tt.want {
+			t.Errorf("pool of %s: %d connections, want %d", tt.url, got, tt.want)
+		}
+		pool.Close()
+	}
+}
