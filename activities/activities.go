@@ -112,21 +112,32 @@ type Shortage struct {
 	Available int64  `json:"available"`
 }
 
+// resynced runs a stock script once more after bringing the SKU back in line with Postgres,
+// when the first run found that Redis went back in time (lua.ErrRolledBack: a restart from
+// an older snapshot, a failover to a lagging replica) or, with notStocked, lost the SKU. No
+// unit moves on such a Redis before every open checkout's hold is restored.
+func (a *Activities) resynced(ctx context.Context, sku string, notStocked bool, run func() error) error {
+	err := run()
+	if !errors.Is(err, lua.ErrRolledBack) && !(notStocked && errors.Is(err, lua.ErrNotStocked)) {
+		return err
+	}
+	note, rerr := a.Store.ResyncStock(ctx, a.Stock, sku)
+	if rerr != nil {
+		return fmt.Errorf("%w; then: %w", err, rerr)
+	}
+	activity.GetLogger(ctx).Warn("stock resynced from postgres: redis lost data", "sku", sku, "cause", err.Error(), "repair", note)
+	return run()
+}
+
 // ReserveStock holds Quantity units of SKU for the checkout, atomically in Redis.
 func (a *Activities) ReserveStock(ctx context.Context, in StockInput) (lua.ReserveResult, error) {
-	res, err := a.Stock.Reserve(ctx, in.SKU, in.CheckoutID, in.Quantity)
-	if errors.Is(err, lua.ErrNotStocked) {
-		// Redis does not know the SKU. If Postgres does, Redis lost it (a restart without
-		// persistence): rebuild it from Postgres before taking any hold, then try again.
-		rebuilt, rerr := a.Store.RebuildStock(ctx, a.Stock, in.SKU)
-		if rerr != nil {
-			return res, fmt.Errorf("reserve %s for checkout %s: %w", in.SKU, in.CheckoutID, rerr)
-		}
-		if rebuilt {
-			activity.GetLogger(ctx).Warn("stock rebuilt from postgres after redis lost it", "sku", in.SKU)
-		}
+	var res lua.ReserveResult
+	// Redis may not know the SKU. If Postgres does, Redis lost it (a restart without
+	// persistence): it is rebuilt from Postgres before any hold is taken.
+	err := a.resynced(ctx, in.SKU, true, func() (err error) {
 		res, err = a.Stock.Reserve(ctx, in.SKU, in.CheckoutID, in.Quantity)
-	}
+		return err
+	})
 	var oos *lua.OutOfStockError
 	var over *lua.OverLimitError
 	switch {
@@ -158,7 +169,11 @@ func (a *Activities) ReserveStock(ctx context.Context, in StockInput) (lua.Reser
 // ReserveStock and is registered before the reserve runs, so it must also succeed when no
 // hold was ever taken (it then leaves a tombstone that refuses a late reserve).
 func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, error) {
-	released, err := a.Stock.Release(ctx, in.SKU, in.CheckoutID)
+	var released int64
+	err := a.resynced(ctx, in.SKU, false, func() (err error) {
+		released, err = a.Stock.Release(ctx, in.SKU, in.CheckoutID)
+		return err
+	})
 	switch {
 	case err == nil:
 		if released > 0 {
@@ -178,24 +193,68 @@ func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, er
 
 // CommitStock turns the checkout's hold on SKU into a sale. Run it only after the order is
 // confirmed in Postgres.
+//
+// No hold to commit (ErrTypeNoHold, non-retryable) means Redis lost it: the order is
+// confirmed and its units already left on_hand in Postgres, but if the SKU's Redis copy
+// survived, available still counts them (a phantom unit another buyer would pay for and be
+// refunded). CommitStock reconciles the SKU from Postgres first, which removes them, then
+// returns the error so the saga flags the checkout for support.
 func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, error) {
-	committed, err := a.Stock.Commit(ctx, in.SKU, in.CheckoutID)
+	var committed int64
+	err := a.resynced(ctx, in.SKU, false, func() (err error) {
+		committed, err = a.Stock.Commit(ctx, in.SKU, in.CheckoutID)
+		return err
+	})
 	switch {
 	case err == nil:
 		return committed, nil
 	case errors.Is(err, lua.ErrHoldReleased):
 		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHoldReleased, nil)
 	case errors.Is(err, lua.ErrNoHold):
-		// The order is confirmed, so its units already left on_hand in Postgres. No hold
-		// to commit means Redis lost it (a restart) and the rebuild did not count this
-		// checkout, which had already ended in Postgres: nothing is left to do.
-		activity.GetLogger(ctx).Warn("no hold to commit (redis lost it); nothing to do", "checkout_id", in.CheckoutID, "sku", in.SKU)
-		return 0, nil
+		note, rerr := a.Store.ResyncStock(ctx, a.Stock, in.SKU)
+		if rerr != nil {
+			return 0, fmt.Errorf("%w; then: %w", err, rerr) // retried: the repair must run
+		}
+		activity.GetLogger(ctx).Warn("no hold to commit: redis lost it; stock reconciled", "checkout_id", in.CheckoutID, "sku", in.SKU, "repair", note)
+		return 0, temporal.NewNonRetryableApplicationError(err.Error()+" (redis lost the hold; the order stands and the sku was reconciled)", ErrTypeNoHold, nil)
 	case errors.Is(err, lua.ErrInvalidArgument):
 		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
 	default:
 		return 0, err
 	}
+}
+
+// ForfeitStock ends the checkout's hold on SKU WITHOUT giving its units back to available,
+// then reconciles the SKU from Postgres. Call it instead of ReleaseStock for every SKU of a
+// paid checkout whose ConfirmOrder failed with ErrTypeStockMismatch: Postgres had fewer
+// units than Redis let be held (Redis lost a hold and sold its unit twice), and releasing
+// the loser's hold would put back a unit Postgres no longer has, to be sold and refunded
+// again. The reconcile puts back exactly what Postgres has, so a SKU of the cart that was
+// not short loses nothing. It returns the units the hold had; like ReleaseStock it succeeds
+// when nothing was held or the hold already ended without a sale, and a committed hold is
+// ErrTypeHoldCommitted. Retrying is safe.
+func (a *Activities) ForfeitStock(ctx context.Context, in StockInput) (int64, error) {
+	var forfeited int64
+	err := a.resynced(ctx, in.SKU, false, func() (err error) {
+		forfeited, err = a.Stock.Forfeit(ctx, in.SKU, in.CheckoutID)
+		return err
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, lua.ErrHoldCommitted):
+		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHoldCommitted, nil)
+	case errors.Is(err, lua.ErrInvalidArgument):
+		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
+	default:
+		return 0, err
+	}
+	note, err := a.Store.ResyncStock(ctx, a.Stock, in.SKU)
+	if err != nil {
+		return 0, fmt.Errorf("forfeit %s for checkout %s: %w", in.SKU, in.CheckoutID, err)
+	}
+	activity.GetLogger(ctx).Warn("stock hold forfeited: postgres had fewer units than redis held", "checkout_id", in.CheckoutID,
+		"sku", in.SKU, "units", forfeited, "reason", in.Reason, "repair", note)
+	return forfeited, nil
 }
 
 // ConfirmOrderInput is everything the order row needs.

@@ -28,9 +28,12 @@ type ReconcileStockResult struct {
 
 // ReconcileStock compares Redis with Postgres for every SKU and repairs drift in the safe
 // direction: a hold whose checkout ended (in Postgres) long ago is committed (confirmed
-// checkouts) or released (every other end); then available is recomputed as on_hand - held
-// (lua/reconcile.lua). Each correction is appended to the inventory ledger. A hold whose
-// checkout Postgres does not know is left alone and reported as unexplained, for support.
+// checkouts) or released (every other end); an operator's change whose Redis step did not
+// finish is finished (or undone, if Postgres never recorded it); then every open checkout is
+// counted as holding, lost holds are restored, and available is recomputed as
+// on_hand - held (lua/reconcile.lua). A SKU Redis lost is rebuilt. Each correction is
+// appended to the inventory ledger. A hold whose checkout Postgres does not know is left
+// alone and reported as unexplained, for support.
 func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput) (ReconcileStockResult, error) {
 	grace := time.Duration(in.GraceSeconds) * time.Second
 	if grace <= 0 {
@@ -46,7 +49,7 @@ func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput)
 		if err := a.reconcileHolds(ctx, sku, grace, &res); err != nil {
 			return res, err
 		}
-		note, err := a.Store.reconcileAvailable(ctx, a.Stock, sku)
+		note, err := a.Store.ResyncStock(ctx, a.Stock, sku)
 		if err != nil {
 			return res, err
 		}
@@ -66,15 +69,27 @@ func (a *Activities) reconcileHolds(ctx context.Context, sku string, grace time.
 	if err != nil || len(holds) == 0 {
 		return err
 	}
-	ids := make([]string, len(holds))
-	for i, h := range holds {
-		ids[i] = h.CheckoutID
+	var ids []string
+	for _, h := range holds {
+		if _, isChange := lua.IsChangeHold(h.CheckoutID); !isChange {
+			ids = append(ids, h.CheckoutID)
+		}
 	}
 	ends, err := a.Store.checkoutEnds(ctx, ids)
 	if err != nil {
 		return err
 	}
 	for _, h := range holds {
+		if changeID, isChange := lua.IsChangeHold(h.CheckoutID); isChange {
+			note, err := a.Store.finishChange(ctx, a.Stock, sku, changeID, grace)
+			if err != nil {
+				return err
+			}
+			if note != "" {
+				res.Corrections = append(res.Corrections, note)
+			}
+			continue
+		}
 		end, known := ends[h.CheckoutID]
 		switch {
 		case !known:
@@ -137,33 +152,66 @@ func (s *Store) checkoutEnds(ctx context.Context, ids []string) (map[string]chec
 	return ends, rows.Err()
 }
 
-// reconcileAvailable recomputes available under the SKU's row lock, so no order
-// confirmation changes on_hand between the read and the repair, and notes a change in the
-// ledger. It returns the note, or "" when nothing changed.
-func (s *Store) reconcileAvailable(ctx context.Context, stock *lua.Stock, sku string) (string, error) {
+// reconcileTimeout bounds the Redis call made under the SKU's row lock, so a slow Redis
+// holds up that SKU's confirmations for at most this long.
+const reconcileTimeout = 2 * time.Second
+
+// ResyncStock brings a SKU's Redis copy back in line with Postgres: it rebuilds a SKU Redis
+// lost, and otherwise reconciles it (lua.Stock.Reconcile) under the SKU's row lock, so no
+// order confirmation changes on_hand between the read and the repair: every open checkout
+// is counted as holding, lost holds are restored, available = on_hand - held. It records
+// the gen it wrote, so a later Redis showing a lower one is known to have gone back in time,
+// and notes a change in the ledger. It returns the note, or "" when nothing changed.
+func (s *Store) ResyncStock(ctx context.Context, stock *lua.Stock, sku string) (string, error) {
 	var note string
+	stocked := true
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var onHand int64
-		if err := tx.QueryRow(ctx, `SELECT on_hand FROM skus WHERE sku = $1 FOR UPDATE`, sku).Scan(&onHand); err != nil {
+		var onHand, gen int64
+		if err := tx.QueryRow(ctx, `SELECT on_hand, redis_gen FROM skus WHERE sku = $1 FOR UPDATE`, sku).Scan(&onHand, &gen); err != nil {
 			return fmt.Errorf("lock sku: %w", err)
 		}
-		before, after, stocked, err := stock.Reconcile(ctx, sku, onHand)
-		if err != nil || !stocked || before == after {
+		open, err := openHolds(ctx, tx, sku)
+		if err != nil {
 			return err
 		}
-		note = fmt.Sprintf("reconcile: redis available of %s %d -> %d (on_hand %d)", sku, before, after, onHand)
+		rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+		defer cancel()
+		r, err := stock.Reconcile(rctx, sku, onHand, open, gen)
+		if err != nil {
+			return err
+		}
+		if stocked = r.Stocked; !stocked {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE skus SET redis_gen = $2 WHERE sku = $1`, sku, r.Gen); err != nil {
+			return fmt.Errorf("record redis gen: %w", err)
+		}
+		if r.Before == r.After && r.Restored == 0 && !r.RolledBack {
+			return nil
+		}
+		note = fmt.Sprintf("reconcile: redis available of %s %d -> %d (on_hand %d), %d lost holds of open checkouts restored", sku, r.Before, r.After, onHand, r.Restored)
+		if r.RolledBack {
+			note += "; redis had gone back in time"
+		}
 		_, err = tx.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason) VALUES ($1, 0, 0, $2)`, sku, note)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("reconcile %s: %w", sku, err)
 	}
+	if !stocked {
+		rebuilt, err := s.RebuildStock(ctx, stock, sku)
+		if err != nil || !rebuilt {
+			return "", err
+		}
+		return fmt.Sprintf("reconcile: %s rebuilt from postgres after redis lost it", sku), nil
+	}
 	return note, nil
 }
 
 // ledgerNote appends a correction that changes neither on_hand nor sold.
 func (s *Store) ledgerNote(ctx context.Context, sku, checkoutID, note string) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id) VALUES ($1, 0, 0, $2, $3)`,
+	_, err := s.pool.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id) VALUES ($1, 0, 0, $2, NULLIF($3, ''))`,
 		sku, note, checkoutID)
 	if err != nil {
 		return fmt.Errorf("append ledger note for %s: %w", sku, err)

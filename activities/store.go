@@ -23,6 +23,30 @@ type Store struct {
 // NewStore wraps a pgx pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
+// DefaultPoolMaxConns is the Postgres pool size when DATABASE_URL does not name one
+// (pool_max_conns=N). pgx's own default, max(4, CPUs), is 4 on a 2-core box, against up to a
+// thousand concurrent local activities whose 5 s and 10 s budgets were eaten by the wait for
+// a connection. 32 keeps a flash sale's confirms (one short transaction each) flowing and
+// stays well under Postgres's default max_connections of 100 with an API and a worker.
+const DefaultPoolMaxConns = 32
+
+// NewPool opens a pgx pool on databaseURL with DefaultPoolMaxConns connections unless the
+// URL sets pool_max_conns.
+func NewPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		cfg.MaxConns = DefaultPoolMaxConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// MaxConns is the size of the Postgres pool: the worker runs at most this many local
+// activities at once, so none waits for a connection past its timeout.
+func (s *Store) MaxConns() int { return int(s.pool.Config().MaxConns) }
+
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
@@ -37,13 +61,15 @@ type Product struct {
 	PriceCents  int64  `json:"price_cents"`
 	Currency    string `json:"currency"`
 	MaxPerOrder int64  `json:"max_per_order"`
+	// Version changes whenever any field above changes (a sale too); see ETag.
+	Version int64 `json:"-"`
 }
 
 // Products returns the catalog rows of the given SKUs; SKUs that do not exist are absent
 // from the map.
 func (s *Store) Products(ctx context.Context, skus []string) (map[string]Product, error) {
 	rows, err := s.pool.Query(ctx,
-		`SELECT sku, on_hand, sold, price_cents, currency, max_per_order FROM skus WHERE sku = ANY($1)`, skus)
+		`SELECT sku, on_hand, sold, price_cents, currency, max_per_order, version FROM skus WHERE sku = ANY($1)`, skus)
 	if err != nil {
 		return nil, fmt.Errorf("read products: %w", err)
 	}
@@ -56,37 +82,6 @@ func (s *Store) Products(ctx context.Context, skus []string) (map[string]Product
 		out[p.SKU] = p
 	}
 	return out, nil
-}
-
-// setProduct writes a SKU's stock and price inside tx and appends the change of on_hand to
-// the ledger. It locks the row so two admins setting the same SKU serialize.
-func setProduct(ctx context.Context, tx pgx.Tx, p Product) (Product, error) {
-	// Make sure the row exists first, so that FOR UPDATE below always has a row to lock:
-	// two operators creating the same SKU at once then serialize instead of both reading 0.
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order) VALUES ($1, 0, $2, $3, $4)
-		ON CONFLICT (sku) DO NOTHING`, p.SKU, p.PriceCents, p.Currency, p.MaxPerOrder); err != nil {
-		return Product{}, fmt.Errorf("create sku %s: %w", p.SKU, err)
-	}
-	var oldOnHand int64
-	if err := tx.QueryRow(ctx, `SELECT on_hand FROM skus WHERE sku = $1 FOR UPDATE`, p.SKU).Scan(&oldOnHand); err != nil {
-		return Product{}, fmt.Errorf("lock sku %s: %w", p.SKU, err)
-	}
-	err := tx.QueryRow(ctx, `
-		UPDATE skus SET on_hand = $2, price_cents = $3, currency = $4, max_per_order = $5, updated_at = now()
-		WHERE sku = $1 RETURNING sold`,
-		p.SKU, p.OnHand, p.PriceCents, p.Currency, p.MaxPerOrder).Scan(&p.Sold)
-	if err != nil {
-		return Product{}, fmt.Errorf("write sku %s: %w", p.SKU, err)
-	}
-	if delta := p.OnHand - oldOnHand; delta != 0 {
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason) VALUES ($1, $2, 0, 'stock set by operator')`,
-			p.SKU, delta); err != nil {
-			return Product{}, fmt.Errorf("append ledger for sku %s: %w", p.SKU, err)
-		}
-	}
-	return p, nil
 }
 
 // CheckoutRecord is a checkout as Postgres knows it.
@@ -412,11 +407,11 @@ func (s *Store) RebuildStock(ctx context.Context, stock *lua.Stock, sku string) 
 	// on_hand and the open checkouts are read from one snapshot: an order confirmed between
 	// two separate reads would be missing from both the holds and on_hand's decrement, and
 	// its units would become available again (an oversell).
-	var onHand, maxPerOrder int64
+	var onHand, maxPerOrder, gen int64
 	var holds []lua.Hold
 	found := true
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT on_hand, max_per_order FROM skus WHERE sku = $1`, sku).Scan(&onHand, &maxPerOrder)
+		err := tx.QueryRow(ctx, `SELECT on_hand, max_per_order, redis_gen FROM skus WHERE sku = $1`, sku).Scan(&onHand, &maxPerOrder, &gen)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 			return nil
@@ -433,7 +428,7 @@ func (s *Store) RebuildStock(ctx context.Context, stock *lua.Stock, sku string) 
 	if !found {
 		return false, nil // never stocked: the reserve's "not stocked" stands
 	}
-	_, rebuilt, err := stock.Rebuild(ctx, sku, onHand, maxPerOrder, holds)
+	_, rebuilt, err := stock.Rebuild(ctx, sku, onHand, maxPerOrder, holds, gen)
 	if err != nil {
 		return false, err
 	}

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"net/http"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -28,6 +30,25 @@ type InventoryRequest struct {
 	Currency    *string `json:"currency"`
 	MaxPerOrder *int64  `json:"max_per_order"`
 }
+
+// InventoryChanges are the safe forms of an operator's change of stock (CONTRACT.md,
+// "Inventory"). *activities.Inventory implements them; an Inventory that does not answers
+// 501 on If-Match and adjustments.
+type InventoryChanges interface {
+	// SetIfMatch is Set as a compare-and-set on the SKU's ETag (activities.ErrVersionMismatch).
+	SetIfMatch(ctx context.Context, p activities.Product, ifMatch string) (activities.InventoryView, error)
+	// Adjust changes on_hand by a delta in one step.
+	Adjust(ctx context.Context, a activities.Adjustment) (activities.InventoryView, error)
+}
+
+// AdjustmentRequest is the body of POST /v1/inventory/{sku}/adjustments.
+type AdjustmentRequest struct {
+	Delta  *int64  `json:"delta"`
+	Reason *string `json:"reason"`
+}
+
+// maxReasonLen bounds an adjustment's reason, which goes into the ledger.
+const maxReasonLen = 200
 
 // requireAdmin lets a request through only with the admin bearer token, compared in
 // constant time so response timing reveals nothing about the token.
@@ -69,18 +90,86 @@ func (s *Server) putInventory(c echo.Context) error {
 	if len(errs) > 0 {
 		return invalid("invalid_request", errs...)
 	}
-	view, err := s.Inventory.Set(c.Request().Context(), activities.Product{
+	p := activities.Product{
 		SKU: sku, OnHand: *req.OnHand, PriceCents: *req.PriceCents,
 		Currency: strings.ToLower(*req.Currency), MaxPerOrder: *req.MaxPerOrder,
-	})
+	}
+	ctx := c.Request().Context()
+	var view activities.InventoryView
+	var err error
+	if ifMatch := c.Request().Header.Get("If-Match"); ifMatch != "" {
+		changes, ok := s.Inventory.(InventoryChanges)
+		if !ok {
+			return problem(http.StatusNotImplemented, "not_implemented", "this inventory cannot compare and set")
+		}
+		view, err = changes.SetIfMatch(ctx, p, ifMatch)
+	} else {
+		view, err = s.Inventory.Set(ctx, p)
+	}
 	switch {
+	case errors.Is(err, activities.ErrVersionMismatch):
+		return problem(http.StatusPreconditionFailed, "version_mismatch",
+			"the SKU changed since the ETag in If-Match was read (a sale changes on_hand too); GET it again and decide anew, or use POST /v1/inventory/"+sku+"/adjustments")
 	case errors.Is(err, activities.ErrOnHandBelowHeld):
 		return problem(http.StatusConflict, "on_hand_below_held",
 			"on_hand is lower than the units open checkouts hold; wait for them to end or set a higher value")
 	case err != nil:
 		return unavailable("inventory store", err)
 	}
+	return inventoryView(c, view)
+}
+
+// inventoryView answers a SKU's view with its ETag.
+func inventoryView(c echo.Context, view activities.InventoryView) error {
+	if view.ETag != "" {
+		c.Response().Header().Set("ETag", view.ETag)
+	}
 	return c.JSON(http.StatusOK, view)
+}
+
+// adjustInventory changes a SKU's on_hand by delta in one step (CONTRACT.md, "Inventory").
+func (s *Server) adjustInventory(c echo.Context) error {
+	sku := c.Param("sku")
+	var req AdjustmentRequest
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	var errs []FieldError
+	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
+	if !idPattern.MatchString(sku) {
+		bad("sku", "must be 1 to 64 letters, digits, '-', '_' or '.'")
+	}
+	if req.Delta == nil || *req.Delta == 0 || *req.Delta < -maxOnHand || *req.Delta > maxOnHand {
+		bad("delta", "is required, a non-zero whole number between -1000000000 and 1000000000")
+	}
+	if req.Reason == nil || strings.TrimSpace(*req.Reason) == "" || utf8.RuneCountInString(*req.Reason) > maxReasonLen || !utf8.ValidString(*req.Reason) {
+		bad("reason", "is required, 1 to 200 characters")
+	}
+	if len(key) > maxIdempotencyKeyLen {
+		bad("Idempotency-Key", "must be at most 255 characters")
+	}
+	if len(errs) > 0 {
+		return invalid("invalid_request", errs...)
+	}
+	changes, ok := s.Inventory.(InventoryChanges)
+	if !ok {
+		return problem(http.StatusNotImplemented, "not_implemented", "this inventory cannot adjust stock")
+	}
+	view, err := changes.Adjust(c.Request().Context(), activities.Adjustment{SKU: sku, Delta: *req.Delta, Reason: *req.Reason, IdempotencyKey: key})
+	switch {
+	case activities.IsNotFound(err):
+		return problem(http.StatusNotFound, "not_found", "no SKU "+sku)
+	case errors.Is(err, activities.ErrIdempotencyKeyReused):
+		return problem(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"Idempotency-Key "+key+" was already used with a different request body")
+	case errors.Is(err, activities.ErrInsufficientStock):
+		return problem(http.StatusConflict, "insufficient_stock",
+			"the delta takes more units than are on hand and not held by open checkouts; nothing changed")
+	case err != nil:
+		return unavailable("inventory store", err)
+	}
+	return inventoryView(c, view)
 }
 
 // getInventory shows a SKU's stock in Postgres and Redis side by side.
@@ -96,5 +185,5 @@ func (s *Server) getInventory(c echo.Context) error {
 	case err != nil:
 		return unavailable("inventory store", err)
 	}
-	return c.JSON(http.StatusOK, view)
+	return inventoryView(c, view)
 }

@@ -183,6 +183,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	inventory := v1.Group("/inventory", s.requireAdmin)
 	inventory.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit))
 	inventory.GET("/:sku", s.getInventory)
+	inventory.POST("/:sku/adjustments", s.adjustInventory, middleware.BodyLimit(checkoutBodyLimit))
 
 	support := v1.Group("/admin", s.requireAdmin, middleware.BodyLimit(checkoutBodyLimit))
 	support.POST("/checkouts/:cart_id/extend", s.supportExtend)

@@ -23,16 +23,21 @@
 // [HoldsKey] and [HoldEndKey] and reach the scripts through KEYS; no script
 // builds a key name.
 //
-//	stock:{SKU}                    hash: available, held, max_per_order (decimal integers).
-//	                               Absent means the SKU was never stocked.
+//	stock:{SKU}                    hash: available, held, max_per_order, gen (decimal integers).
+//	                               Absent means the SKU was never stocked (or Redis lost it).
 //	                               Written by set_stock.lua and rebuild.lua (all
-//	                               three fields), reserve.lua, release.lua,
-//	                               commit.lua and reconcile.lua (available and
-//	                               held only).
-//	holds:{SKU}                    hash: checkout id -> quantity held, live holds only.
-//	                               Field added by reserve.lua (and rebuild.lua,
-//	                               from Postgres's open checkouts), removed by
-//	                               release.lua and commit.lua.
+//	                               fields), stage_change.lua (max_per_order too),
+//	                               reserve.lua, release.lua, commit.lua, forfeit.lua
+//	                               and reconcile.lua (available, held and gen).
+//	                               gen counts changes and only grows: see "Redis going
+//	                               back in time" below.
+//	holds:{SKU}                    hash: holder id -> quantity held, live holds only. A holder
+//	                               is a checkout, or "~<change id>" for an operator's change
+//	                               of on_hand in flight (stage_change.lua).
+//	                               Field added by reserve.lua and stage_change.lua (and
+//	                               rebuild.lua and reconcile.lua, from Postgres's open
+//	                               checkouts), removed by release.lua, commit.lua and
+//	                               forfeit.lua.
 //	hold-end:{SKU}:<checkout id>   string "released" or "committed", with a TTL; or
 //	                               "rebuilt" (no TTL) on a placeholder hold written by
 //	                               rebuild.lua, which reserve.lua gives back before it
@@ -53,30 +58,47 @@
 //
 // # Return codes
 //
-// Each script returns an array of three integers {code, value, extra} and
+// Each script returns an array of integers {code, value, extra, gen} and
 // never nil or false (go-redis would turn either into redis.Nil). The codes
 // are shared by all scripts; the Go side maps them to results and errors in
 // one switch (see errors.go):
 //
-//	code  name                reserve               release               commit              set_stock
-//	0     OK                  held                  units returned        units sold          loaded
-//	1     NOT_STOCKED         ErrNotStocked         -                     -                   -
-//	2     HOLD_ENDED          ErrHoldEnded          -                     -                   -
-//	3     ALREADY_HELD        success, no change    -                     -                   -
+//	code  name                reserve               release, forfeit      commit              set_stock / stage_change
+//	0     OK                  held                  units returned/ended  units sold          loaded / staged
+//	1     NOT_STOCKED         ErrNotStocked         -                     -                   - / ErrNotStocked
+//	2     HOLD_ENDED          ErrHoldEnded          -                     -                   - / ErrHoldEnded
+//	3     ALREADY_HELD        success, no change    -                     -                   - / success, no change
 //	4     OVER_LIMIT          ErrOverLimit          -                     -                   -
-//	5     OUT_OF_STOCK        ErrOutOfStock         -                     -                   -
+//	5     OUT_OF_STOCK        ErrOutOfStock         -                     -                   - / ErrInsufficientStock
 //	6     ALREADY_RELEASED    -                     success, no-op        ErrHoldReleased     -
 //	7     ALREADY_COMMITTED   -                     ErrHoldCommitted      success, no-op      -
 //	8     NO_HOLD             -                     success, tombstone    ErrNoHold           -
-//	9     ON_HAND_BELOW_HELD  -                     -                     -                   ErrOnHandBelowHeld
+//	9     ON_HAND_BELOW_HELD  -                     -                     -                   ErrOnHandBelowHeld / -
 //	10    INVALID_ARGUMENT    ErrInvalidArgument    ErrInvalidArgument    ErrInvalidArgument  ErrInvalidArgument
 //	11    ALREADY_STOCKED     (rebuild.lua only: the SKU is in Redis; nothing changes)
+//	12    ROLLED_BACK         ErrRolledBack         ErrRolledBack         ErrRolledBack       - / ErrRolledBack
+//
+// Every reply's fourth value is the SKU's gen (reconcile.lua adds two more: holds restored,
+// and whether gen was below the caller's floor).
+//
+// # Redis going back in time
+//
+// A failover to a lagging replica, a restart from an older snapshot or an AOF everysec
+// crash loses the last writes: live holds vanish, and their units look available. Every
+// script that changes a SKU bumps its gen, and [Stock] remembers the highest gen it saw of
+// each SKU; the hold scripts (reserve, release, commit, forfeit, stage_change) take that
+// number and refuse with [ErrRolledBack] when Redis shows a lower one, before any unit
+// moves. The caller (package activities) then reconciles the SKU from Postgres, which
+// restores every open checkout's hold, and tries again. reconcile.lua also reports a gen
+// below the floor Postgres recorded, which catches a rollback no live process saw.
 //
 // rebuild.lua and reconcile.lua are the recovery paths. When Redis loses a SKU
 // (a restart without persistence), reserve answers NOT_STOCKED for a SKU that
 // Postgres knows; the caller then rebuilds it from Postgres (on_hand, and every
 // open checkout as a hold) before any new hold is taken. reconcile.lua repairs
-// drift: held recounted from the live holds, available = max(0, on_hand - held).
+// drift: every open checkout without a hold or tombstone gets a placeholder hold (the same
+// superset rebuild uses), held is recounted from the holds, available = on_hand - held
+// (negative while placeholders exceed on_hand, never clamped).
 // Both can only undersell (count too much as held), never oversell.
 //
 // The Go wrappers validate every argument before any Redis call, so code 10

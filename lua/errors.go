@@ -30,7 +30,39 @@ var (
 	// ErrInvalidArgument: an argument failed validation; Redis was not called.
 	// See *ArgumentError.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrRolledBack: Redis shows the SKU at a lower gen than this process has seen, so it
+	// went back in time and may have lost holds; nothing changed. Resync the SKU from
+	// Postgres (rebuild or reconcile) and try again. See *RolledBackError.
+	ErrRolledBack = errors.New("redis went back in time")
+	// ErrInsufficientStock: a staged decrease of on_hand beyond the units not held.
+	// See *InsufficientStockError.
+	ErrInsufficientStock = errors.New("insufficient stock")
 )
+
+// RolledBackError is a script refused because Redis's gen of the SKU is below one seen.
+type RolledBackError struct {
+	Op, SKU   string
+	Gen, Seen int64
+}
+
+func (e *RolledBackError) Error() string {
+	return fmt.Sprintf("%s of %s: redis went back in time (gen %d, seen %d); resync the sku from postgres", e.Op, e.SKU, e.Gen, e.Seen)
+}
+
+func (e *RolledBackError) Unwrap() error { return ErrRolledBack }
+
+// InsufficientStockError is a staged decrease of on_hand larger than the units available
+// (on_hand minus the units held).
+type InsufficientStockError struct {
+	SKU              string
+	Delta, Available int64
+}
+
+func (e *InsufficientStockError) Error() string {
+	return fmt.Sprintf("take %d from on hand of %s: insufficient stock (%d not held)", -e.Delta, e.SKU, e.Available)
+}
+
+func (e *InsufficientStockError) Unwrap() error { return ErrInsufficientStock }
 
 // OutOfStockError is a reserve refused because too few units are available.
 type OutOfStockError struct {
@@ -131,10 +163,14 @@ const (
 	codeOnHandBelowHeld  = 9
 	codeInvalidArgument  = 10
 	codeAlreadyStocked   = 11
+	codeRolledBack       = 12
 )
 
-// reply is a script's {code, value, extra}.
-type reply struct{ code, value, extra int64 }
+// reply is a script's {code, value, extra, gen, more...}.
+type reply struct {
+	code, value, extra, gen int64
+	more                    []int64 // reconcile.lua's restored and rolled-back flags
+}
 
 // outcome maps a script's reply to nil (success, including the idempotent
 // no-ops) or the package's error. It is the only place return codes are
@@ -147,8 +183,10 @@ func (c call) outcome(r reply) error {
 		return nil
 	case c.op == opReserve && r.code == codeAlreadyHeld:
 		return nil
-	case c.op == opRelease && (r.code == codeAlreadyReleased || r.code == codeNoHold):
+	case (c.op == opRelease || c.op == opForfeit) && (r.code == codeAlreadyReleased || r.code == codeNoHold):
 		return nil
+	case c.op == opStage && r.code == codeAlreadyHeld:
+		return nil // a retried stage
 	case c.op == opCommit && r.code == codeAlreadyCommitted:
 		return nil
 	case c.op == opRebuild && r.code == codeAlreadyStocked:
@@ -168,8 +206,16 @@ func (c call) outcome(r reply) error {
 		return &OverLimitError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, MaxPerOrder: r.value}
 	case c.op == opReserve && r.code == codeOutOfStock:
 		return &OutOfStockError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, Available: r.value}
-	case c.op == opRelease && r.code == codeAlreadyCommitted:
+	case r.code == codeRolledBack:
+		return &RolledBackError{Op: c.op.String(), SKU: c.sku, Gen: r.value, Seen: r.extra}
+	case (c.op == opRelease || c.op == opForfeit) && r.code == codeAlreadyCommitted:
 		return c.holdError(ErrHoldCommitted)
+	case c.op == opStage && r.code == codeNotStocked:
+		return c.holdError(ErrNotStocked)
+	case c.op == opStage && r.code == codeHoldEnded:
+		return c.holdError(ErrHoldEnded)
+	case c.op == opStage && r.code == codeOutOfStock:
+		return &InsufficientStockError{SKU: c.sku, Delta: c.delta, Available: r.value}
 	case c.op == opCommit && r.code == codeAlreadyReleased:
 		return c.holdError(ErrHoldReleased)
 	case c.op == opCommit && r.code == codeNoHold:
@@ -204,9 +250,26 @@ func (c call) validate() error {
 		return c.argError("sku", strconv.Quote(truncate(c.sku)), idRule)
 	}
 	switch c.op {
-	case opReserve, opRelease, opCommit:
+	case opReserve:
 		if !ValidID(c.checkoutID) {
 			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
+		}
+	case opRelease, opCommit, opForfeit, opStage:
+		// A hold ends for a checkout or for an operator's change (ChangeHoldID).
+		id, isChange := IsChangeHold(c.checkoutID)
+		if !isChange {
+			id = c.checkoutID
+		}
+		if !ValidID(id) || c.op == opStage && !isChange {
+			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
+		}
+	}
+	if c.op == opStage {
+		if c.delta < -maxOnHand || c.delta > maxOnHand {
+			return c.argError("delta", strconv.FormatInt(c.delta, 10), "must be -1000000000 to 1000000000")
+		}
+		if c.maxPerOrder < 1 || c.maxPerOrder > maxMaxPerOrder {
+			return c.argError("max per order", strconv.FormatInt(c.maxPerOrder, 10), "must be 1 to 1000000")
 		}
 	}
 	if c.op == opReserve && (c.quantity < 1 || c.quantity > maxQuantity) {

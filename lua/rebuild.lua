@@ -2,16 +2,17 @@
 -- a failover to an empty replica). Postgres is the record: on_hand, and the checkouts that
 -- are still open, each of which may hold units.
 --
--- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
 -- KEYS[3], KEYS[4], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000
 -- ARGV[2] -> max_per_order, decimal integer 1..1000000
--- ARGV[3], ARGV[4], ... -> pairs of open checkout id and its quantity of this SKU
--- Returns {code, value, held}, always three integers, never nil or false:
---   {0  OK,              available, held}
---   {11 ALREADY_STOCKED, available, held}   the stock hash exists: nothing changes
---   {10 INVALID_ARGUMENT, index of the bad ARGV, 0}
+-- ARGV[3] -> gen floor: the highest gen of this SKU the caller knows of, decimal integer
+-- ARGV[4], ARGV[5], ... -> pairs of open checkout id and its quantity of this SKU
+-- Returns {code, value, held, gen}, always four integers, never nil or false:
+--   {0  OK,              available, held, gen}
+--   {11 ALREADY_STOCKED, available, held, gen}   the stock hash exists: nothing changes
+--   {10 INVALID_ARGUMENT, index of the bad ARGV, 0, 0}
 --
 -- Every open checkout without a hold-end tombstone is restored as a hold and marked
 -- "rebuilt" in its hold-end key (a superset of the holds that were lost: a checkout still
@@ -21,6 +22,7 @@
 -- held only if units are really left: the placeholder never lets a reserve through.
 -- available = on_hand - held, which is negative while placeholders exceed on_hand (nothing
 -- can be held then), so available + held == on_hand stays exact as placeholders end.
+-- gen starts above the floor, so callers that saw the lost SKU's gens accept the new one.
 
 local function int_arg(s, min, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -35,28 +37,33 @@ end
 
 local on_hand = int_arg(ARGV[1], 0, 1000000000)
 if on_hand == nil then
-  return {10, 1, 0}
+  return {10, 1, 0, 0}
 end
 local max_per_order = int_arg(ARGV[2], 1, 1000000)
 if max_per_order == nil then
-  return {10, 2, 0}
+  return {10, 2, 0, 0}
 end
-if #ARGV % 2 ~= 0 then
-  return {10, #ARGV, 0}
+local floor = ARGV[3]
+if type(floor) ~= 'string' or #floor > 15 or not string.match(floor, '^[0-9]+$') then
+  return {10, 3, 0, 0}
 end
-for i = 3, #ARGV, 2 do
+floor = tonumber(floor)
+if #ARGV % 2 ~= 1 then
+  return {10, #ARGV, 0, 0}
+end
+for i = 4, #ARGV, 2 do
   if int_arg(ARGV[i + 1], 1, 1000000) == nil then
-    return {10, i + 1, 0}
+    return {10, i + 1, 0, 0}
   end
 end
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local cur = redis.call('HMGET', KEYS[1], 'available', 'held')
-  return {11, tonumber(cur[1]) or 0, tonumber(cur[2]) or 0}
+  local cur = redis.call('HMGET', KEYS[1], 'available', 'held', 'gen')
+  return {11, tonumber(cur[1]) or 0, tonumber(cur[2]) or 0, tonumber(cur[3]) or 0}
 end
 
-for i = 3, #ARGV, 2 do
-  local tomb = KEYS[2 + (i - 1) / 2]
+for i = 4, #ARGV, 2 do
+  local tomb = KEYS[3 + (i - 4) / 2]
   if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
     redis.call('SET', tomb, 'rebuilt')
   end
@@ -66,5 +73,6 @@ for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
   held = held + (tonumber(q) or 0)
 end
 local available = on_hand - held
-redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order)
-return {0, available, held}
+local gen = floor + 1
+redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'gen', gen)
+return {0, available, held, gen}

@@ -1,34 +1,77 @@
--- reconcile.lua: repair drift between a SKU's Redis counters and Postgres's on_hand.
+-- reconcile.lua: repair drift between a SKU's Redis counters and Postgres's record.
 --
--- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
+-- KEYS[3], KEYS[4], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
--- Returns {code, value, held}, always three integers, never nil or false:
---   {0  OK,          available before, available after}
---   {1  NOT_STOCKED, 0, 0}   nothing to reconcile (rebuild.lua restores a lost SKU)
---   {10 INVALID_ARGUMENT, 1, 0}
+-- ARGV[2] -> gen floor: the highest gen of this SKU the caller knows of, decimal integer
+-- ARGV[3], ARGV[4], ... -> pairs of open checkout id (in Postgres) and its quantity
+-- Returns {code, before, after, gen, restored, rolled back}, always six integers:
+--   {0  OK,          available before, available after, gen, holds restored, 1 if gen was below the floor}
+--   {1  NOT_STOCKED, 0, 0, 0, 0, 0}   nothing to reconcile (rebuild.lua restores a lost SKU)
+--   {10 INVALID_ARGUMENT, index of the bad ARGV, 0, 0, 0, 0}
 --
--- held is recounted from the live holds, then available = max(0, on_hand - held). The live
--- holds are the judge of what is held, so available never exceeds what is unsold and
--- unheld: the repair can undersell for a moment (a paid order whose hold is not yet
--- committed), never oversell.
+-- Every open checkout is taken as holding its quantity, the same superset rebuild.lua uses:
+-- one that has neither a hold nor a hold-end tombstone lost its hold (a failover to a lagging
+-- replica, a restart from an older snapshot, an AOF everysec crash), or is still reserving;
+-- either way it gets a "rebuilt" placeholder, which reserve.lua gives back before judging.
+-- Then held is recounted from the holds and available = on_hand - held, exactly: negative
+-- while placeholders exceed on_hand, so reserve.lua refuses. Clamping at 0 would let each
+-- placeholder's checkout hold a unit another checkout holds. The repair can undersell for a
+-- moment (a paid order whose hold is not yet committed), never oversell.
 
-local s = ARGV[1]
-if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') or tonumber(s) > 1000000000 then
-  return {10, 1, 0}
+local function int_arg(s, min, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < min or n > max then
+    return nil
+  end
+  return n
 end
-local on_hand = tonumber(s)
+
+local on_hand = int_arg(ARGV[1], 0, 1000000000)
+if on_hand == nil then
+  return {10, 1, 0, 0, 0, 0}
+end
+local floor = ARGV[2]
+if type(floor) ~= 'string' or #floor > 15 or not string.match(floor, '^[0-9]+$') then
+  return {10, 2, 0, 0, 0, 0}
+end
+floor = tonumber(floor)
+if #ARGV % 2 ~= 0 then
+  return {10, #ARGV, 0, 0, 0, 0}
+end
+for i = 3, #ARGV, 2 do
+  if int_arg(ARGV[i + 1], 1, 1000000) == nil then
+    return {10, i + 1, 0, 0, 0, 0}
+  end
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {1, 0, 0}
+  return {1, 0, 0, 0, 0, 0}
+end
+
+local restored = 0
+for i = 3, #ARGV, 2 do
+  local tomb = KEYS[3 + (i - 3) / 2]
+  if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('SET', tomb, 'rebuilt')
+    restored = restored + 1
+  end
 end
 local held = 0
 for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
   held = held + (tonumber(q) or 0)
 end
-local before = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
-local after = on_hand - held
-if after < 0 then
-  after = 0
+local cur = redis.call('HMGET', KEYS[1], 'available', 'gen')
+local before = tonumber(cur[1]) or 0
+local gen = tonumber(cur[2]) or 0
+local rolled_back = 0
+if gen < floor then
+  rolled_back = 1
 end
-redis.call('HSET', KEYS[1], 'available', after, 'held', held)
-return {0, before, after}
+local after = on_hand - held
+gen = math.max(gen, floor) + 1
+redis.call('HSET', KEYS[1], 'available', after, 'held', held, 'gen', gen)
+return {0, before, after, gen, restored, rolled_back}

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -17,13 +18,13 @@ func TestRebuildAfterRedisLostTheSKU(t *testing.T) {
 	}
 
 	// Postgres says: on_hand 10, open checkouts c-a (3) and c-b (2, still reserving).
-	l, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}, {"c-b", 2}})
+	l, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}, {"c-b", 2}}, 0)
 	if err != nil || !rebuilt || l.Available != 5 || l.Held != 5 {
 		t.Fatalf("rebuild: %+v rebuilt=%v err=%v; want available 5, held 5", l, rebuilt, err)
 	}
 	assertLevel(t, s, rdb, sku, 5, 5, 2)
 	// A second rebuild (another worker) changes nothing.
-	if _, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, nil); err != nil || rebuilt {
+	if _, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, nil, 0); err != nil || rebuilt {
 		t.Errorf("second rebuild: rebuilt=%v err=%v; want a no-op", rebuilt, err)
 	}
 	// c-b was still reserving: its reserve gives the placeholder back and holds for real;
@@ -43,7 +44,7 @@ func TestRebuildNeverOversells(t *testing.T) {
 	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	// More open checkouts than units (some were going to be refused): available goes
 	// negative, so available + held stays on_hand, and no new hold can be taken.
-	l, _, err := s.Rebuild(ctx, sku, 4, 5, []Hold{{"c-1", 3}, {"c-2", 3}})
+	l, _, err := s.Rebuild(ctx, sku, 4, 5, []Hold{{"c-1", 3}, {"c-2", 3}}, 0)
 	if err != nil || l.Available != -2 || l.Held != 6 {
 		t.Fatalf("rebuild: %+v, %v; want available -2, held 6", l, err)
 	}
@@ -65,11 +66,12 @@ func TestRebuildSkipsReleasedCheckouts(t *testing.T) {
 	ctx := t.Context()
 	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	// c-a's release ran against the empty Redis (leaving its tombstone) before it recorded
-	// its end in Postgres: the rebuild must not give it a hold nobody would release.
-	if _, err := s.Release(ctx, sku, "c-a"); err != nil {
+	// its end in Postgres: the rebuild must not give it a hold nobody would release. (A
+	// worker that never saw the SKU's gen; one that did would rebuild first, see gens.)
+	if _, err := New(rdb).Release(ctx, sku, "c-a"); err != nil {
 		t.Fatal(err)
 	}
-	if l, _, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}}); err != nil || l.Available != 10 || l.Held != 0 {
+	if l, _, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}}, 0); err != nil || l.Available != 10 || l.Held != 0 {
 		t.Fatalf("rebuild: %+v, %v; want available 10, held 0", l, err)
 	}
 }
@@ -82,19 +84,39 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	}
 	// Drift upwards (would oversell): available says 20.
 	rdb.HSet(ctx, StockKey(sku), "available", 20)
-	before, after, stocked, err := s.Reconcile(ctx, sku, 10)
-	if err != nil || !stocked || before != 20 || after != 8 {
-		t.Errorf("reconcile: %d -> %d stocked=%v err=%v; want 20 -> 8", before, after, stocked, err)
+	r, err := s.Reconcile(ctx, sku, 10, []Hold{{"c-a", 2}}, 0)
+	if err != nil || !r.Stocked || r.Before != 20 || r.After != 8 || r.Restored != 0 || r.RolledBack {
+		t.Errorf("reconcile: %+v, %v; want 20 -> 8, nothing restored", r, err)
 	}
 	assertLevel(t, s, rdb, sku, 8, 2, 1)
 	// A confirmed order took 2 from on_hand in Postgres before its hold was committed:
 	// the repair undersells for a moment (6), never oversells.
-	if _, after, _, _ := s.Reconcile(ctx, sku, 8); after != 6 {
-		t.Errorf("reconcile before commit: available %d, want 6", after)
+	if r, _ := s.Reconcile(ctx, sku, 8, nil, 0); r.After != 6 {
+		t.Errorf("reconcile before commit: available %d, want 6", r.After)
 	}
 	// A lost SKU is not reconciled (a reserve rebuilds it).
 	rdb.Del(ctx, StockKey(sku))
-	if _, _, stocked, err := s.Reconcile(ctx, sku, 8); err != nil || stocked {
-		t.Errorf("reconcile of a lost SKU: stocked=%v err=%v; want a no-op", stocked, err)
+	if r, err := s.Reconcile(ctx, sku, 8, nil, 0); err != nil || r.Stocked {
+		t.Errorf("reconcile of a lost SKU: %+v, %v; want a no-op", r, err)
 	}
+}
+
+// The review's H3: reconcile must keep rebuild's negative available. Rebuild 1 unit with A
+// really holding it and R still reserving (a placeholder each: available -1); a reconcile
+// that clamps -1 to 0 lets R's reserve give its placeholder back onto 0 and hold: two holds
+// on one unit.
+func TestReconcileKeepsRebuildPlaceholders(t *testing.T) {
+	s, rdb, sku := stocked(t, 1, 1)
+	ctx := t.Context()
+	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
+	if l, _, err := s.Rebuild(ctx, sku, 1, 1, []Hold{{"c-a", 1}, {"c-r", 1}}, 0); err != nil || l.Available != -1 {
+		t.Fatalf("rebuild: %+v, %v; want available -1", l, err)
+	}
+	if r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-a", 1}, {"c-r", 1}}, 0); err != nil || r.After != -1 {
+		t.Fatalf("reconcile: available after %d, %v; want -1 (on_hand 1 - held 2)", r.After, err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-r", 1); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("reserve of the still-reserving checkout after reconcile: %v; want out of stock (c-a holds the one unit)", err)
+	}
+	assertLevel(t, s, rdb, sku, 0, 1, 1)
 }

@@ -1,16 +1,21 @@
 -- release.lua: give a checkout's held units back to available (saga compensation).
 --
--- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
 -- ARGV[1] -> checkout id
 -- ARGV[2] -> tombstone TTL in seconds, decimal integer 1..315360000
--- Returns {code, value, available}, always three integers, never nil or false:
---   {0  OK,                quantity released, available after}
---   {6  ALREADY_RELEASED,  0,                 0}   no-op, a retried release
---   {7  ALREADY_COMMITTED, 0,                 0}   refused, the units are sold
---   {8  NO_HOLD,           0,                 0}   nothing was held; tombstone written anyway
---   {10 INVALID_ARGUMENT,  index of the bad ARGV, 0}
+-- ARGV[3] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
+-- Returns {code, value, available, gen}, always four integers, never nil or false:
+--   {0  OK,                quantity released, available after, gen}
+--   {6  ALREADY_RELEASED,  0,                 0, gen}   no-op, a retried release
+--   {7  ALREADY_COMMITTED, 0,                 0, gen}   refused, the units are sold
+--   {8  NO_HOLD,           0,                 0, gen}   nothing was held; tombstone written anyway
+--   {10 INVALID_ARGUMENT,  index of the bad ARGV, 0, 0}
+--   {12 ROLLED_BACK,       gen in redis, gen seen, gen}   nothing changes (see reserve.lua)
+--
+-- A stock hash that is gone while the caller has seen a gen counts as rolled back too:
+-- the caller rebuilds first, so the release finds the hold the rebuild restored.
 
 local function int_arg(s, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -25,18 +30,27 @@ end
 
 local checkout = ARGV[1]
 if type(checkout) ~= 'string' or #checkout == 0 then
-  return {10, 1, 0}
+  return {10, 1, 0, 0}
 end
 local ttl = int_arg(ARGV[2], 315360000)
 if ttl == nil then
-  return {10, 2, 0}
+  return {10, 2, 0, 0}
+end
+local seen = ARGV[3]
+if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
+  return {10, 3, 0, 0}
+end
+seen = tonumber(seen)
+local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
+if gen < seen then
+  return {12, gen, seen, gen}
 end
 
 local ended = redis.call('GET', KEYS[3])
 if ended == 'committed' then
-  return {7, 0, 0}
+  return {7, 0, 0, gen}
 elseif ended == 'released' then
-  return {6, 0, 0}
+  return {6, 0, 0, gen}
 end
 
 local quantity = tonumber(redis.call('HGET', KEYS[2], checkout))
@@ -45,7 +59,7 @@ if quantity == nil then
   -- can arrive first (or instead). The tombstone makes a reserve that
   -- arrives later refuse to hold, whether or not the SKU is stocked.
   redis.call('SET', KEYS[3], 'released', 'EX', ttl)
-  return {8, 0, 0}
+  return {8, 0, 0, gen}
 end
 
 local after = 0
@@ -54,7 +68,8 @@ local after = 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
   after = redis.call('HINCRBY', KEYS[1], 'available', quantity)
   redis.call('HINCRBY', KEYS[1], 'held', -quantity)
+  gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 end
 redis.call('HDEL', KEYS[2], checkout)
 redis.call('SET', KEYS[3], 'released', 'EX', ttl)
-return {0, quantity, after}
+return {0, quantity, after, gen}

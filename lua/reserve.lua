@@ -1,19 +1,26 @@
 -- reserve.lua: hold units of one SKU for one checkout, at most once.
 --
--- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
--- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
+-- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" | "rebuilt"
 -- ARGV[1] -> checkout id
 -- ARGV[2] -> quantity, decimal integer 1..1000000
--- Returns {code, value, available}, always three integers, never nil or false
+-- ARGV[3] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
+-- Returns {code, value, available, gen}, always four integers, never nil or false
 -- (go-redis would turn either into redis.Nil):
---   {0  OK,               quantity held,             available after the hold}
---   {1  NOT_STOCKED,      0,                         0}
---   {2  HOLD_ENDED,       1 released | 2 committed,  0}
---   {3  ALREADY_HELD,     quantity already held,     available now}   nothing changes
---   {4  OVER_LIMIT,       max_per_order,             available now}   nothing changes
---   {5  OUT_OF_STOCK,     available now,             available now}   nothing changes
---   {10 INVALID_ARGUMENT, index of the bad ARGV,     0}
+--   {0  OK,               quantity held,             available after the hold, gen}
+--   {1  NOT_STOCKED,      0,                         0, 0}
+--   {2  HOLD_ENDED,       1 released | 2 committed,  0, gen}
+--   {3  ALREADY_HELD,     quantity already held,     available now, gen}   nothing changes
+--   {4  OVER_LIMIT,       max_per_order,             available now, gen}   nothing changes
+--   {5  OUT_OF_STOCK,     available now,             available now, gen}   nothing changes
+--   {10 INVALID_ARGUMENT, index of the bad ARGV,     0, 0}
+--   {12 ROLLED_BACK,      gen in redis,              gen seen, gen}        nothing changes
+--
+-- gen counts the changes to the SKU. It only grows, so a gen below one the caller has seen
+-- means Redis went back in time (a restart from an older snapshot, a failover to a lagging
+-- replica) and may have lost holds: nothing is judged until the caller resynced the SKU
+-- from Postgres.
 
 local function int_arg(s, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -28,28 +35,38 @@ end
 
 local checkout = ARGV[1]
 if type(checkout) ~= 'string' or #checkout == 0 then
-  return {10, 1, 0}
+  return {10, 1, 0, 0}
 end
 local quantity = int_arg(ARGV[2], 1000000)
 if quantity == nil then
-  return {10, 2, 0}
+  return {10, 2, 0, 0}
 end
+local seen = ARGV[3]
+if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
+  return {10, 3, 0, 0}
+end
+seen = tonumber(seen)
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {1, 0, 0}
+  return {1, 0, 0, 0}
+end
+local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
+if gen < seen then
+  return {12, gen, seen, gen}
 end
 
 -- A tombstone means the saga already compensated (or completed) this
 -- checkout; a late or retried reserve must not hold units again.
+local changed = false
 local ended = redis.call('GET', KEYS[3])
 if ended == 'released' then
-  return {2, 1, 0}
+  return {2, 1, 0, gen}
 elseif ended == 'committed' then
-  return {2, 2, 0}
+  return {2, 2, 0, gen}
 elseif ended == 'rebuilt' then
-  -- A placeholder hold from rebuild.lua: this checkout was still reserving when Redis lost
-  -- its data (a checkout that held does not reserve again). Give the placeholder back and
-  -- judge the reserve on what is really available.
+  -- A placeholder hold from rebuild.lua or reconcile.lua: this checkout may have been still
+  -- reserving when Redis lost its data (a checkout that held does not reserve again). Give
+  -- the placeholder back and judge the reserve on what is really available.
   local placeholder = tonumber(redis.call('HGET', KEYS[2], checkout))
   if placeholder ~= nil then
     redis.call('HINCRBY', KEYS[1], 'available', placeholder)
@@ -57,6 +74,10 @@ elseif ended == 'rebuilt' then
     redis.call('HDEL', KEYS[2], checkout)
   end
   redis.call('DEL', KEYS[3])
+  changed = true
+end
+if changed then
+  gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 end
 
 local fields = redis.call('HMGET', KEYS[1], 'available', 'max_per_order')
@@ -64,22 +85,23 @@ local available = tonumber(fields[1]) or 0
 
 local already = tonumber(redis.call('HGET', KEYS[2], checkout))
 if already ~= nil then
-  return {3, already, available}
+  return {3, already, available, gen}
 end
 
 -- An absent max_per_order means no per-order limit.
 local max_per_order = tonumber(fields[2])
 if max_per_order ~= nil and quantity > max_per_order then
-  return {4, max_per_order, available}
+  return {4, max_per_order, available, gen}
 end
 
 -- The check and the decrement run in one script, so available never goes
 -- below zero however many reserves race.
 if available < quantity then
-  return {5, available, available}
+  return {5, available, available, gen}
 end
 
 local after = redis.call('HINCRBY', KEYS[1], 'available', -quantity)
 redis.call('HINCRBY', KEYS[1], 'held', quantity)
 redis.call('HSET', KEYS[2], checkout, quantity)
-return {0, quantity, after}
+gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
+return {0, quantity, after, gen}

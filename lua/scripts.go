@@ -37,4 +37,13 @@ var rebuildScript = script{"rebuild", redis.NewScript(rebuildLua)}
 var reconcileLua string
 var reconcileScript = script{"reconcile", redis.NewScript(reconcileLua)}
 
-var allScripts = []script{reserveScript, releaseScript, commitScript, setStockScript, rebuildScript, reconcileScript}
+//go:embed forfeit.lua
+var forfeitLua string
+var forfeitScript = script{"forfeit", redis.NewScript(forfeitLua)}
+
+//go:embed stage_change.lua
+var stageChangeLua string
+var stageChangeScript = script{"stage_change", redis.NewScript(stageChangeLua)}
+
+var allScripts = []script{reserveScript, releaseScript, commitScript, forfeitScript, stageChangeScript,
+	setStockScript, rebuildScript, reconcileScript}

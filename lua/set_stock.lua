@@ -1,16 +1,18 @@
 -- set_stock.lua: load a SKU's on-hand count from Postgres into Redis.
 --
--- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000
 -- ARGV[2] -> max_per_order, decimal integer 1..1000000
--- Returns {code, value, held}, always three integers, never nil or false:
---   {0  OK,                 available, held}
+-- Returns {code, value, held, gen}, always four integers, never nil or false:
+--   {0  OK,                 available, held, gen}
 --   {9  ON_HAND_BELOW_HELD, held,      held}   nothing changes
 --   {10 INVALID_ARGUMENT,   index of the bad ARGV, 0}
 --
 -- Live holds survive a reload: available = on_hand - held, so
--- available + held == on_hand holds after every call.
+-- available + held == on_hand holds after every call. The product's operator changes go
+-- through stage_change.lua instead (relative, and rebuilt from Postgres first when Redis
+-- lost the SKU); this absolute load is for benchmarks and tests.
 
 local function int_arg(s, min, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -25,11 +27,11 @@ end
 
 local on_hand = int_arg(ARGV[1], 0, 1000000000)
 if on_hand == nil then
-  return {10, 1, 0}
+  return {10, 1, 0, 0}
 end
 local max_per_order = int_arg(ARGV[2], 1, 1000000)
 if max_per_order == nil then
-  return {10, 2, 0}
+  return {10, 2, 0, 0}
 end
 
 local held = tonumber(redis.call('HGET', KEYS[1], 'held'))
@@ -43,9 +45,10 @@ if held == nil then
 end
 
 if on_hand < held then
-  return {9, held, held}
+  return {9, held, held, 0}
 end
 
 local available = on_hand - held
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order)
-return {0, available, held}
+local gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
+return {0, available, held, gen}

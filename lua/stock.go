@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,12 +35,44 @@ type Client interface {
 type Stock struct {
 	rdb          Client
 	tombstoneTTL int64 // seconds
+	gens         *gens // shared by copies (WithTombstoneTTL)
 }
 
 // New returns a Stock on rdb whose tombstones live DefaultTombstoneTTL.
 func New(rdb Client) *Stock {
-	return &Stock{rdb: rdb, tombstoneTTL: ttlSeconds(DefaultTombstoneTTL)}
+	return &Stock{rdb: rdb, tombstoneTTL: ttlSeconds(DefaultTombstoneTTL), gens: &gens{}}
 }
+
+// gens is the highest gen this process has seen of each SKU. Every script that changes a
+// SKU bumps its gen in Redis (stock:{sku}.gen), so gen only grows; the hold scripts refuse
+// with ErrRolledBack when Redis shows a lower gen than one seen here, which means Redis went
+// back in time (a restart from an older snapshot, a failover to a lagging replica) and may
+// have lost holds. The caller then resyncs the SKU from Postgres before any unit moves.
+type gens struct{ m sync.Map } // sku -> int64
+
+func (g *gens) seen(sku string) int64 {
+	if v, ok := g.m.Load(sku); ok {
+		return v.(int64)
+	}
+	return 0
+}
+
+// observe raises the SKU's gen to gen; it never lowers it.
+func (g *gens) observe(sku string, gen int64) {
+	for {
+		v, loaded := g.m.LoadOrStore(sku, gen)
+		if !loaded {
+			return
+		}
+		if v.(int64) >= gen || g.m.CompareAndSwap(sku, v, gen) {
+			return
+		}
+	}
+}
+
+// SeenGen is the highest gen of sku this Stock has seen (0: none), for resyncs that must
+// start above it.
+func (s *Stock) SeenGen(sku string) int64 { return s.gens.seen(sku) }
 
 // WithTombstoneTTL returns a copy of s whose tombstones live d, rounded up
 // to whole seconds and kept within 1 second to 10 years.
@@ -59,6 +92,8 @@ func ttlSeconds(d time.Duration) int64 {
 type Level struct {
 	Available, Held, MaxPerOrder int64
 	Stocked                      bool
+	// Gen counts the SKU's changes in Redis (see gens).
+	Gen int64
 }
 
 // ReserveResult is a successful reserve. Held is the quantity this checkout
@@ -74,7 +109,7 @@ type ReserveResult struct {
 // Reserve holds quantity units of sku for checkoutID, at most once per
 // checkout: a repeated reserve returns the existing hold. It refuses with
 // ErrNotStocked, ErrHoldEnded (the hold was already released or committed),
-// ErrOverLimit or ErrOutOfStock, changing nothing.
+// ErrOverLimit, ErrOutOfStock or ErrRolledBack, changing nothing.
 func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity int64) (ReserveResult, error) {
 	c := call{op: opReserve, sku: sku, checkoutID: checkoutID, quantity: quantity}
 	if err := c.validate(); err != nil {
@@ -82,7 +117,7 @@ func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity in
 	}
 	r, err := s.run(ctx, reserveScript, c,
 		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
-		checkoutID, quantity)
+		checkoutID, quantity, s.gens.seen(sku))
 	if err != nil {
 		return ReserveResult{}, err
 	}
@@ -93,37 +128,36 @@ func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity in
 // that the hold ended, so a later Reserve for the checkout is refused. It
 // returns the units released: 0 with a nil error when nothing was held or
 // the hold was already released. Releasing a committed hold fails with
-// ErrHoldCommitted.
+// ErrHoldCommitted; a Redis that went back in time, with ErrRolledBack.
 func (s *Stock) Release(ctx context.Context, sku, checkoutID string) (released int64, err error) {
-	c := call{op: opRelease, sku: sku, checkoutID: checkoutID}
-	if err := c.validate(); err != nil {
-		return 0, err
-	}
-	r, err := s.run(ctx, releaseScript, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
-		checkoutID, s.tombstoneTTL)
-	if err != nil {
-		return 0, err
-	}
-	if r.code != codeOK {
-		return 0, nil
-	}
-	return r.value, nil
+	return s.endHold(ctx, opRelease, releaseScript, sku, checkoutID)
 }
 
 // Commit turns checkoutID's hold on sku into a sale: held drops by the
 // quantity and available stays as it is (the caller decrements on_hand in
 // Postgres). It returns the units committed, or 0 with a nil error when the
-// hold was already committed. It fails with ErrHoldReleased after a release
-// and ErrNoHold when the checkout holds nothing.
+// hold was already committed. It fails with ErrHoldReleased after a release,
+// ErrNoHold when the checkout holds nothing, and ErrRolledBack.
 func (s *Stock) Commit(ctx context.Context, sku, checkoutID string) (committed int64, err error) {
-	c := call{op: opCommit, sku: sku, checkoutID: checkoutID}
+	return s.endHold(ctx, opCommit, commitScript, sku, checkoutID)
+}
+
+// Forfeit ends checkoutID's hold on sku without giving its units back to available: for a
+// hold whose units Postgres no longer has (see forfeit.lua). Like Release it returns the
+// units, 0 with a nil error when nothing was held or the hold already ended without a sale,
+// ErrHoldCommitted after a commit, and ErrRolledBack.
+func (s *Stock) Forfeit(ctx context.Context, sku, checkoutID string) (forfeited int64, err error) {
+	return s.endHold(ctx, opForfeit, forfeitScript, sku, checkoutID)
+}
+
+func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string) (int64, error) {
+	c := call{op: o, sku: sku, checkoutID: holder}
 	if err := c.validate(); err != nil {
 		return 0, err
 	}
-	r, err := s.run(ctx, commitScript, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
-		checkoutID, s.tombstoneTTL)
+	r, err := s.run(ctx, sc, c,
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, holder)},
+		holder, s.tombstoneTTL, s.gens.seen(sku))
 	if err != nil {
 		return 0, err
 	}
@@ -133,9 +167,45 @@ func (s *Stock) Commit(ctx context.Context, sku, checkoutID string) (committed i
 	return r.value, nil
 }
 
-// SetStock loads sku's on-hand count (from Postgres) and per-order limit.
-// Live holds are kept: available becomes onHand - held. It fails with
-// ErrOnHandBelowHeld, changing nothing, when onHand < held.
+// ChangeHoldID is the holder id under which stage_change.lua holds an operator's change of
+// on_hand. The "~" cannot start a checkout id (ValidID), so the two never collide; Release,
+// Commit and Forfeit accept it to finish or undo the change.
+func ChangeHoldID(changeID string) string { return "~" + changeID }
+
+// IsChangeHold reports whether a holder id is an operator change's (ChangeHoldID), and
+// returns the change id.
+func IsChangeHold(holder string) (changeID string, ok bool) {
+	if len(holder) > 1 && holder[0] == '~' {
+		return holder[1:], true
+	}
+	return "", false
+}
+
+// StageChange holds an operator's change of sku's on_hand by delta while Postgres records it
+// (see stage_change.lua), and writes maxPerOrder. It returns the units held for the change.
+// After Postgres took the change, finish it: Commit (delta < 0) or Release (delta > 0) the
+// hold ChangeHoldID(changeID); after Postgres refused it, undo it: Release (delta < 0) or
+// Forfeit (delta > 0). It refuses with *InsufficientStockError when a decrease exceeds the
+// units not held, ErrNotStocked (rebuild from Postgres first) and ErrRolledBack.
+func (s *Stock) StageChange(ctx context.Context, sku, changeID string, delta, maxPerOrder int64) (held int64, err error) {
+	holder := ChangeHoldID(changeID)
+	c := call{op: opStage, sku: sku, checkoutID: holder, delta: delta, maxPerOrder: maxPerOrder}
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	r, err := s.run(ctx, stageChangeScript, c,
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, holder)},
+		holder, delta, maxPerOrder, s.gens.seen(sku))
+	if err != nil {
+		return 0, err
+	}
+	return r.value, nil
+}
+
+// SetStock loads sku's on-hand count and per-order limit as an absolute value (benchmarks
+// and tests; operators' changes go through StageChange). Live holds are kept: available
+// becomes onHand - held. It fails with ErrOnHandBelowHeld, changing nothing, when
+// onHand < held.
 func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder int64) (Level, error) {
 	c := call{op: opSetStock, sku: sku, onHand: onHand, maxPerOrder: maxPerOrder}
 	if err := c.validate(); err != nil {
@@ -147,7 +217,7 @@ func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder in
 	if err != nil {
 		return Level{}, err
 	}
-	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true}, nil
+	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, nil
 }
 
 // Hold is one checkout's hold of a SKU, as Postgres knows it.
@@ -157,42 +227,74 @@ type Hold struct {
 }
 
 // Rebuild restores a SKU that Redis lost (see rebuild.lua): on_hand and max_per_order from
-// Postgres, and every open checkout as a hold. It changes nothing and reports
-// rebuilt=false when the SKU is stocked in Redis (another caller rebuilt it first).
-func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int64, open []Hold) (Level, bool, error) {
+// Postgres, and every open checkout as a hold. Its gen starts above genFloor and above
+// every gen this Stock has seen. It changes nothing and reports rebuilt=false when the SKU
+// is stocked in Redis (another caller rebuilt it first).
+func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int64, open []Hold, genFloor int64) (Level, bool, error) {
 	c := call{op: opRebuild, sku: sku, onHand: onHand, maxPerOrder: maxPerOrder}
 	if err := c.validate(); err != nil {
 		return Level{}, false, err
 	}
-	args := []any{onHand, maxPerOrder}
+	args := []any{onHand, maxPerOrder, max(genFloor, s.gens.seen(sku))}
 	keys := []string{StockKey(sku), HoldsKey(sku)}
-	for _, h := range open {
-		if !ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
-			return Level{}, false, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
-		}
-		args = append(args, h.CheckoutID, h.Quantity)
-		keys = append(keys, HoldEndKey(sku, h.CheckoutID))
+	args, keys, err := c.openHolds(open, args, keys)
+	if err != nil {
+		return Level{}, false, err
 	}
 	r, err := s.run(ctx, rebuildScript, c, keys, args...)
 	if err != nil {
 		return Level{}, false, err
 	}
-	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true}, r.code == codeOK, nil
+	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, r.code == codeOK, nil
 }
 
-// Reconcile recounts held from the live holds and sets available = max(0, onHand - held)
-// (see reconcile.lua). It returns available before and after; stocked=false when Redis
-// does not have the SKU at all (Rebuild's job).
-func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64) (before, after int64, stocked bool, err error) {
+// openHolds appends each open checkout's id and quantity to args and its tombstone to keys.
+func (c call) openHolds(open []Hold, args []any, keys []string) ([]any, []string, error) {
+	for _, h := range open {
+		if !ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
+			return nil, nil, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
+		}
+		args = append(args, h.CheckoutID, h.Quantity)
+		keys = append(keys, HoldEndKey(c.sku, h.CheckoutID))
+	}
+	return args, keys, nil
+}
+
+// Reconciled is what Reconcile found and wrote.
+type Reconciled struct {
+	// Stocked is false when Redis does not have the SKU at all (Rebuild's job); nothing
+	// else is set then.
+	Stocked bool
+	// Before and After are available before and after.
+	Before, After int64
+	// Restored counts the open checkouts that had neither a hold nor a tombstone and got a
+	// placeholder hold.
+	Restored int64
+	// RolledBack: Redis's gen was below genFloor, so it went back in time.
+	RolledBack bool
+	Gen        int64
+}
+
+// Reconcile repairs a SKU's counters from Postgres (see reconcile.lua): every open checkout
+// without a hold or tombstone gets a placeholder hold, held is recounted and available set to
+// onHand - held. Call it while on_hand cannot change (the caller holds the SKU's row lock).
+// Its gen ends above genFloor and above every gen this Stock has seen.
+func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []Hold, genFloor int64) (Reconciled, error) {
 	c := call{op: opReconcile, sku: sku, onHand: onHand, maxPerOrder: 1}
 	if err := c.validate(); err != nil {
-		return 0, 0, false, err
+		return Reconciled{}, err
 	}
-	r, err := s.run(ctx, reconcileScript, c, []string{StockKey(sku), HoldsKey(sku)}, onHand)
+	args := []any{onHand, max(genFloor, s.gens.seen(sku))}
+	keys := []string{StockKey(sku), HoldsKey(sku)}
+	args, keys, err := c.openHolds(open, args, keys)
 	if err != nil {
-		return 0, 0, false, err
+		return Reconciled{}, err
 	}
-	return r.value, r.extra, r.code == codeOK, nil
+	r, err := s.run(ctx, reconcileScript, c, keys, args...)
+	if err != nil || r.code != codeOK {
+		return Reconciled{}, err
+	}
+	return Reconciled{Stocked: true, Before: r.value, After: r.extra, Gen: r.gen, Restored: r.more[0], RolledBack: r.more[1] == 1}, nil
 }
 
 // Holds lists a SKU's live holds.
@@ -223,17 +325,17 @@ func (s *Stock) Level(ctx context.Context, sku string) (Level, error) {
 	if err := c.validate(); err != nil {
 		return Level{}, err
 	}
-	vals, err := s.rdb.HMGet(ctx, StockKey(sku), "available", "held", "max_per_order").Result()
+	vals, err := s.rdb.HMGet(ctx, StockKey(sku), "available", "held", "max_per_order", "gen").Result()
 	if err != nil {
 		return Level{}, fmt.Errorf("%s: hmget: %w", c, err)
 	}
-	var nums [3]int64
+	var nums [4]int64
 	var l Level
 	for i, v := range vals {
 		if v == nil {
 			continue
 		}
-		l.Stocked = true
+		l.Stocked = l.Stocked || i < 3
 		str, ok := v.(string)
 		if !ok {
 			return Level{}, fmt.Errorf("%s: unexpected %T in stock hash", c, v)
@@ -244,7 +346,7 @@ func (s *Stock) Level(ctx context.Context, sku string) (Level, error) {
 		}
 		nums[i] = n
 	}
-	l.Available, l.Held, l.MaxPerOrder = nums[0], nums[1], nums[2]
+	l.Available, l.Held, l.MaxPerOrder, l.Gen = nums[0], nums[1], nums[2], nums[3]
 	return l, nil
 }
 
@@ -260,16 +362,24 @@ func (s *Stock) Preload(ctx context.Context) error {
 	return nil
 }
 
-// run runs sc and maps its reply; see call.outcome.
+// run runs sc and maps its reply; see call.outcome. Every reply's fourth value is the SKU's
+// gen, which this Stock remembers (see gens).
 func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args ...any) (reply, error) {
 	vals, err := sc.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("%s: run %s script: %w", c, sc.name, err)
 	}
-	if len(vals) != 3 {
-		return reply{}, fmt.Errorf("%s: %s script returned %d values, want 3", c, sc.name, len(vals))
+	want := 4
+	if sc.name == reconcileScript.name {
+		want = 6
 	}
-	r := reply{code: vals[0], value: vals[1], extra: vals[2]}
+	if len(vals) != want {
+		return reply{}, fmt.Errorf("%s: %s script returned %d values, want %d", c, sc.name, len(vals), want)
+	}
+	r := reply{code: vals[0], value: vals[1], extra: vals[2], gen: vals[3], more: vals[4:]}
+	if r.code != codeRolledBack && r.code != codeInvalidArgument {
+		s.gens.observe(c.sku, r.gen)
+	}
 	return r, c.outcome(r)
 }
 
@@ -284,6 +394,8 @@ const (
 	opLevel
 	opRebuild
 	opReconcile
+	opForfeit
+	opStage
 )
 
 func (o op) String() string {
@@ -302,6 +414,10 @@ func (o op) String() string {
 		return "rebuild stock"
 	case opReconcile:
 		return "reconcile stock"
+	case opForfeit:
+		return "forfeit"
+	case opStage:
+		return "stage stock change"
 	}
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
@@ -320,6 +436,10 @@ func (o op) script() string {
 		return rebuildScript.name
 	case opReconcile:
 		return reconcileScript.name
+	case opForfeit:
+		return forfeitScript.name
+	case opStage:
+		return stageChangeScript.name
 	}
 	return o.String()
 }
@@ -331,6 +451,7 @@ type call struct {
 	sku, checkoutID     string
 	quantity            int64 // reserve
 	onHand, maxPerOrder int64 // set stock
+	delta               int64 // stage change
 }
 
 // String reads as the start of an error sentence:
@@ -339,6 +460,8 @@ func (c call) String() string {
 	switch c.op {
 	case opSetStock:
 		return fmt.Sprintf("set stock of %s to %d on hand", c.sku, c.onHand)
+	case opStage:
+		return fmt.Sprintf("stage a change of %+d on hand of %s as %s", c.delta, c.sku, c.checkoutID)
 	case opLevel, opRebuild, opReconcile:
 		return c.op.String() + " of " + c.sku
 	}

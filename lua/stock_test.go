@@ -315,7 +315,9 @@ func TestSetStock(t *testing.T) {
 		assertLevel(t, s, rdb, sku, onHand-6, 6, 2)
 	}
 
+	before, _ := s.Level(ctx, sku)
 	l, err := s.SetStock(ctx, sku, 5, 3)
+	l.Gen = before.Gen // a refusal changes nothing, gen included
 	var below *OnHandBelowHeldError
 	if !errors.As(err, &below) || !errors.Is(err, ErrOnHandBelowHeld) || below.Held != 6 || below.OnHand != 5 {
 		t.Fatalf("set stock below held = %+v, %v; want *OnHandBelowHeldError{Held: 6}", l, err)
@@ -326,7 +328,7 @@ func TestSetStock(t *testing.T) {
 	}
 	// Unchanged, max_per_order included.
 	got, err := s.Level(ctx, sku)
-	if err != nil || got != (Level{Available: 2, Held: 6, MaxPerOrder: 3, Stocked: true}) {
+	if err != nil || got != (Level{Available: 2, Held: 6, MaxPerOrder: 3, Stocked: true, Gen: l.Gen}) {
 		t.Errorf("level after refused set stock = %+v, %v", got, err)
 	}
 
@@ -446,6 +448,12 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 		{"reserve quantity missing", reserveScript, holdKeys, []any{"c-1"}, 2},
 		{"release ttl zero", releaseScript, holdKeys, []any{"c-1", 0}, 2},
 		{"commit ttl negative", commitScript, holdKeys, []any{"c-1", -5}, 2},
+		{"release gen missing", releaseScript, holdKeys, []any{"c-1", 60}, 3},
+		{"reserve gen negative", reserveScript, holdKeys, []any{"c-1", 1, -1}, 3},
+		{"forfeit ttl zero", forfeitScript, holdKeys, []any{"c-1", 0, 0}, 2},
+		{"stage not a change hold", stageChangeScript, holdKeys, []any{"c-1", 1, 1, 0}, 1},
+		{"stage delta fraction", stageChangeScript, holdKeys, []any{"~x", "1.5", 1, 0}, 2},
+		{"stage delta huge", stageChangeScript, holdKeys, []any{"~x", -1000000001, 1, 0}, 2},
 		{"set stock on hand negative", setStockScript, holdKeys[:2], []any{-1, 5}, 1},
 		{"set stock max per order huge", setStockScript, holdKeys[:2], []any{5, 99999999999}, 2},
 	}
@@ -455,8 +463,8 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
-			if !slices.Equal(got, []int64{codeInvalidArgument, tt.wantArg, 0}) {
-				t.Errorf("reply = %v, want {%d, %d, 0}", got, codeInvalidArgument, tt.wantArg)
+			if !slices.Equal(got, []int64{codeInvalidArgument, tt.wantArg, 0, 0}) {
+				t.Errorf("reply = %v, want {%d, %d, 0, 0}", got, codeInvalidArgument, tt.wantArg)
 			}
 		})
 	}

@@ -27,9 +27,23 @@ func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 		// longest attempt (10 s, the saga's must-finish steps), so a deploy lets a release or
 		// confirm finish here instead of abandoning it to time out and run again elsewhere.
 		WorkerStopTimeout: StopTimeout,
+		// Record, reserve (with its rebuild), confirm and commit run as local activities, most
+		// of them on Postgres. The SDK's default of 1000 at once queued them behind the pool,
+		// where the wait ate their 5 s and 10 s budgets and the retries added load; one per
+		// connection lets each start only when it can run.
+		MaxConcurrentLocalActivityExecutionSize: localActivityLimit(acts),
 	})
 	Register(w, acts)
 	return w
+}
+
+// localActivityLimit is the Postgres pool's size (activities.DefaultPoolMaxConns unless
+// DATABASE_URL sets pool_max_conns).
+func localActivityLimit(acts *activities.Activities) int {
+	if acts.Store == nil {
+		return activities.DefaultPoolMaxConns
+	}
+	return acts.Store.MaxConns()
 }
 
 // Register adds the saga, its helper workflows and the activities to any registry: a worker, a replayer or the

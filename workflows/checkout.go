@@ -134,6 +134,8 @@ type checkout struct {
 
 	// endVersion is the shape of the ending steps this saga runs (see endStepsChange).
 	endVersion workflow.Version
+	// forfeit ends the holds without returning their units (see confirm).
+	forfeit bool
 
 	stuck          string // the step waiting for support, if any
 	retryRequested bool
@@ -315,6 +317,10 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 		c.undo = append(c.undo, func(ctx workflow.Context, reason Status) {
 			in := in
 			in.Reason = string(reason)
+			if c.forfeit {
+				c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in)
+				return
+			}
 			c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in)
 		})
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(reserveOptions, fmt.Sprintf("Hold %d x %s", it.Quantity, it.SKU)))
@@ -357,7 +363,10 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 	})
 	if err != nil {
 		// The order could not be written for good (Postgres disagrees with the holds).
-		// Nothing was sold: release the holds and give the money back.
+		// Nothing was sold: give the money back. The holds are forfeited, not released:
+		// Postgres has fewer units than Redis counted, and releasing would publish a unit
+		// that does not exist, for the next buyer to pay for and be refunded.
+		c.forfeit = true
 		c.flag(dctx)
 		c.refund(p, "the order could not be confirmed: "+reasonOf(err))
 		c.end(ctx, StatusFailed, "confirm order: "+reasonOf(err))

@@ -114,10 +114,10 @@ var permanentAnswers = map[string][]string{
 
 // sagaActivities are the activities the Checkout saga runs today, which faults and hooks aim
 // at. Add a new one here (ForfeitStock, say) to have it faulted and hooked too.
-var sagaActivities = []string{"RecordCheckout", "ReserveStock", "ReleaseStock", "RecordOutcome", "ConfirmOrder", "CommitStock"}
+var sagaActivities = []string{"RecordCheckout", "ReserveStock", "ReleaseStock", "RecordOutcome", "ConfirmOrder", "CommitStock", "ForfeitStock"}
 
 // perSKU are the activities called once per SKU; their calls are counted per SKU.
-var perSKU = map[string]bool{"ReserveStock": true, "ReleaseStock": true, "CommitStock": true}
+var perSKU = map[string]bool{"ReserveStock": true, "ReleaseStock": true, "CommitStock": true, "ForfeitStock": true}
 
 // generate builds the schedule of one seed.
 func generate(seed uint64) *schedule {

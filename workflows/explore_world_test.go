@@ -117,6 +117,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.CommitStock, w.commitStock},
 		{nilActs.ConfirmOrder, w.confirmOrder},
 		{nilActs.RecordOutcome, w.recordOutcome},
+		{nilActs.ForfeitStock, w.forfeitStock},
 		// Not called by Checkout today (Refund and the reconcilers call them): a call from the
 		// saga is reported, so that whoever moves one into the saga models it here.
 		{nilActs.RefundPayment, w.refundPayment},
@@ -364,6 +365,23 @@ func (w *world) releaseStock(ctx context.Context, in activities.StockInput) (int
 		return nil
 	})
 	return released, err
+}
+
+// forfeitStock mirrors ForfeitStock: the hold ends as released, but its units do not return
+// to available (Postgres refused the order for lack of them).
+func (w *world) forfeitStock(ctx context.Context, in activities.StockInput) (int64, error) {
+	var forfeited int64
+	err := w.step("ForfeitStock", in.SKU, "ending", func() error {
+		switch w.holds[in.SKU] {
+		case holdCommitted:
+			return temporal.NewNonRetryableApplicationError("hold committed", activities.ErrTypeHoldCommitted, nil)
+		case holdHeld:
+			forfeited = in.Quantity
+		}
+		w.holds[in.SKU] = holdReleased
+		return nil
+	})
+	return forfeited, err
 }
 
 // commitStock mirrors lua/commit.lua and CommitStock: refused once released; no hold is

@@ -198,3 +198,34 @@ func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 		t.Errorf("orphan disposition %s, want %s", disposition, activities.DispositionMatched)
 	}
 }
+
+// A paid checkout whose confirmation Postgres refuses for lack of stock (Redis counted a unit
+// Postgres no longer has, after a partial Redis loss) refunds the buyer and forfeits its
+// holds: releasing them would publish the missing unit for the next buyer to pay for and be
+// refunded (issue 10, defect 3). Before the fix the hold was released: available 1.
+func TestConfirmRefusedForLackOfStockForfeitsTheHolds(t *testing.T) {
+	f := newFixture(t)
+	phone := f.sku(1, 99_900, 1)
+	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f.env.RegisterDelayedCallback(func() {
+		// The unit is sold elsewhere as far as Postgres knows (another holder confirmed it).
+		if _, err := f.pool.Exec(context.Background(), `UPDATE skus SET on_hand = 0, sold = 1 WHERE sku = $1`, phone); err != nil {
+			t.Error(err)
+		}
+		f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_short", 99_900))
+	}, time.Minute)
+
+	v := f.run(in)
+
+	if v.Status != workflows.StatusFailed {
+		t.Errorf("status %s, want failed", v.Status)
+	}
+	f.settled(in.CheckoutID, "pi_evt_short")
+	got, err := f.inv.Get(context.Background(), phone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Available != 0 || got.Held != 0 {
+		t.Errorf("%s after the refused confirm: available %d held %d, want 0 and 0 (no phantom unit)", phone, got.Available, got.Held)
+	}
+}

@@ -56,7 +56,7 @@ func newLogger(cfg config) *slog.Logger {
 // open connects to Postgres, Redis and Temporal, in that order, and checks each answers.
 func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
 	d := &deps{logger: logger}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := activities.NewPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -130,6 +130,8 @@ func checkRedisSettings(ctx context.Context, rdb *redis.Client, logger *slog.Log
 	}
 	if conf["appendonly"] != "yes" && conf["save"] == "" {
 		logger.Warn("redis keeps nothing on disk: after a restart stock is rebuilt from Postgres and open checkouts (safe, but undersells until reconciled)")
+	} else if conf["appendonly"] != "yes" {
+		logger.Warn("REDIS PERSISTS BY SNAPSHOT ONLY (save, no appendonly): a restart brings back an older copy that lacks the latest holds; the product detects it and resyncs from Postgres, but set appendonly yes", "save", conf["save"])
 	}
 	return nil
 }

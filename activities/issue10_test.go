@@ -1,0 +1,279 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+)
+
+// The review's H4: 10 of 20 units held, Redis loses everything, an operator PUTs the same
+// stock (a price change). The open checkouts' units must stay held, not become available.
+func TestInventorySetAfterRedisLostEverythingKeepsOpenHolds(t *testing.T) {
+	f := newRecoveryFixture(t)
+	ctx := t.Context()
+	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 20, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	f.checkout(5)
+	f.checkout(5)
+	testRedis(t).Del(ctx, lua.StockKey(f.sku), lua.HoldsKey(f.sku))
+	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 20, PriceCents: 250, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if v := f.level(); v.Held != 10 || v.Available != 10 || v.PriceCents != 250 {
+		t.Fatalf("after a PUT on an empty redis: %+v; want held 10 (the open checkouts), available 10", v)
+	}
+}
+
+// The review's H2: Redis lost a live hold (a failover to a lagging replica), then the stock
+// reconciler ran. It must restore the hold of the open checkout, not publish its unit.
+func TestReconcileStockRestoresLostHolds(t *testing.T) {
+	f := newRecoveryFixture(t)
+	ctx := t.Context()
+	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 1, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.checkout(1)
+	rdb := testRedis(t)
+	rdb.HDel(ctx, lua.HoldsKey(f.sku), a) // the write the failover lost
+	rdb.HSet(ctx, lua.StockKey(f.sku), "available", 1, "held", 0)
+	if _, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if v := f.level(); v.Available != 0 || v.Held != 1 {
+		t.Fatalf("after reconcile: %+v; want a's hold restored (available 0, held 1)", v)
+	}
+	b := randomID("c-")
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1})
+	requireAppError(t, err, ErrTypeOutOfStock)
+}
+
+// Redis went back to a copy from before the last holds (a restart from an older snapshot):
+// the next reserve must be judged on every open checkout, not on the old copy.
+func TestReserveAfterRedisWentBackInTime(t *testing.T) {
+	f := newRecoveryFixture(t)
+	ctx := t.Context()
+	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 3, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := testRedis(t)
+	snapshot := dumpKeys(t, rdb, f.sku)
+	for range 3 {
+		id := randomID("c-")
+		if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: id, SKU: f.sku, Quantity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restoreKeys(t, rdb, snapshot)
+	late := randomID("c-")
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: late, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: late, SKU: f.sku, Quantity: 1})
+	requireAppError(t, err, ErrTypeOutOfStock)
+	if v := f.level(); v.Available+v.Held != v.OnHand {
+		t.Errorf("after the resync: %+v; want available + held == on_hand", v)
+	}
+}
+
+// The review's H2: a commit that finds no hold (Redis lost it) must be flagged, and the
+// phantom unit Redis still counts as available must be taken back.
+func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
+	f := newRecoveryFixture(t)
+	ctx := t.Context()
+	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 2, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.checkout(1)
+	rdb := testRedis(t)
+	rdb.HDel(ctx, lua.HoldsKey(f.sku), a)
+	rdb.HSet(ctx, lua.StockKey(f.sku), "available", 2, "held", 0)
+	if _, _, err := f.acts.Store.confirmOrder(ctx, ConfirmOrderInput{CheckoutID: a, CustomerID: "u-1",
+		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.actEv.ExecuteActivity(f.acts.CommitStock, StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1})
+	requireAppError(t, err, ErrTypeNoHold)
+	if v := f.level(); v.OnHand != 1 || v.Available != 1 || v.Held != 0 {
+		t.Errorf("after the commit without a hold: %+v; want on_hand 1 == available 1", v)
+	}
+}
+
+// A confirm refused for lack of stock must not return units: the loser's hold is forfeited.
+func TestForfeitStockReturnsNoUnits(t *testing.T) {
+	f := newRecoveryFixture(t)
+	ctx := t.Context()
+	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 1, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.checkout(1)
+	// Redis lost a's hold and sold the unit again to b.
+	rdb := testRedis(t)
+	rdb.HDel(ctx, lua.HoldsKey(f.sku), a)
+	rdb.HSet(ctx, lua.StockKey(f.sku), "available", 1, "held", 0)
+	b := randomID("c-")
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lua.New(rdb).Reserve(ctx, f.sku, b, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Both pay; a is confirmed, b's order is refused (on_hand 0).
+	for _, id := range []string{a, b} {
+		_, _, err := f.acts.Store.confirmOrder(ctx, ConfirmOrderInput{CheckoutID: id, CustomerID: "u",
+			Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + id})
+		if id == b && !errors.Is(err, errInsufficientOnHand) {
+			t.Fatalf("confirm of b: %v; want insufficient on hand", err)
+		}
+	}
+	val, err := f.actEv.ExecuteActivity(f.acts.ForfeitStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1, Reason: "failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := val.Get(&n); err != nil || n != 1 {
+		t.Errorf("forfeit: %d, %v; want 1", n, err)
+	}
+	if v := f.level(); v.OnHand != 0 || v.Available != 0 {
+		t.Errorf("after forfeit: %+v; want nothing available (on_hand 0)", v)
+	}
+	// Repeated, or followed by the saga's release: nothing more changes.
+	if _, err := f.actEv.ExecuteActivity(f.acts.ForfeitStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1}); err != nil {
+		t.Error(err)
+	}
+	if _, err := f.actEv.ExecuteActivity(f.acts.ReleaseStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1}); err != nil {
+		t.Error(err)
+	}
+	if v := f.level(); v.Available != 0 {
+		t.Errorf("after a release of the forfeited hold: %+v; want nothing available", v)
+	}
+}
+
+// The review's M6: Inventory.Set must not hold the SKU's row lock across a Redis call. With
+// Redis stalled inside Set, an order confirmation of the same SKU must go through.
+func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
+	f := newRecoveryFixture(t)
+	ctx := t.Context()
+	a := f.checkout(1)
+
+	stall := &stallHook{entered: make(chan struct{}), release: make(chan struct{})}
+	opts, _ := redis.ParseURL(testenv.RedisURL())
+	slow := redis.NewClient(opts)
+	t.Cleanup(func() { _ = slow.Close() })
+	slow.AddHook(stall)
+	inv := &Inventory{Store: f.acts.Store, Stock: lua.New(slow)}
+	setDone := make(chan error, 1)
+	go func() {
+		_, err := inv.Set(context.Background(), Product{SKU: f.sku, OnHand: 12, PriceCents: 100, Currency: "usd", MaxPerOrder: 5})
+		setDone <- err
+	}()
+	select {
+	case <-stall.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Set never called Redis")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, _, err := f.acts.Store.confirmOrder(cctx, ConfirmOrderInput{CheckoutID: a, CustomerID: "u-1",
+		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a})
+	stall.open()
+	if err != nil {
+		t.Errorf("confirm while Set waits on redis: %v; want it not blocked by Set", err)
+	}
+	if err := <-setDone; err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	// The set meant "12 on hand" and the sale happened between its read and its write.
+	if _, err := f.acts.Stock.Commit(ctx, f.sku, a); err != nil {
+		t.Fatal(err)
+	}
+	if v := f.level(); v.Available+v.Held != v.OnHand {
+		t.Errorf("after set and sale: %+v; want available + held == on_hand", v)
+	}
+}
+
+// stallHook blocks the first script call until open.
+type stallHook struct {
+	once     sync.Once
+	entered  chan struct{}
+	release  chan struct{}
+	released sync.Once
+}
+
+func (h *stallHook) open() { h.released.Do(func() { close(h.release) }) }
+
+func (h *stallHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *stallHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			first := false
+			h.once.Do(func() { first = true; close(h.entered) })
+			if first {
+				<-h.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// dumpKeys copies a SKU's stock and holds keys, as a snapshot Redis could restart from.
+func dumpKeys(t *testing.T, rdb *redis.Client, sku string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, k := range []string{lua.StockKey(sku), lua.HoldsKey(sku)} {
+		d, err := rdb.Dump(t.Context(), k).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		out[k] = d
+	}
+	return out
+}
+
+func restoreKeys(t *testing.T, rdb *redis.Client, dump map[string]string) {
+	t.Helper()
+	for k, d := range dump {
+		rdb.Del(t.Context(), k)
+		if d != "" {
+			if err := rdb.Restore(t.Context(), k, 0, d).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// The review's M6: pgx's default pool is 4 connections on a 2-core box.
+func TestNewPoolSizesThePool(t *testing.T) {
+	url, _ := testenv.Postgres(t)
+	for _, tt := range []struct {
+		url  string
+		want int
+	}{{url, DefaultPoolMaxConns}, {url + "?pool_max_conns=7", 7}} {
+		pool, err := NewPool(t.Context(), tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := NewStore(pool).MaxConns(); got != tt.want {
+			t.Errorf("pool of %s: %d connections, want %d", tt.url, got, tt.want)
+		}
+		pool.Close()
+	}
+}

@@ -1,0 +1,257 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+)
+
+// TestStockFaults runs the flash sale of TestFaults through the stock faults of issue 10:
+// Redis going back to an earlier copy, operators changing stock while it sells, a PUT right
+// after Redis lost everything, and the stock reconciler running in the middle of it. Each
+// ends like TestFaults: every paid 201 confirmed (so no paid holder was refunded for lack of
+// stock) and the invariants of sale.violations (sold + on_hand == the ledger's sum == units
+// stocked, available + held == on_hand at rest, no hold left by an ended checkout).
+func TestStockFaults(t *testing.T) {
+	s := newStack(t)
+
+	t.Run("redis rolled back to a snapshot mid-sale", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var lost int
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			snap := s.snapshot(t, sl.skus())
+			// Let the sale take holds, confirm and release for a while, then lose it all.
+			_ = waitFor(clientDeadline, func() error {
+				if int(sl.answered.Load()) >= trigger+30 {
+					return nil
+				}
+				return errNotYet
+			})
+			lost = s.restoreSnapshot(t, sl.skus(), snap)
+		})
+		// Holds of checkouts that ended after the snapshot came back with it: the reconciler
+		// ends them (its Schedule would, after its grace).
+		s.reconcileUntilClean(t, sl)
+		sl.report(t, started, fmt.Sprintf("redis went back to a copy taken %d answers earlier (%d keys of the sale rolled back)", 30, lost))
+		sl.logMoney(t)
+	})
+
+	t.Run("adjustments and If-Match PUTs while the sale runs", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var done []string
+		started := time.Now()
+		sl.play(t, trigger/2, func() {
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			for i, sku := range sl.skus() {
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					// A restock, retried with its key as a client would after a timeout.
+					key := fmt.Sprintf("restock-%s-%d", sl.run, i)
+					for range 3 {
+						if code := s.adjust(t, sku, key, 5, "restock"); code != http.StatusOK {
+							t.Errorf("adjust %s +5: %d", sku, code)
+						}
+					}
+					mu.Lock()
+					sl.stock[sku] += 5
+					done = append(done, "+5 "+sku+" (3 deliveries of one key)")
+					mu.Unlock()
+				}()
+				go func() {
+					defer wg.Done()
+					// GET, then PUT on_hand + 3 with If-Match, again on 412 (a sale moved it).
+					tries, delta := s.putIfMatch(t, sku, func(v activities.InventoryView) int64 { return v.OnHand + 3 })
+					mu.Lock()
+					sl.stock[sku] += delta
+					done = append(done, fmt.Sprintf("PUT on_hand+3 of %s after %d tries", sku, tries))
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+		})
+		sl.report(t, started, "operator changes during the sale: "+strings.Join(done, "; "))
+		sl.logMoney(t)
+	})
+
+	t.Run("a PUT right after redis lost everything", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var puts []string
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			s.redis.kill()
+			s.redis.start() // empty: the suite's Redis keeps nothing
+			for _, sku := range sl.skus() {
+				// The same stock with a new price: the open checkouts' holds must survive.
+				tries, delta := s.putIfMatch(t, sku, func(v activities.InventoryView) int64 { return v.OnHand })
+				puts = append(puts, fmt.Sprintf("%s after %d tries (delta %d)", sku, tries, delta))
+				sl.stock[sku] += delta
+			}
+		})
+		sl.report(t, started, "redis restarted empty, then PUT "+strings.Join(puts, ", "))
+		sl.logMoney(t)
+	})
+
+	t.Run("the stock reconciler triggered mid-sale", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var runs []string
+		started := time.Now()
+		sl.play(t, trigger/2, func() {
+			for range 4 {
+				res, err := s.reconcileStock(0)
+				if err != nil {
+					t.Errorf("reconcile stock: %v", err)
+					return
+				}
+				runs = append(runs, fmt.Sprintf("%d corrections, %d unexplained", len(res.Corrections), len(res.Unexplained)))
+			}
+		})
+		sl.report(t, started, "stock reconciler ran 4 times during the sale: "+strings.Join(runs, "; "))
+		sl.logMoney(t)
+	})
+}
+
+// snapshot copies every Redis key of the SKUs, as the copy a Redis may restart from.
+func (s *stack) snapshot(t *testing.T, skus []string) map[string]string {
+	snap := map[string]string{}
+	for _, k := range s.skuKeys(t, skus) {
+		if d, err := s.rdb.Dump(context.Background(), k).Result(); err == nil {
+			snap[k] = d
+		}
+	}
+	return snap
+}
+
+// restoreSnapshot puts the SKUs' keys back as they were in snap (keys written since are
+// gone), as a restart from that copy or a failover to a replica that far behind would. It
+// returns the number of keys that differ.
+func (s *stack) restoreSnapshot(t *testing.T, skus []string, snap map[string]string) int {
+	ctx := context.Background()
+	changed := 0
+	pipe := s.rdb.TxPipeline()
+	for _, k := range s.skuKeys(t, skus) {
+		if d, err := s.rdb.Dump(ctx, k).Result(); err != nil || d != snap[k] {
+			changed++
+		}
+		pipe.Del(ctx, k)
+	}
+	for k, d := range snap {
+		pipe.RestoreReplace(ctx, k, 0, d)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Errorf("restore the snapshot: %v", err)
+	}
+	return changed
+}
+
+func (s *stack) skuKeys(t *testing.T, skus []string) []string {
+	var keys []string
+	for _, sku := range skus {
+		ks, err := s.rdb.Keys(context.Background(), "*{"+sku+"}*").Result()
+		if err != nil && err != redis.Nil {
+			t.Errorf("list keys of %s: %v", sku, err)
+		}
+		keys = append(keys, ks...)
+	}
+	return keys
+}
+
+// reconcileUntilClean runs the stock reconciler (with a grace of a second) until no hold of
+// an ended checkout is left, as its Schedule would over the next runs.
+func (s *stack) reconcileUntilClean(t *testing.T, sl *sale) {
+	err := waitFor(settleBy, func() error {
+		if _, err := s.reconcileStock(1); err != nil {
+			return err
+		}
+		for _, b := range sl.violations(context.Background()) {
+			if strings.Contains(b, "which ended") {
+				return fmt.Errorf("%s", b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("holds of ended checkouts left after reconciling: %v", err)
+	}
+}
+
+// adjust posts an adjustment and returns the status.
+func (s *stack) adjust(t *testing.T, sku, key string, delta int64, reason string) int {
+	b, _ := json.Marshal(map[string]any{"delta": delta, "reason": reason})
+	var code int
+	err := waitFor(clientDeadline, func() error {
+		var err error
+		code, _, err = s.do(http.MethodPost, "/v1/inventory/"+sku+"/adjustments", b,
+			map[string]string{"Authorization": "Bearer " + adminToken, "Idempotency-Key": key}, nil)
+		if err != nil || code >= 500 {
+			return fmt.Errorf("adjust %s: %d %v", sku, code, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	return code
+}
+
+// putIfMatch reads a SKU and PUTs want(view) as its on_hand with If-Match and a new price,
+// reading again after a 412 (a sale changed it meanwhile). It returns the tries and the
+// change of on_hand it made.
+func (s *stack) putIfMatch(t *testing.T, sku string, want func(activities.InventoryView) int64) (int, int64) {
+	admin := map[string]string{"Authorization": "Bearer " + adminToken}
+	tries := 0
+	var delta int64
+	err := waitFor(clientDeadline, func() error {
+		tries++
+		var v activities.InventoryView
+		code, hdr, err := s.do(http.MethodGet, "/v1/inventory/"+sku, nil, admin, &v)
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("get %s: %d %v", sku, code, err)
+		}
+		onHand := want(v)
+		b, _ := json.Marshal(map[string]any{"on_hand": onHand, "price_cents": 2_099, "currency": "usd", "max_per_order": 2})
+		code, _, err = s.do(http.MethodPut, "/v1/inventory/"+sku, b,
+			map[string]string{"Authorization": "Bearer " + adminToken, "If-Match": hdr.Get("ETag")}, nil)
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("put %s: %d %v", sku, code, err)
+		}
+		delta = onHand - v.OnHand
+		return nil
+	})
+	if err != nil {
+		t.Errorf("PUT with If-Match never went through: %v", err)
+	}
+	return tries, delta
+}
+
+// logMoney logs the sale's money figures: carts held, paid, confirmed and refunded.
+func (sl *sale) logMoney(t *testing.T) {
+	var paid, confirmed, paidNotConfirmed int
+	for _, c := range sl.winner {
+		if c.paid {
+			paid++
+			if c.final == "confirmed" {
+				confirmed++
+			} else {
+				paidNotConfirmed++
+			}
+		}
+	}
+	var refunded int64
+	_ = sl.s.pool.QueryRow(context.Background(), `SELECT count(DISTINCT checkout_id) FROM refunds WHERE checkout_id LIKE $1`, "c-"+sl.run+"-%").Scan(&refunded)
+	t.Logf("money: %d held, %d paid, %d confirmed, %d refunded; %d paid but not confirmed", len(sl.winner), paid, confirmed, refunded, paidNotConfirmed)
+	if paidNotConfirmed > 0 {
+		t.Errorf("%d paid holders were not confirmed", paidNotConfirmed)
+	}
+}

@@ -1,0 +1,73 @@
+-- forfeit.lua: end a checkout's hold WITHOUT giving its units back to available.
+--
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
+-- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
+-- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
+-- ARGV[1] -> checkout id
+-- ARGV[2] -> tombstone TTL in seconds, decimal integer 1..315360000
+-- ARGV[3] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
+-- Returns {code, value, available, gen}, always four integers, never nil or false:
+--   {0  OK,                quantity forfeited, available (unchanged), gen}
+--   {6  ALREADY_RELEASED,  0, 0, gen}   no-op, a retried forfeit (or the hold was released)
+--   {7  ALREADY_COMMITTED, 0, 0, gen}   refused, the units are sold
+--   {8  NO_HOLD,           0, 0, gen}   nothing was held; tombstone written anyway
+--   {10 INVALID_ARGUMENT,  index of the bad ARGV, 0, 0}
+--   {12 ROLLED_BACK,       gen in redis, gen seen, gen}   nothing changes (see reserve.lua)
+--
+-- For a hold whose units Postgres no longer has: a paid checkout whose order was refused
+-- because on_hand was short (Redis had let one unit be held twice). Releasing it would put
+-- a unit back that does not exist and the next buyer would pay for it; forfeiting drops
+-- held and leaves available, so available + held comes back to on_hand. The tombstone is
+-- "released": to the saga the hold ended without a sale, and a late reserve is refused.
+
+local function int_arg(s, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < 1 or n > max then
+    return nil
+  end
+  return n
+end
+
+local checkout = ARGV[1]
+if type(checkout) ~= 'string' or #checkout == 0 then
+  return {10, 1, 0, 0}
+end
+local ttl = int_arg(ARGV[2], 315360000)
+if ttl == nil then
+  return {10, 2, 0, 0}
+end
+local seen = ARGV[3]
+if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
+  return {10, 3, 0, 0}
+end
+seen = tonumber(seen)
+local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
+if gen < seen then
+  return {12, gen, seen, gen}
+end
+
+local ended = redis.call('GET', KEYS[3])
+if ended == 'committed' then
+  return {7, 0, 0, gen}
+elseif ended == 'released' then
+  return {6, 0, 0, gen}
+end
+
+local quantity = tonumber(redis.call('HGET', KEYS[2], checkout))
+if quantity == nil then
+  redis.call('SET', KEYS[3], 'released', 'EX', ttl)
+  return {8, 0, 0, gen}
+end
+
+local available = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'held', -quantity)
+  available = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
+  gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
+end
+redis.call('HDEL', KEYS[2], checkout)
+redis.call('SET', KEYS[3], 'released', 'EX', ttl)
+return {0, quantity, available, gen}
