@@ -404,8 +404,8 @@ func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
 		})
 	}
 	// Sagas started before the ending steps became regular activities replay the old shape:
-	// local activities, one after the other. New ones run every release and the outcome
-	// record at once, so the end costs the server one round trip however many SKUs.
+	// local activities, one after the other. New ones record the outcome, then run every
+	// release at once: two round trips however many SKUs.
 	c.endVersion = workflow.GetVersion(dctx, endStepsChange, workflow.DefaultVersion, 1)
 	if c.endVersion == workflow.DefaultVersion {
 		for i := len(c.undo) - 1; i >= 0; i-- {
@@ -413,16 +413,18 @@ func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
 		}
 		recordOutcome(dctx)
 	} else {
+		// The end is recorded before the holds are released. A rebuild of Redis (after it
+		// lost its data) counts every checkout Postgres still has open as holding: released
+		// first and recorded later, a checkout that ends while a rebuild reads Postgres would
+		// get its hold back from the rebuild and keep it. Recorded first, the rebuild sees it
+		// ended, or the release comes after the rebuild and ends the hold.
+		recordOutcome(dctx)
 		wg := workflow.NewWaitGroup(dctx)
-		steps := []func(workflow.Context){recordOutcome}
 		for _, undo := range c.undo {
-			steps = append(steps, func(ctx workflow.Context) { undo(ctx, status) })
-		}
-		for _, step := range steps {
 			wg.Add(1)
 			workflow.Go(dctx, func(ctx workflow.Context) {
 				defer wg.Done()
-				step(ctx)
+				undo(ctx, status)
 			})
 		}
 		wg.Wait(dctx)
