@@ -133,9 +133,11 @@ func (s *stack) expectNotReady(t *testing.T, dep string) string {
 func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 	sl.checkEnds(t)
 	faultOver := time.Since(started)
-	took := sl.settle(t, settleBy)
+	took, violations := sl.settle(t, settleBy)
 	f := sl.figures()
 	t.Logf("%s", fault)
+	t.Logf("figures: held %d, paid %d, confirmed %d, refunded %d, violations %d",
+		f.winners, f.paid, f.ends[workflows.StatusConfirmed], f.refunded, violations)
 	t.Logf("%d carts -> %d held (%d answered 201, %d attached to their saga on a retry), %d out_of_stock; %d POSTs answered 503 (%d without Retry-After), %d other 5xx; webhooks answered 5xx %d times, cancels %d times (all redelivered)",
 		f.carts, f.winners, f.created, f.winners-f.created, f.rejected, sl.post503.Load(), sl.noRetryAfter.Load(), sl.post5xx.Load(), sl.webhook5xx.Load(), sl.cancel5xx.Load())
 	if sl.post5xx.Load() > 0 {
