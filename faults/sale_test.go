@@ -574,11 +574,19 @@ func (sl *sale) violations(ctx context.Context) []string {
 	}
 	rows.Close()
 	for _, c := range sl.winner {
+		if _, ok := recs[c.id]; !ok {
+			badf("held checkout %s is not in postgres", c.id)
+		}
+	}
+	// Every cart, not only the winners: a cart paid before it was posted may have been
+	// refused, or confirmed before its POST was answered.
+	for _, c := range sl.carts {
 		r, ok := recs[c.id]
 		switch {
+		case !c.paid:
 		case !ok:
-			badf("held checkout %s is not in postgres", c.id)
-		case c.paid && r.status != string(workflows.StatusConfirmed) && r.refunds == 0:
+			badf("paid cart %s has no checkout in postgres: its payment is neither an order nor a refund", c.id)
+		case r.status != string(workflows.StatusConfirmed) && r.refunds == 0:
 			badf("paid checkout %s is %s and not refunded", c.id, r.status)
 		}
 	}
