@@ -1,9 +1,11 @@
 package faults
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,7 +111,85 @@ func TestFaults(t *testing.T) {
 		}
 		sl.report(t, started, "temporal cut off from the API for "+down.Round(time.Millisecond).String()+"; "+readyz)
 	})
+
+	t.Run("payments in the window's last seconds, worker down across the deadline", func(t *testing.T) {
+		// Half the holds are paid lateLead before expires_at while no worker runs, the other
+		// half expire; the worker comes back only after every deadline has passed. The saga
+		// then sees the payment and the fired timer in one workflow task (issue 9, defect 1a).
+		const lateLead = 3 * time.Second
+		sl := newSale(s, lateCarts, lateUnits, rolePayLate, roleExpire)
+		var inside, late int
+		started := time.Now()
+		sl.play(t, lateCarts, func() { // every cart has its answer
+			s.worker.stop()
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var lastDeadline time.Time
+			for _, c := range sl.held() {
+				if c.view.ExpiresAt.After(lastDeadline) {
+					lastDeadline = *c.view.ExpiresAt
+				}
+				if c.role != rolePayLate {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					time.Sleep(time.Until(c.view.ExpiresAt.Add(-lateLead))) // the buyer pays at the last moment
+					if err := sl.deliverPayment(c); err != nil {
+						t.Errorf("late payment of %s: %v", c.id, err)
+						return
+					}
+					c.markPaid()
+					mu.Lock()
+					defer mu.Unlock()
+					if c.ackedAt.Before(*c.view.ExpiresAt) {
+						inside++
+					} else {
+						late++ // the machine was too slow: this one may be refunded instead
+					}
+				}()
+			}
+			wg.Wait()
+			_ = waitFor(time.Until(lastDeadline)+10*time.Second, func() error {
+				if time.Now().After(lastDeadline.Add(time.Second)) {
+					return nil
+				}
+				return errNotYet
+			})
+			s.worker.start()
+		})
+		if inside == 0 {
+			t.Errorf("no late payment was acknowledged inside its window (%d after it): the case did not happen", late)
+		}
+		sl.report(t, started, fmt.Sprintf("worker stopped before %d payments acknowledged in the last %s of their window (%d acknowledged after it), back after the last deadline",
+			inside, lateLead, late))
+	})
+
+	t.Run("webhooks before their checkouts", func(t *testing.T) {
+		sl := newSale(s, orphanCarts, orphanUnits, rolePayFirst)
+		started := time.Now()
+		sl.payBeforeCheckout(t)
+		sl.play(t, orphanCarts, func() {})
+		sl.checkPaidBy(t)
+		sl.report(t, started, fmt.Sprintf("%d payments acknowledged as orphans before their carts were posted", len(sl.carts)))
+	})
+
 }
+
+// The smaller sales of the newer faults: each fault needs fewer carts to happen, and the
+// suite must stay within a few minutes on a shared 2-core machine.
+const (
+	lateCarts   = 40
+	orphanCarts = 40
+)
+
+var (
+	lateUnits = []skuUnits{{"PHONE", 24}, {"CASE", 6}}
+	// orphanUnits are exactly what the orphan carts ask for (1 or 2 phones each, a case for
+	// one in five): every paid buyer can have their units, so none may be refunded.
+	orphanUnits = []skuUnits{{"PHONE", orphanCarts / 2 * 3}, {"CASE", orphanCarts / 5}}
+)
 
 // expectNotReady polls /readyz until it answers 503 naming the dependency that is down.
 func (s *stack) expectNotReady(t *testing.T, dep string) string {
