@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"os"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -166,6 +167,40 @@ func TestFaults(t *testing.T) {
 			inside, lateLead, late))
 	})
 
+	t.Run("worker stalled with SIGSTOP while a second worker runs", func(t *testing.T) {
+		second := s.newWorker("second-worker")
+		second.start()
+		defer second.stop()
+		sl := newSale(s, saleCarts, saleUnits)
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			s.worker.pause()
+			// The stall outlasts the 10 s workflow task timeout and the end steps' 10 s
+			// start-to-close: when the worker wakes, the server has given its tasks to the
+			// second worker, and whatever the stale worker does then must change nothing.
+			time.Sleep(stallFor)
+			s.worker.resume()
+		})
+		sl.report(t, started, fmt.Sprintf("worker pid %d stalled (SIGSTOP) for %s while worker pid %d ran, then resumed (SIGCONT)",
+			s.worker.cmd.Process.Pid, stallFor, second.cmd.Process.Pid))
+
+		// Known defect: the resumed worker is left with all its workflow pollers on its
+		// sticky queue (the stale tasks it read on waking carried a sticky backlog hint),
+		// none on the checkout queue, until those long polls return empty about a minute
+		// later. Alone, it starts no new saga in that time: every POST answers 503.
+		if os.Getenv("FAULTS_KNOWN_DEFECTS") != "" {
+			second.stop()
+			probe := newSale(s, 8, []skuUnits{{"PROBE", 16}}, rolePay)
+			probe.play(t, 8, func() {})
+			if n := probe.post503.Load(); n > 0 {
+				t.Errorf("the resumed worker alone: 8 new checkouts got %d answers 503 (want each answered 201 at once; see temporal_num_pollers{poller_type=\"workflow_task\"} on the worker)", n)
+			}
+		}
+		// The later faults start from a fresh worker, not from the one left degraded above.
+		s.worker.kill()
+		s.worker.start()
+	})
+
 	t.Run("webhooks before their checkouts", func(t *testing.T) {
 		sl := newSale(s, orphanCarts, orphanUnits, rolePayFirst)
 		started := time.Now()
@@ -182,6 +217,8 @@ func TestFaults(t *testing.T) {
 const (
 	lateCarts   = 40
 	orphanCarts = 40
+	// stallFor: see the SIGSTOP fault.
+	stallFor = 12 * time.Second
 )
 
 var (
