@@ -201,6 +201,21 @@ func TestFaults(t *testing.T) {
 		s.worker.start()
 	})
 
+	t.Run("temporal killed and restarted on its file store", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var down time.Duration
+		var readyz string
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			at := time.Now()
+			s.temporal.kill()
+			readyz = s.expectNotReady(t, "temporal")
+			s.temporal.start()
+			down = time.Since(at)
+		})
+		sl.report(t, started, "temporal SIGKILLed and back on its db file after "+down.Round(time.Millisecond).String()+"; "+readyz)
+	})
+
 	t.Run("webhooks before their checkouts", func(t *testing.T) {
 		sl := newSale(s, orphanCarts, orphanUnits, rolePayFirst)
 		started := time.Now()
