@@ -225,6 +225,17 @@ func TestFaults(t *testing.T) {
 		sl.report(t, started, fmt.Sprintf("%d payments acknowledged as orphans before their carts were posted", len(sl.carts)))
 	})
 
+	// Last: it moves the product onto a fresh Temporal server.
+	t.Run("temporal forgets finished sagas", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		started := time.Now()
+		sl.play(t, trigger, func() {})
+		if _, n := sl.settle(t, settleBy); n > 0 {
+			t.Fatalf("%d violations before temporal forgot the sale", n)
+		}
+		sl.forgetAndRetry(t)
+		sl.report(t, started, "a fresh temporal (new db file) over the same postgres and redis; every cart posted and read again")
+	})
 }
 
 // The smaller sales of the newer faults: each fault needs fewer carts to happen, and the
