@@ -1,9 +1,12 @@
 package faults
 
 import (
+	"fmt"
+	"os"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,7 +112,152 @@ func TestFaults(t *testing.T) {
 		}
 		sl.report(t, started, "temporal cut off from the API for "+down.Round(time.Millisecond).String()+"; "+readyz)
 	})
+
+	t.Run("payments in the window's last seconds, worker down across the deadline", func(t *testing.T) {
+		// Half the holds are paid lateLead before expires_at while no worker runs, the other
+		// half expire; the worker comes back only after every deadline has passed. The saga
+		// then sees the payment and the fired timer in one workflow task (issue 9, defect 1a).
+		const lateLead = 3 * time.Second
+		sl := newSale(s, lateCarts, lateUnits, rolePayLate, roleExpire)
+		var inside, late int
+		started := time.Now()
+		sl.play(t, lateCarts, func() { // every cart has its answer
+			s.worker.stop()
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var lastDeadline time.Time
+			for _, c := range sl.held() {
+				if c.view.ExpiresAt.After(lastDeadline) {
+					lastDeadline = *c.view.ExpiresAt
+				}
+				if c.role != rolePayLate {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					time.Sleep(time.Until(c.view.ExpiresAt.Add(-lateLead))) // the buyer pays at the last moment
+					if err := sl.deliverPayment(c); err != nil {
+						t.Errorf("late payment of %s: %v", c.id, err)
+						return
+					}
+					c.markPaid()
+					mu.Lock()
+					defer mu.Unlock()
+					if c.ackedAt.Before(*c.view.ExpiresAt) {
+						inside++
+					} else {
+						late++ // the machine was too slow: this one may be refunded instead
+					}
+				}()
+			}
+			wg.Wait()
+			_ = waitFor(time.Until(lastDeadline)+10*time.Second, func() error {
+				if time.Now().After(lastDeadline.Add(time.Second)) {
+					return nil
+				}
+				return errNotYet
+			})
+			s.worker.start()
+		})
+		if inside == 0 {
+			t.Errorf("no late payment was acknowledged inside its window (%d after it): the case did not happen", late)
+		}
+		sl.report(t, started, fmt.Sprintf("worker stopped before %d payments acknowledged in the last %s of their window (%d acknowledged after it), back after the last deadline",
+			inside, lateLead, late))
+	})
+
+	t.Run("worker stalled with SIGSTOP while a second worker runs", func(t *testing.T) {
+		second := s.newWorker("second-worker")
+		second.start()
+		defer second.stop()
+		sl := newSale(s, saleCarts, saleUnits)
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			s.worker.pause()
+			// The stall outlasts the 10 s workflow task timeout and the end steps' 10 s
+			// start-to-close: when the worker wakes, the server has given its tasks to the
+			// second worker, and whatever the stale worker does then must change nothing.
+			time.Sleep(stallFor)
+			s.worker.resume()
+		})
+		sl.report(t, started, fmt.Sprintf("worker pid %d stalled (SIGSTOP) for %s while worker pid %d ran, then resumed (SIGCONT)",
+			s.worker.cmd.Process.Pid, stallFor, second.cmd.Process.Pid))
+
+		// Known defect: the resumed worker is left with all its workflow pollers on its
+		// sticky queue (the stale tasks it read on waking carried a sticky backlog hint),
+		// none on the checkout queue, until those long polls return empty about a minute
+		// later. Alone, it starts no new saga in that time: every POST answers 503.
+		if os.Getenv("FAULTS_KNOWN_DEFECTS") != "" {
+			second.stop()
+			// 40 paid checkouts take a healthy worker 2 to 6 s here (a few POSTs may be shed
+			// with 503 and retried); the degraded one dispatches a few first tasks a second,
+			// and the sale takes about a minute of POSTs timing out behind them.
+			probe := newSale(s, orphanCarts, []skuUnits{{"PROBE", 2 * orphanCarts}}, rolePay)
+			at := time.Now()
+			probe.play(t, orphanCarts, func() {})
+			if took := time.Since(at); took > 20*time.Second {
+				t.Errorf("the resumed worker alone took %s for %d paid checkouts (%d POSTs answered 503); want a few seconds (see temporal_num_pollers{poller_type=\"workflow_task\"} on the worker)",
+					took.Round(time.Millisecond), orphanCarts, probe.post503.Load())
+			}
+		}
+		// The later faults start from a fresh worker, not from the one left degraded above.
+		s.worker.kill()
+		s.worker.start()
+	})
+
+	t.Run("temporal killed and restarted on its file store", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		var down time.Duration
+		var readyz string
+		started := time.Now()
+		sl.play(t, trigger, func() {
+			at := time.Now()
+			s.temporal.kill()
+			readyz = s.expectNotReady(t, "temporal")
+			s.temporal.start()
+			down = time.Since(at)
+		})
+		sl.report(t, started, "temporal SIGKILLed and back on its db file after "+down.Round(time.Millisecond).String()+"; "+readyz)
+	})
+
+	t.Run("webhooks before their checkouts", func(t *testing.T) {
+		sl := newSale(s, orphanCarts, orphanUnits, rolePayFirst)
+		started := time.Now()
+		sl.payBeforeCheckout(t)
+		sl.play(t, orphanCarts, func() {})
+		sl.checkPaidBy(t)
+		sl.report(t, started, fmt.Sprintf("%d payments acknowledged as orphans before their carts were posted", len(sl.carts)))
+	})
+
+	// Last: it moves the product onto a fresh Temporal server.
+	t.Run("temporal forgets finished sagas", func(t *testing.T) {
+		sl := newSale(s, saleCarts, saleUnits)
+		started := time.Now()
+		sl.play(t, trigger, func() {})
+		if _, n := sl.settle(t, settleBy); n > 0 {
+			t.Fatalf("%d violations before temporal forgot the sale", n)
+		}
+		sl.forgetAndRetry(t)
+		sl.report(t, started, "a fresh temporal (new db file) over the same postgres and redis; every cart posted and read again")
+	})
 }
+
+// The smaller sales of the newer faults: each fault needs fewer carts to happen, and the
+// suite must stay within a few minutes on a shared 2-core machine.
+const (
+	lateCarts   = 40
+	orphanCarts = 40
+	// stallFor: see the SIGSTOP fault.
+	stallFor = 12 * time.Second
+)
+
+var (
+	lateUnits = []skuUnits{{"PHONE", 24}, {"CASE", 6}}
+	// orphanUnits are exactly what the orphan carts ask for (1 or 2 phones each, a case for
+	// one in five): every paid buyer can have their units, so none may be refunded.
+	orphanUnits = []skuUnits{{"PHONE", orphanCarts / 2 * 3}, {"CASE", orphanCarts / 5}}
+)
 
 // expectNotReady polls /readyz until it answers 503 naming the dependency that is down.
 func (s *stack) expectNotReady(t *testing.T, dep string) string {
@@ -133,9 +281,11 @@ func (s *stack) expectNotReady(t *testing.T, dep string) string {
 func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 	sl.checkEnds(t)
 	faultOver := time.Since(started)
-	took := sl.settle(t, settleBy)
+	took, violations := sl.settle(t, settleBy)
 	f := sl.figures()
 	t.Logf("%s", fault)
+	t.Logf("figures: held %d, paid %d, confirmed %d, refunded %d, violations %d",
+		f.winners, f.paid, f.ends[workflows.StatusConfirmed], f.refunded, violations)
 	t.Logf("%d carts -> %d held (%d answered 201, %d attached to their saga on a retry), %d out_of_stock; %d POSTs answered 503 (%d without Retry-After), %d other 5xx; webhooks answered 5xx %d times, cancels %d times (all redelivered)",
 		f.carts, f.winners, f.created, f.winners-f.created, f.rejected, sl.post503.Load(), sl.noRetryAfter.Load(), sl.post5xx.Load(), sl.webhook5xx.Load(), sl.cancel5xx.Load())
 	if sl.post5xx.Load() > 0 {

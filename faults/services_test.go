@@ -199,45 +199,50 @@ func (p *postgresCluster) stop() {
 	}
 }
 
-// temporalServer is a file-backed Temporal dev server from the pinned CLI build.
+// temporalServer is a file-backed Temporal dev server from the pinned CLI build. Its state
+// lives in its db file: kill and start bring it back with every workflow it had, and a
+// server started with another db file knows nothing of the old one's.
 type temporalServer struct {
-	addr string
-	cmd  *exec.Cmd
-	log  string
+	t      testing.TB
+	addr   string
+	args   []string
+	log    string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
-func startTemporal(t testing.TB, dir string) *temporalServer {
+// startTemporal starts a dev server whose db file and log are named after name, in dir.
+func startTemporal(t testing.TB, dir, name string) *temporalServer {
 	t.Helper()
 	port := testenv.FreePort(t)
-	s := &temporalServer{addr: "127.0.0.1:" + port, log: filepath.Join(dir, "temporal.log")}
-	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", testenv.FreePort(t),
-		"--metrics-port", testenv.FreePort(t), "--headless", "--db-filename", filepath.Join(dir, "temporal.db"),
+	s := &temporalServer{t: t, addr: "127.0.0.1:" + port, log: filepath.Join(dir, name+".log")}
+	s.args = []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", testenv.FreePort(t),
+		"--metrics-port", testenv.FreePort(t), "--headless", "--db-filename", filepath.Join(dir, name+".db"),
 		"--namespace", "default", "--log-level", "error"}
 	for name, typ := range workflows.SearchAttributeTypes {
-		args = append(args, "--search-attribute", name+"="+typ)
+		s.args = append(s.args, "--search-attribute", name+"="+typ)
 	}
-	logFile, err := os.Create(s.log)
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// start runs the server on its port and db file and waits until it answers.
+func (s *temporalServer) start() {
+	s.t.Helper()
+	logFile, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	cmd := exec.Command(testenv.TemporalCLI(t), args...)
+	cmd := exec.Command(testenv.TemporalCLI(s.t), s.args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start temporal dev server: %v", err)
+		s.t.Fatalf("start temporal dev server: %v", err)
 	}
 	s.cmd = cmd
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = logFile.Close()
-	})
+	exited := make(chan struct{})
+	s.exited = exited
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
 	err = waitFor(60*time.Second, func() error {
 		c, err := client.Dial(client.Options{HostPort: s.addr, Namespace: "default", Logger: quietLogger{}})
 		if err != nil {
@@ -250,14 +255,39 @@ func startTemporal(t testing.TB, dir string) *temporalServer {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("temporal dev server on %s did not answer: %v\n%s", s.addr, err, tail(s.log, 2000))
+		s.t.Fatalf("temporal dev server on %s did not answer: %v\n%s", s.addr, err, tail(s.log, 2000))
 	}
-	return s
 }
 
-// workerProcess is `checkout worker` as a child process, so a fault can SIGKILL it.
+// kill stops the server with SIGKILL, as a crash would: only what its db file holds survives.
+func (s *temporalServer) kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
+}
+
+// stop stops the server cleanly (SIGINT), or kills it after a bounded wait.
+func (s *temporalServer) stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.cmd = nil
+}
+
+// workerProcess is `checkout worker` as a child process, so a fault can SIGKILL or SIGSTOP it.
 type workerProcess struct {
 	t      testing.TB
+	name   string // names its log files; several workers may run side by side
 	bin    string
 	dir    string
 	env    []string
@@ -270,7 +300,7 @@ type workerProcess struct {
 func (w *workerProcess) start() {
 	w.t.Helper()
 	w.runs++
-	w.log = filepath.Join(w.dir, fmt.Sprintf("worker-%d.log", w.runs))
+	w.log = filepath.Join(w.dir, fmt.Sprintf("%s-%d.log", w.name, w.runs))
 	logFile, err := os.Create(w.log)
 	if err != nil {
 		w.t.Fatal(err)
@@ -313,11 +343,19 @@ func (w *workerProcess) kill() {
 	w.cmd = nil
 }
 
+// pause stalls the worker with SIGSTOP: it keeps its connections and the tasks it holds, and
+// does nothing until resume, like a process frozen by a long GC pause or a stuck host.
+func (w *workerProcess) pause() { _ = w.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// resume lets a paused worker go on (SIGCONT) with whatever it held when it was stopped.
+func (w *workerProcess) resume() { _ = w.cmd.Process.Signal(syscall.SIGCONT) }
+
 // stop asks the worker to stop (SIGTERM) and waits a bounded time.
 func (w *workerProcess) stop() {
 	if w.cmd == nil {
 		return
 	}
+	w.resume() // a paused process would not act on SIGTERM
 	_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-w.exited:
@@ -351,6 +389,16 @@ func startProxy(t testing.TB, target string) *temporalProxy {
 
 func (p *temporalProxy) addr() string { return p.ln.Addr().String() }
 
+// retarget sends new connections to another Temporal frontend and drops the open ones, so
+// the API's client reconnects to it.
+func (p *temporalProxy) retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+	p.setCut(true)
+	p.setCut(false)
+}
+
 func (p *temporalProxy) serve() {
 	for {
 		in, err := p.ln.Accept()
@@ -363,8 +411,9 @@ func (p *temporalProxy) serve() {
 			_ = in.Close()
 			continue
 		}
+		target := p.target
 		p.mu.Unlock()
-		out, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+		out, err := net.DialTimeout("tcp", target, 2*time.Second)
 		if err != nil {
 			_ = in.Close()
 			continue

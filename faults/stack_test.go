@@ -43,6 +43,7 @@ type stack struct {
 	pg       *postgresCluster
 	temporal *temporalServer
 	proxy    *temporalProxy
+	bin      string // the built cmd/checkout
 	worker   *workerProcess
 	pool     *pgxpool.Pool
 	rdb      *redis.Client
@@ -74,7 +75,7 @@ func newStack(t *testing.T) *stack {
 
 	s.redis = startRedis(t, dir)
 	s.pg = startPostgres(t)
-	s.temporal = startTemporal(t, dir)
+	s.temporal = startTemporal(t, dir, "temporal")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := migrations.Apply(ctx, s.pg.url()); err != nil {
@@ -97,13 +98,9 @@ func newStack(t *testing.T) *stack {
 	if err := <-built; err != nil {
 		t.Fatalf("build cmd/checkout: %v", err)
 	}
-	s.worker = &workerProcess{t: t, bin: bin, dir: dir, env: []string{
-		"TEMPORAL_ADDRESS=" + s.temporal.addr, "TEMPORAL_NAMESPACE=default",
-		"REDIS_URL=" + s.redis.url(), "DATABASE_URL=" + s.pg.url(),
-		"LOG_LEVEL=info", "STRIPE_API_KEY=", "STRIPE_API_URL=",
-	}}
+	s.bin = bin
+	s.worker = s.newWorker("worker")
 	s.worker.start()
-	t.Cleanup(s.worker.stop)
 
 	// The API runs here, with its own Temporal client through a proxy the suite can cut.
 	s.proxy = startProxy(t, s.temporal.addr)
@@ -149,6 +146,35 @@ func newStack(t *testing.T) *stack {
 	t.Logf("stack up in %s: redis :%s, postgres :%s, temporal %s (API via proxy %s), worker pid %d",
 		time.Since(started).Round(time.Millisecond), s.redis.port, s.pg.port, s.temporal.addr, s.proxy.addr(), s.worker.cmd.Process.Pid)
 	return s
+}
+
+// newWorker prepares a worker process of the product on the stack's services (not started),
+// stopped when the test ends.
+func (s *stack) newWorker(name string) *workerProcess {
+	w := &workerProcess{t: s.t, name: name, bin: s.bin, dir: s.dir, env: []string{
+		"TEMPORAL_ADDRESS=" + s.temporal.addr, "TEMPORAL_NAMESPACE=default",
+		"REDIS_URL=" + s.redis.url(), "DATABASE_URL=" + s.pg.url(),
+		"LOG_LEVEL=info", "STRIPE_API_KEY=", "STRIPE_API_URL=",
+	}}
+	s.t.Cleanup(w.stop)
+	return w
+}
+
+// useTemporal moves the whole product onto another Temporal server: the worker is restarted
+// against it, the API's proxy forwards to it, and the suite's own checks read it.
+func (s *stack) useTemporal(ts *temporalServer) {
+	s.t.Helper()
+	s.worker.stop()
+	s.temporal = ts
+	s.worker = s.newWorker(fmt.Sprintf("worker-on-%s", strings.ReplaceAll(ts.addr, ":", "-")))
+	s.worker.start()
+	s.proxy.retarget(ts.addr)
+	tc, err := client.Dial(client.Options{HostPort: ts.addr, Namespace: "default", Logger: quietLogger{}})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(tc.Close)
+	s.tc = tc
 }
 
 // do sends a request and decodes a 2xx JSON answer into out (if not nil).
