@@ -2,14 +2,15 @@ package faults
 
 import (
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -282,6 +283,12 @@ func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 	sl.checkEnds(t)
 	faultOver := time.Since(started)
 	took, violations := sl.settle(t, settleBy)
+	// The operator's audit, across Postgres, Redis and Temporal, must agree: nothing to act on.
+	report, err := audit.New(sl.s.pool, sl.s.rdb, sl.s.tc, audit.Options{Grace: -1}).Run(t.Context())
+	if err != nil || !report.Clean() {
+		t.Errorf("audit after the fault: %v; violations %+v", err, report.Violations)
+	}
+	violations += len(report.Violations)
 	f := sl.figures()
 	t.Logf("%s", fault)
 	t.Logf("figures: held %d, paid %d, confirmed %d, refunded %d, violations %d",
