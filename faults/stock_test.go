@@ -220,7 +220,8 @@ func (s *stack) putIfMatch(t *testing.T, sku string, want func(activities.Invent
 			return fmt.Errorf("get %s: %d %v", sku, code, err)
 		}
 		onHand := want(v)
-		b, _ := json.Marshal(map[string]any{"on_hand": onHand, "price_cents": 2_099, "currency": "usd", "max_per_order": 2})
+		// The price stays the sale's: the buyers pay what their carts cost at it.
+		b, _ := json.Marshal(map[string]any{"on_hand": onHand, "price_cents": unitPrice, "currency": "usd", "max_per_order": 2})
 		code, _, err = s.do(http.MethodPut, "/v1/inventory/"+sku, b,
 			map[string]string{"Authorization": "Bearer " + adminToken, "If-Match": hdr.Get("ETag")}, nil)
 		if err != nil || code != http.StatusOK {
