@@ -1,5 +1,5 @@
 // Package api is the HTTP face of the product (Echo v4): checkouts, payment webhooks,
-// inventory administration and operations endpoints, as ../shared/CONTRACT.md describes them.
+// inventory administration and operations endpoints, as docs/contract.md describes them.
 //
 // The API does no stock or order work itself: it validates input, starts or talks to the
 // checkout saga in Temporal, and reads Postgres through the small interfaces below, which

@@ -1,4 +1,4 @@
-// Package audit checks the product's promises (../shared/CONTRACT.md, "What the product
+// Package audit checks the product's promises (docs/contract.md, "What the product
 // promises") across the three stores at once: Postgres (the record), Redis (the holds) and
 // Temporal (the running sagas). It reads only; it never repairs. Each violation names the ids
 // support needs to act on it.
