@@ -229,7 +229,7 @@ func (e *env) redisBenchmark(ctx context.Context, stock *lua.Stock, sz sizes) (r
 	host, port, _ := strings.Cut(opts.Addr, ":")
 	args := []string{"-h", host, "-p", port, "--dbnum", strconv.Itoa(opts.DB),
 		"-n", strconv.Itoa(rb.requests), "-c", strconv.Itoa(rb.concurrency), "-r", "1000000000", "--csv",
-		"EVALSHA", sha, "3", lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndKey(sku, "rb__rand_int__"), "rb__rand_int__", "1"}
+		"EVALSHA", sha, "3", lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndKey(sku, "rb__rand_int__"), "rb__rand_int__", "1", "0"}
 	if opts.Password != "" {
 		args = append([]string{"-a", opts.Password}, args...)
 	}
