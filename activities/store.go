@@ -95,8 +95,11 @@ type CheckoutRecord struct {
 	ExpiresAt   *time.Time `json:"expires_at"`
 	Reason      string     `json:"reason"`
 	OrderID     string     `json:"order_id"`
-	CreatedAt   time.Time  `json:"created_at"`
-	EndedAt     *time.Time `json:"ended_at"`
+	// PaymentProvider and PaymentRef name the payment of the checkout's order, if it has one.
+	PaymentProvider string     `json:"payment_provider,omitempty"`
+	PaymentRef      string     `json:"payment_ref,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	EndedAt         *time.Time `json:"ended_at"`
 	// Payments are the payment events recorded for this checkout before the saga saw them
 	// (orphans: the webhook came before the checkout existed). Only RecordCheckout fills it.
 	Payments []RecordedPayment `json:"payments,omitempty"`
@@ -121,9 +124,11 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (CheckoutRecord
 	var c CheckoutRecord
 	var reason, orderID *string
 	err := s.pool.QueryRow(ctx, `
-		SELECT checkout_id, customer_id, status, currency, amount_cents, expires_at, reason, order_id, created_at, ended_at
-		FROM checkouts WHERE checkout_id = $1`, checkoutID).
-		Scan(&c.CheckoutID, &c.CustomerID, &c.Status, &c.Currency, &c.AmountCents, &c.ExpiresAt, &reason, &orderID, &c.CreatedAt, &c.EndedAt)
+		SELECT c.checkout_id, c.customer_id, c.status, c.currency, c.amount_cents, c.expires_at, c.reason, c.order_id,
+			c.created_at, c.ended_at, coalesce(o.payment_provider, ''), coalesce(o.payment_ref, '')
+		FROM checkouts c LEFT JOIN orders o ON o.checkout_id = c.checkout_id WHERE c.checkout_id = $1`, checkoutID).
+		Scan(&c.CheckoutID, &c.CustomerID, &c.Status, &c.Currency, &c.AmountCents, &c.ExpiresAt, &reason, &orderID,
+			&c.CreatedAt, &c.EndedAt, &c.PaymentProvider, &c.PaymentRef)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CheckoutRecord{}, fmt.Errorf("read checkout %s: %w", checkoutID, ErrNotFound)
 	}

@@ -275,6 +275,11 @@ func (c *checkout) applyOrphans(ctx workflow.Context, orphans []activities.Recor
 // takes that end as its own and stops: it holds no stock and records nothing.
 func (c *checkout) adopt(ctx workflow.Context, rec activities.CheckoutRecord) {
 	c.adopted, c.closing = true, true
+	if rec.PaymentRef != "" {
+		// The payment that confirmed it, seen again (a redelivery under a new event id while
+		// this run answers), is that order's: not a second payment to refund.
+		c.seenPaid[rec.PaymentRef] = true
+	}
 	v := ViewFromRecord(rec)
 	v.RequestHash, v.IdempotencyKey = c.view.RequestHash, c.view.IdempotencyKey
 	c.view = v

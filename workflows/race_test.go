@@ -152,6 +152,10 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	// A new test environment over the same Postgres and Redis is a Temporal that forgot.
 	again := newFixtureOver(t, first)
 	res := again.reserveAt(0, "req-2")
+	// The payment that confirmed it, delivered again under another event id while the new run
+	// answers: the order's own payment, never refunded.
+	again.payAt(0, workflows.Payment{Provider: "stripe", EventID: "evt_1_again", Outcome: workflows.PaymentSucceeded,
+		PaymentRef: "pi_evt_1", AmountCents: 99_900, Currency: "usd"})
 	in.RequestID = "req-2"
 	v := again.run(in)
 
@@ -163,6 +167,9 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	}
 	if after := again.level(phone); after != before {
 		t.Errorf("stock moved: %+v, then %+v", before, after)
+	}
+	if len(again.refunds) != 0 {
+		t.Errorf("refunds %+v, want none: the redelivered payment is the order's", again.refunds)
 	}
 }
 
