@@ -47,8 +47,9 @@ import (
 // acts is used only to name activity methods; the worker registers the real instance.
 var acts *activities.Activities
 
-// endStepsChange names the workflow.GetVersion change that made the ending steps (releases,
-// outcome record) regular activities run at once, instead of local activities in turn.
+// endStepsChange names the workflow.GetVersion change that made the ending steps regular
+// activities (the outcome record, then every release or forfeit at once) instead of local
+// activities in turn.
 const endStepsChange = "end-steps-as-activities"
 
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
@@ -287,7 +288,6 @@ func (c *checkout) adopt(ctx workflow.Context, rec activities.CheckoutRecord) {
 		c.rejectCode = RejectOutOfStock
 	}
 	c.setState(ctx, v.Status, "")
-	c.view.NeedsAttention = v.NeedsAttention
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Ended as %s earlier (recorded in Postgres); this run only answers with that end", v.Status))
 }
 
@@ -322,7 +322,7 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 		c.undo = append(c.undo, func(ctx workflow.Context, reason Status) {
 			in := in
 			in.Reason = string(reason)
-			if c.forfeit {
+			if c.forfeit && c.endVersion != workflow.DefaultVersion { // older sagas only release
 				c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in)
 				return
 			}
