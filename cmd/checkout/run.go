@@ -321,21 +321,34 @@ func attributeFlags(attrs map[string]string) []string {
 	return flags
 }
 
-// ensureSchedule creates a Temporal Schedule that runs a reconciliation workflow every
-// interval, unless it exists. Overlapping runs are skipped: a slow run is never doubled.
+// ensureSchedule makes the Temporal Schedule id run a reconciliation workflow every interval.
+// Overlapping runs are skipped: a slow run is never doubled. A Schedule that exists already is
+// brought to this interval and action, so a release that changes either reaches it (it was
+// left as first created); its state (paused, notes) is kept.
 func ensureSchedule(ctx context.Context, c client.Client, id string, every time.Duration, wf any, arg any) error {
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
+	action := &client.ScheduleWorkflowAction{ID: id, Workflow: wf, Args: []any{arg}, TaskQueue: workflows.TaskQueue}
 	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:      id,
-		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
-		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{
-			ID:        id,
-			Workflow:  wf,
-			Args:      []any{arg},
-			TaskQueue: workflows.TaskQueue,
-		},
+		ID: id, Spec: spec, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, Action: action,
 	})
-	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		err = c.ScheduleClient().GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+				s := in.Description.Schedule
+				s.Spec, s.Action = &spec, action
+				if s.Policy == nil {
+					s.Policy = &client.SchedulePolicies{}
+				}
+				s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+				return &client.ScheduleUpdate{Schedule: &s}, nil
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("update schedule %s: %w", id, err)
+		}
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("create schedule %s: %w", id, err)
 	}
 	return nil
