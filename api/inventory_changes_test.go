@@ -144,4 +144,3 @@ func (h *harness) assertLedger(t *testing.T, sku string) {
 		t.Errorf("%s: on_hand %d + sold %d != ledger sum %d", sku, onHand, sold, ledger)
 	}
 }
-
