@@ -156,13 +156,31 @@ func (a *Activities) ReserveStock(ctx context.Context, in StockInput) (lua.Reser
 	case errors.Is(err, lua.ErrNotStocked):
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNotStocked, nil,
 			Shortage{SKU: in.SKU, Requested: in.Quantity})
-	case errors.Is(err, lua.ErrHoldEnded):
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHoldEnded, nil)
-	case errors.Is(err, lua.ErrInvalidArgument):
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
 	default:
-		return res, err
+		return res, holdRefusal(err)
 	}
+}
+
+// holdRefusal maps the stock scripts' definite answers about a hold (it ended already, in
+// one way or the other; an argument the script refused) to non-retryable application errors
+// whose types the saga branches on. Any other error is returned as it is, for Temporal to
+// retry. Each script answers only the codes of its own operation (see lua/doc.go), so one
+// mapping serves reserve, release, commit and forfeit.
+func holdRefusal(err error) error {
+	var typ string
+	switch {
+	case errors.Is(err, lua.ErrHoldEnded):
+		typ = ErrTypeHoldEnded
+	case errors.Is(err, lua.ErrHoldCommitted):
+		typ = ErrTypeHoldCommitted
+	case errors.Is(err, lua.ErrHoldReleased):
+		typ = ErrTypeHoldReleased
+	case errors.Is(err, lua.ErrInvalidArgument):
+		typ = ErrTypeInvalidRequest
+	default:
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
 }
 
 // ReleaseStock returns the checkout's hold on SKU to stock. It is the compensation of
@@ -182,12 +200,8 @@ func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, er
 		activity.GetLogger(ctx).Info("stock released", "checkout_id", in.CheckoutID, "sku", in.SKU,
 			"units", released, "reason", in.Reason)
 		return released, nil
-	case errors.Is(err, lua.ErrHoldCommitted):
-		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHoldCommitted, nil)
-	case errors.Is(err, lua.ErrInvalidArgument):
-		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
 	default:
-		return 0, err
+		return 0, holdRefusal(err)
 	}
 }
 
@@ -208,8 +222,6 @@ func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, err
 	switch {
 	case err == nil:
 		return committed, nil
-	case errors.Is(err, lua.ErrHoldReleased):
-		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHoldReleased, nil)
 	case errors.Is(err, lua.ErrNoHold):
 		note, rerr := a.Store.ResyncStock(ctx, a.Stock, in.SKU)
 		if rerr != nil {
@@ -217,10 +229,8 @@ func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, err
 		}
 		activity.GetLogger(ctx).Warn("no hold to commit: redis lost it; stock reconciled", "checkout_id", in.CheckoutID, "sku", in.SKU, "repair", note)
 		return 0, temporal.NewNonRetryableApplicationError(err.Error()+" (redis lost the hold; the order stands and the sku was reconciled)", ErrTypeNoHold, nil)
-	case errors.Is(err, lua.ErrInvalidArgument):
-		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
 	default:
-		return 0, err
+		return 0, holdRefusal(err)
 	}
 }
 
@@ -239,14 +249,8 @@ func (a *Activities) ForfeitStock(ctx context.Context, in StockInput) (int64, er
 		forfeited, err = a.Stock.Forfeit(ctx, in.SKU, in.CheckoutID)
 		return err
 	})
-	switch {
-	case err == nil:
-	case errors.Is(err, lua.ErrHoldCommitted):
-		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeHoldCommitted, nil)
-	case errors.Is(err, lua.ErrInvalidArgument):
-		return 0, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, nil)
-	default:
-		return 0, err
+	if err != nil {
+		return 0, holdRefusal(err)
 	}
 	note, err := a.Store.ResyncStock(ctx, a.Stock, in.SKU)
 	if err != nil {
