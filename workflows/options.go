@@ -62,12 +62,16 @@ var mustFinishOptions = workflow.LocalActivityOptions{
 	// A local activity's schedule-to-close defaults to its start-to-close, which would cut
 	// the retry budget to 10 s: name it, a little over the ten attempts' backoff.
 	ScheduleToCloseTimeout: 3 * time.Minute,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    200 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    30 * time.Second,
-		MaximumAttempts:    10,
-	},
+	RetryPolicy:            mustFinishRetry,
+}
+
+// mustFinishRetry is the retry budget of every step that must finish: ten attempts, about
+// two minutes, before the step counts as stuck (see checkout.persist).
+var mustFinishRetry = &temporal.RetryPolicy{
+	InitialInterval:    200 * time.Millisecond,
+	BackoffCoefficient: 2,
+	MaximumInterval:    30 * time.Second,
+	MaximumAttempts:    10,
 }
 
 // stuckRetryInterval is how often a stuck step tries again by itself: often enough that an
@@ -96,23 +100,10 @@ func paymentTimeout(seconds int64) time.Duration {
 var endOptions = workflow.ActivityOptions{
 	StartToCloseTimeout:    10 * time.Second,
 	ScheduleToCloseTimeout: 3 * time.Minute, // see mustFinishOptions
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    200 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    30 * time.Second,
-		MaximumAttempts:    10,
-	},
+	RetryPolicy:            mustFinishRetry,
 }
 
-// undoOptions: the refund's record steps, idempotent Postgres upserts whose stale re-run is
-// harmless, so they stay local activities.
-var undoOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout:    10 * time.Second,
-	ScheduleToCloseTimeout: 3 * time.Minute, // see mustFinishOptions
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    200 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    30 * time.Second,
-		MaximumAttempts:    10,
-	},
-}
+// undoOptions: the refund's record steps (idempotent Postgres upserts whose stale re-run is
+// harmless, so they stay local activities), and the ending steps of sagas started before
+// endStepsChange. The same budget as mustFinishOptions.
+var undoOptions = mustFinishOptions
