@@ -37,7 +37,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -628,16 +627,8 @@ func (c *checkout) startRefunds(ctx workflow.Context) {
 			PaymentRef: order.payment.PaymentRef, EventID: order.payment.EventID,
 			AmountCents: order.payment.AmountCents, Currency: strings.ToLower(order.payment.Currency), Reason: order.reason,
 		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            RefundWorkflowID(in.Provider, in.PaymentRef),
-			TaskQueue:             TaskQueue,
-			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			StaticSummary:         fmt.Sprintf("Refund %s of checkout %s", money(in.AmountCents, in.Currency), in.CheckoutID),
-			TypedSearchAttributes: RefundAttributes(in),
-		})
-		err := workflow.ExecuteChildWorkflow(cctx, Refund, in).GetChildWorkflowExecution().Get(ctx, nil)
-		if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		err := startRefund(ctx, in, fmt.Sprintf("Refund %s of checkout %s", money(in.AmountCents, in.Currency), in.CheckoutID))
+		if err != nil {
 			workflow.GetLogger(ctx).Error("start refund", "payment_ref", in.PaymentRef, "error", err)
 			c.flag(ctx)
 		}

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
@@ -58,16 +56,8 @@ func RefundOrphans(ctx workflow.Context, in RefundOrphansInput) (RefundOrphansRe
 			AmountCents: o.AmountCents, Currency: strings.ToLower(o.Currency),
 			Reason: fmt.Sprintf("no checkout claimed the payment within %s", OrphanRefundAfter),
 		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            RefundWorkflowID(refund.Provider, refund.PaymentRef),
-			TaskQueue:             TaskQueue,
-			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			StaticSummary:         fmt.Sprintf("Refund orphan payment %s of %s", refund.PaymentRef, money(refund.AmountCents, refund.Currency)),
-			TypedSearchAttributes: RefundAttributes(refund),
-		})
-		err := workflow.ExecuteChildWorkflow(cctx, Refund, refund).GetChildWorkflowExecution().Get(ctx, nil)
-		if err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		err := startRefund(ctx, refund, fmt.Sprintf("Refund orphan payment %s of %s", refund.PaymentRef, money(refund.AmountCents, refund.Currency)))
+		if err != nil {
 			return res, fmt.Errorf("start refund of orphan payment %s: %w", refund.PaymentRef, err)
 		}
 		res.Refunded++

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -74,6 +75,25 @@ func RefundAttributes(in RefundInput) temporal.SearchAttributes {
 		AttrAmountCents.ValueSet(in.AmountCents),
 		AttrNeedsAttention.ValueSet(false),
 	)
+}
+
+// startRefund starts the Refund workflow of a payment as an abandoned child: a refund outlives
+// the workflow that asked for it. Its id is derived from the payment, so a payment is never
+// refunded by two workflows; one already started counts as started.
+func startRefund(ctx workflow.Context, in RefundInput, summary string) error {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            RefundWorkflowID(in.Provider, in.PaymentRef),
+		TaskQueue:             TaskQueue,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:         summary,
+		TypedSearchAttributes: RefundAttributes(in),
+	})
+	err := workflow.ExecuteChildWorkflow(cctx, Refund, in).GetChildWorkflowExecution().Get(ctx, nil)
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return nil
+	}
+	return err
 }
 
 // refundOptions: a refund call to the provider. Ten attempts, about two minutes, ride out a
