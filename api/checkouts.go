@@ -621,9 +621,14 @@ func temporalProblem(err error) *Problem {
 	var unavailableErr *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
 	var exhausted *serviceerror.ResourceExhausted
+	// Passing states of one workflow: its workflow task is being retried (not ready for an
+	// update), or the server aborted an update while it moved or reloaded the workflow.
+	var notReady *serviceerror.WorkflowNotReady
+	var aborted *serviceerror.Aborted
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.As(err, &unavailableErr), errors.As(err, &deadline):
+		errors.As(err, &unavailableErr), errors.As(err, &deadline),
+		errors.As(err, &notReady), errors.As(err, &aborted):
 		return unavailable("temporal", err)
 	case errors.As(err, &exhausted) && exhausted.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT:
 		// More than history.maxInFlightUpdates (10) requests on one checkout at once: its

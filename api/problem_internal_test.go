@@ -29,6 +29,10 @@ func TestTemporalProblemMapsUpdateLimits(t *testing.T) {
 			Cause: enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, Message: "namespace rate limit exceeded"}, http.StatusServiceUnavailable, "overloaded"},
 		{"total updates on one workflow", serviceerror.NewFailedPrecondition(
 			"The limit on the total number of distinct updates in this workflow has been reached (2000)."), http.StatusTooManyRequests, "too_many_updates"},
+		// Passing states of one workflow, retryable: not the 500 of an unexpected error.
+		{"workflow task being retried", serviceerror.NewWorkflowNotReady(
+			"Unable to perform workflow execution update due to unexpected workflow task failure."), http.StatusServiceUnavailable, "service_unavailable"},
+		{"update aborted by the server", serviceerror.NewAborted("Workflow Update was aborted."), http.StatusServiceUnavailable, "service_unavailable"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := temporalProblem(fmt.Errorf("failed workflow update: %w", tt.err))
