@@ -295,11 +295,11 @@ func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 		f.winners, f.paid, f.ends[workflows.StatusConfirmed], f.refunded, violations)
 	t.Logf("%d carts -> %d held (%d answered 201, %d attached to their saga on a retry), %d out_of_stock; %d POSTs answered 503 (%d without Retry-After), %d other 5xx; webhooks answered 5xx %d times, cancels %d times (all redelivered)",
 		f.carts, f.winners, f.created, f.winners-f.created, f.rejected, sl.post503.Load(), sl.noRetryAfter.Load(), sl.post5xx.Load(), sl.webhook5xx.Load(), sl.cancel5xx.Load())
-	if sl.post5xx.Load() > 0 {
-		// Name the cause the API logged for them (the client only sees internal_error).
+	if sl.post5xx.Load() > 0 || sl.cancel5xx.Load() > 0 {
+		// Name the cause the API logged for a 500 (the client only sees internal_error).
 		for _, line := range strings.Split(tail(filepath.Join(sl.s.dir, "api.log"), 1<<30), "\n") {
 			if strings.Contains(line, `"internal_error"`) && strings.Contains(line, "/v1/checkouts") {
-				t.Logf("a POST answered 500; the API logged: %.400s", line)
+				t.Logf("a POST or cancel answered 500; the API logged: %.800s", line)
 				break
 			}
 		}
