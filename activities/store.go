@@ -405,41 +405,6 @@ func (s *Store) OrderPaymentRef(ctx context.Context, checkoutID string) (string,
 	return ref, nil
 }
 
-// RebuildStock restores a SKU that Redis lost, from Postgres: on_hand, max_per_order and
-// every open checkout's quantity as a hold (see lua.Stock.Rebuild). It reports whether this
-// call rebuilt it (false: Redis has it, or Postgres does not know the SKU either).
-func (s *Store) RebuildStock(ctx context.Context, stock *lua.Stock, sku string) (bool, error) {
-	// on_hand and the open checkouts are read from one snapshot: an order confirmed between
-	// two separate reads would be missing from both the holds and on_hand's decrement, and
-	// its units would become available again (an oversell).
-	var onHand, maxPerOrder, gen int64
-	var holds []lua.Hold
-	found := true
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT on_hand, max_per_order, redis_gen FROM skus WHERE sku = $1`, sku).Scan(&onHand, &maxPerOrder, &gen)
-		if errors.Is(err, pgx.ErrNoRows) {
-			found = false
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read sku: %w", err)
-		}
-		holds, err = openHolds(ctx, tx, sku)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("rebuild %s: %w", sku, err)
-	}
-	if !found {
-		return false, nil // never stocked: the reserve's "not stocked" stands
-	}
-	_, rebuilt, err := stock.Rebuild(ctx, sku, onHand, maxPerOrder, holds, gen)
-	if err != nil {
-		return false, err
-	}
-	return rebuilt, nil
-}
-
 // openHolds lists the open checkouts' quantities of a SKU: every hold that can exist.
 func openHolds(ctx context.Context, tx pgx.Tx, sku string) ([]lua.Hold, error) {
 	rows, err := tx.Query(ctx, `

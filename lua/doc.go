@@ -99,7 +99,14 @@
 // drift: every open checkout without a hold or tombstone gets a placeholder hold (the same
 // superset rebuild uses), held is recounted from the holds, available = on_hand - held
 // (negative while placeholders exceed on_hand, never clamped).
-// Both can only undersell (count too much as held), never oversell.
+// Both run under the SKU's Postgres row lock, so on_hand stands still. A hold whose end
+// Postgres already wrote (a confirmed order before its commit, a written operator change
+// before its Redis step) is "settled": both scripts end it as its owner will, since its
+// units are no longer where on_hand counts them, and an increase not yet written is held
+// without being counted against on_hand. Counting either as an ordinary hold left a unit
+// short for good once the hold's end ran.
+// Both can only undersell for a moment (placeholders of checkouts still reserving), never
+// oversell.
 //
 // The Go wrappers validate every argument before any Redis call, so code 10
 // only appears if a script is called some other way; the scripts check

@@ -4,11 +4,15 @@
 --
 -- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
--- KEYS[3], KEYS[4], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
--- ARGV[1] -> on_hand, decimal integer 0..1000000000
+-- KEYS[3] .. KEYS[2+n] -> hold-end:{sku}:<holder> of each settled holder, in ARGV's order
+-- KEYS[3+n], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
+-- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
 -- ARGV[2] -> max_per_order, decimal integer 1..1000000
 -- ARGV[3] -> gen floor: the highest gen of this SKU the caller knows of, decimal integer
--- ARGV[4], ARGV[5], ... -> pairs of open checkout id and its quantity of this SKU
+-- ARGV[4] -> tombstone TTL in seconds, decimal integer 1..315360000
+-- ARGV[5] -> n, how many settled holders follow, decimal integer 0..100000
+-- ARGV[6] .. ARGV[5+n] -> settled holders: live holds whose end Postgres already recorded
+-- ARGV[6+n], ARGV[7+n], ... -> pairs of open checkout id and its quantity of this SKU
 -- Returns {code, value, held, gen}, always four integers, never nil or false:
 --   {0  OK,              available, held, gen}
 --   {11 ALREADY_STOCKED, available, held, gen}   the stock hash exists: nothing changes
@@ -23,6 +27,8 @@
 -- available = on_hand - held, which is negative while placeholders exceed on_hand (nothing
 -- can be held then), so available + held == on_hand stays exact as placeholders end.
 -- gen starts above the floor, so callers that saw the lost SKU's gens accept the new one.
+-- When only the stock hash was lost, the surviving holds are kept, and settled holders and
+-- increases not yet recorded are treated as reconcile.lua treats them.
 
 local function int_arg(s, min, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -48,10 +54,19 @@ if type(floor) ~= 'string' or #floor > 15 or not string.match(floor, '^[0-9]+$')
   return {10, 3, 0, 0}
 end
 floor = tonumber(floor)
-if #ARGV % 2 ~= 1 then
+local ttl = int_arg(ARGV[4], 1, 315360000)
+if ttl == nil then
+  return {10, 4, 0, 0}
+end
+local n = int_arg(ARGV[5], 0, 100000)
+if n == nil or #ARGV < 5 + n then
+  return {10, 5, 0, 0}
+end
+local pairs_from = 6 + n
+if (#ARGV - pairs_from + 1) % 2 ~= 0 then
   return {10, #ARGV, 0, 0}
 end
-for i = 4, #ARGV, 2 do
+for i = pairs_from, #ARGV, 2 do
   if int_arg(ARGV[i + 1], 1, 1000000) == nil then
     return {10, i + 1, 0, 0}
   end
@@ -62,17 +77,32 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return {11, tonumber(cur[1]) or 0, tonumber(cur[2]) or 0, tonumber(cur[3]) or 0}
 end
 
-for i = 4, #ARGV, 2 do
-  local tomb = KEYS[3 + (i - 4) / 2]
+for i = 1, n do
+  local holder = ARGV[5 + i]
+  if redis.call('HDEL', KEYS[2], holder) == 1 then
+    local how = 'committed'
+    if string.sub(holder, 1, 2) == '~i' then
+      how = 'released'
+    end
+    redis.call('SET', KEYS[2 + i], how, 'EX', ttl)
+  end
+end
+for i = pairs_from, #ARGV, 2 do
+  local tomb = KEYS[3 + n + (i - pairs_from) / 2]
   if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
     redis.call('SET', tomb, 'rebuilt')
   end
 end
-local held = 0
-for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
-  held = held + (tonumber(q) or 0)
+local held, unbacked = 0, 0
+local holds = redis.call('HGETALL', KEYS[2])
+for i = 1, #holds, 2 do
+  local q = tonumber(holds[i + 1]) or 0
+  held = held + q
+  if string.sub(holds[i], 1, 2) == '~i' then
+    unbacked = unbacked + q
+  end
 end
-local available = on_hand - held
+local available = on_hand - (held - unbacked)
 local gen = floor + 1
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'gen', gen)
 return {0, available, held, gen}

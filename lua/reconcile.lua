@@ -2,10 +2,15 @@
 --
 -- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
--- KEYS[3], KEYS[4], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
+-- KEYS[3] .. KEYS[2+n] -> hold-end:{sku}:<holder> of each settled holder, in ARGV's order
+-- KEYS[3+n], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
 -- ARGV[2] -> gen floor: the highest gen of this SKU the caller knows of, decimal integer
--- ARGV[3], ARGV[4], ... -> pairs of open checkout id (in Postgres) and its quantity
+-- ARGV[3] -> tombstone TTL in seconds, decimal integer 1..315360000
+-- ARGV[4] -> n, how many settled holders follow, decimal integer 0..100000
+-- ARGV[5] .. ARGV[4+n] -> settled holders: live holds whose end Postgres already recorded
+--   (a checkout whose order is confirmed, an operator change written to on_hand)
+-- ARGV[5+n], ARGV[6+n], ... -> pairs of open checkout id (in Postgres) and its quantity
 -- Returns {code, before, after, gen, restored, rolled back}, always six integers:
 --   {0  OK,          available before, available after, gen, holds restored, 1 if gen was below the floor}
 --   {1  NOT_STOCKED, 0, 0, 0, 0, 0}   nothing to reconcile (rebuild.lua restores a lost SKU)
@@ -15,10 +20,17 @@
 -- one that has neither a hold nor a hold-end tombstone lost its hold (a failover to a lagging
 -- replica, a restart from an older snapshot, an AOF everysec crash), or is still reserving;
 -- either way it gets a "rebuilt" placeholder, which reserve.lua gives back before judging.
+--
+-- A settled holder's hold is half ended: Postgres moved on_hand, Redis has not ended the
+-- hold yet. It is ended here the way its owner will end it (committed: a confirmed order, a
+-- recorded decrease; released: a recorded increase), so the owner's own end is a no-op.
+-- Counting it as held instead would take its units from available a second time, for good.
+-- An increase not yet recorded ("~i..." and not settled) stays held but is not counted
+-- against on_hand, which does not have its units yet.
+--
 -- Then held is recounted from the holds and available = on_hand - held, exactly: negative
 -- while placeholders exceed on_hand, so reserve.lua refuses. Clamping at 0 would let each
--- placeholder's checkout hold a unit another checkout holds. The repair can undersell for a
--- moment (a paid order whose hold is not yet committed), never oversell.
+-- placeholder's checkout hold a unit another checkout holds.
 
 local function int_arg(s, min, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -40,10 +52,19 @@ if type(floor) ~= 'string' or #floor > 15 or not string.match(floor, '^[0-9]+$')
   return {10, 2, 0, 0, 0, 0}
 end
 floor = tonumber(floor)
-if #ARGV % 2 ~= 0 then
+local ttl = int_arg(ARGV[3], 1, 315360000)
+if ttl == nil then
+  return {10, 3, 0, 0, 0, 0}
+end
+local n = int_arg(ARGV[4], 0, 100000)
+if n == nil or #ARGV < 4 + n then
+  return {10, 4, 0, 0, 0, 0}
+end
+local pairs_from = 5 + n
+if (#ARGV - pairs_from + 1) % 2 ~= 0 then
   return {10, #ARGV, 0, 0, 0, 0}
 end
-for i = 3, #ARGV, 2 do
+for i = pairs_from, #ARGV, 2 do
   if int_arg(ARGV[i + 1], 1, 1000000) == nil then
     return {10, i + 1, 0, 0, 0, 0}
   end
@@ -52,17 +73,37 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {1, 0, 0, 0, 0, 0}
 end
 
+local settled = {}
+for i = 1, n do
+  local holder = ARGV[4 + i]
+  settled[holder] = true
+  local q = tonumber(redis.call('HGET', KEYS[2], holder))
+  if q ~= nil then
+    redis.call('HDEL', KEYS[2], holder)
+    local how = 'committed'
+    if string.sub(holder, 1, 2) == '~i' then
+      how = 'released'
+    end
+    redis.call('SET', KEYS[2 + i], how, 'EX', ttl)
+  end
+end
+
 local restored = 0
-for i = 3, #ARGV, 2 do
-  local tomb = KEYS[3 + (i - 3) / 2]
+for i = pairs_from, #ARGV, 2 do
+  local tomb = KEYS[3 + n + (i - pairs_from) / 2]
   if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
     redis.call('SET', tomb, 'rebuilt')
     restored = restored + 1
   end
 end
-local held = 0
-for _, q in ipairs(redis.call('HVALS', KEYS[2])) do
-  held = held + (tonumber(q) or 0)
+local held, unbacked = 0, 0
+local holds = redis.call('HGETALL', KEYS[2])
+for i = 1, #holds, 2 do
+  local q = tonumber(holds[i + 1]) or 0
+  held = held + q
+  if string.sub(holds[i], 1, 2) == '~i' then
+    unbacked = unbacked + q
+  end
 end
 local cur = redis.call('HMGET', KEYS[1], 'available', 'gen')
 local before = tonumber(cur[1]) or 0
@@ -71,7 +112,7 @@ local rolled_back = 0
 if gen < floor then
   rolled_back = 1
 end
-local after = on_hand - held
+local after = on_hand - (held - unbacked)
 gen = math.max(gen, floor) + 1
 redis.call('HSET', KEYS[1], 'available', after, 'held', held, 'gen', gen)
 return {0, before, after, gen, restored, rolled_back}

@@ -18,13 +18,13 @@ func TestRebuildAfterRedisLostTheSKU(t *testing.T) {
 	}
 
 	// Postgres says: on_hand 10, open checkouts c-a (3) and c-b (2, still reserving).
-	l, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}, {"c-b", 2}}, 0)
+	l, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}, {"c-b", 2}}, nil, 0)
 	if err != nil || !rebuilt || l.Available != 5 || l.Held != 5 {
 		t.Fatalf("rebuild: %+v rebuilt=%v err=%v; want available 5, held 5", l, rebuilt, err)
 	}
 	assertLevel(t, s, rdb, sku, 5, 5, 2)
 	// A second rebuild (another worker) changes nothing.
-	if _, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, nil, 0); err != nil || rebuilt {
+	if _, rebuilt, err := s.Rebuild(ctx, sku, 10, 5, nil, nil, 0); err != nil || rebuilt {
 		t.Errorf("second rebuild: rebuilt=%v err=%v; want a no-op", rebuilt, err)
 	}
 	// c-b was still reserving: its reserve gives the placeholder back and holds for real;
@@ -44,7 +44,7 @@ func TestRebuildNeverOversells(t *testing.T) {
 	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	// More open checkouts than units (some were going to be refused): available goes
 	// negative, so available + held stays on_hand, and no new hold can be taken.
-	l, _, err := s.Rebuild(ctx, sku, 4, 5, []Hold{{"c-1", 3}, {"c-2", 3}}, 0)
+	l, _, err := s.Rebuild(ctx, sku, 4, 5, []Hold{{"c-1", 3}, {"c-2", 3}}, nil, 0)
 	if err != nil || l.Available != -2 || l.Held != 6 {
 		t.Fatalf("rebuild: %+v, %v; want available -2, held 6", l, err)
 	}
@@ -71,7 +71,7 @@ func TestRebuildSkipsReleasedCheckouts(t *testing.T) {
 	if _, err := New(rdb).Release(ctx, sku, "c-a"); err != nil {
 		t.Fatal(err)
 	}
-	if l, _, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}}, 0); err != nil || l.Available != 10 || l.Held != 0 {
+	if l, _, err := s.Rebuild(ctx, sku, 10, 5, []Hold{{"c-a", 3}}, nil, 0); err != nil || l.Available != 10 || l.Held != 0 {
 		t.Fatalf("rebuild: %+v, %v; want available 10, held 0", l, err)
 	}
 }
@@ -84,19 +84,19 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	}
 	// Drift upwards (would oversell): available says 20.
 	rdb.HSet(ctx, StockKey(sku), "available", 20)
-	r, err := s.Reconcile(ctx, sku, 10, []Hold{{"c-a", 2}}, 0)
+	r, err := s.Reconcile(ctx, sku, 10, []Hold{{"c-a", 2}}, nil, 0)
 	if err != nil || !r.Stocked || r.Before != 20 || r.After != 8 || r.Restored != 0 || r.RolledBack {
 		t.Errorf("reconcile: %+v, %v; want 20 -> 8, nothing restored", r, err)
 	}
 	assertLevel(t, s, rdb, sku, 8, 2, 1)
 	// A confirmed order took 2 from on_hand in Postgres before its hold was committed:
 	// the repair undersells for a moment (6), never oversells.
-	if r, _ := s.Reconcile(ctx, sku, 8, nil, 0); r.After != 6 {
+	if r, _ := s.Reconcile(ctx, sku, 8, nil, nil, 0); r.After != 6 {
 		t.Errorf("reconcile before commit: available %d, want 6", r.After)
 	}
 	// A lost SKU is not reconciled (a reserve rebuilds it).
 	rdb.Del(ctx, StockKey(sku))
-	if r, err := s.Reconcile(ctx, sku, 8, nil, 0); err != nil || r.Stocked {
+	if r, err := s.Reconcile(ctx, sku, 8, nil, nil, 0); err != nil || r.Stocked {
 		t.Errorf("reconcile of a lost SKU: %+v, %v; want a no-op", r, err)
 	}
 }
@@ -109,10 +109,10 @@ func TestReconcileKeepsRebuildPlaceholders(t *testing.T) {
 	s, rdb, sku := stocked(t, 1, 1)
 	ctx := t.Context()
 	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
-	if l, _, err := s.Rebuild(ctx, sku, 1, 1, []Hold{{"c-a", 1}, {"c-r", 1}}, 0); err != nil || l.Available != -1 {
+	if l, _, err := s.Rebuild(ctx, sku, 1, 1, []Hold{{"c-a", 1}, {"c-r", 1}}, nil, 0); err != nil || l.Available != -1 {
 		t.Fatalf("rebuild: %+v, %v; want available -1", l, err)
 	}
-	if r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-a", 1}, {"c-r", 1}}, 0); err != nil || r.After != -1 {
+	if r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-a", 1}, {"c-r", 1}}, nil, 0); err != nil || r.After != -1 {
 		t.Fatalf("reconcile: available after %d, %v; want -1 (on_hand 1 - held 2)", r.After, err)
 	}
 	if _, err := s.Reserve(ctx, sku, "c-r", 1); !errors.Is(err, ErrOutOfStock) {

@@ -16,7 +16,7 @@ func TestReconcileRestoresLostHolds(t *testing.T) {
 	}
 	rdb.HDel(ctx, HoldsKey(sku), "c-a") // the write the failover lost
 	rdb.HSet(ctx, StockKey(sku), "available", 1, "held", 0)
-	r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-a", 1}}, 0)
+	r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-a", 1}}, nil, 0)
 	if err != nil || r.After != 0 || r.Restored != 1 {
 		t.Fatalf("reconcile: %+v, %v; want available 0 with c-a's hold restored", r, err)
 	}
@@ -71,7 +71,7 @@ func TestRolledBackRedisRefusesUntilReconciled(t *testing.T) {
 	}
 	assertLevel(t, s, rdb, sku, 3, 0, 0)
 
-	r, err := s.Reconcile(ctx, sku, 3, []Hold{{"c-1", 1}, {"c-2", 1}, {"c-3", 1}}, 0)
+	r, err := s.Reconcile(ctx, sku, 3, []Hold{{"c-1", 1}, {"c-2", 1}, {"c-3", 1}}, nil, 0)
 	if err != nil || !r.RolledBack || r.Restored != 3 || r.After != 0 {
 		t.Fatalf("reconcile: %+v, %v; want rolled back detected, 3 holds restored, available 0", r, err)
 	}
@@ -92,7 +92,7 @@ func TestReleaseAfterFullLossWaitsForRebuild(t *testing.T) {
 	if _, err := s.Release(ctx, sku, "c-1"); !errors.Is(err, ErrRolledBack) {
 		t.Fatalf("release on an empty redis: %v; want ErrRolledBack", err)
 	}
-	if _, rebuilt, err := s.Rebuild(ctx, sku, 2, 2, []Hold{{"c-1", 2}}, 0); err != nil || !rebuilt {
+	if _, rebuilt, err := s.Rebuild(ctx, sku, 2, 2, []Hold{{"c-1", 2}}, nil, 0); err != nil || !rebuilt {
 		t.Fatalf("rebuild: %v %v", rebuilt, err)
 	}
 	if n, err := s.Release(ctx, sku, "c-1"); err != nil || n != 2 {
@@ -143,30 +143,30 @@ func TestStageChange(t *testing.T) {
 	}
 	// A decrease beyond the units not held is refused and changes nothing.
 	var short *InsufficientStockError
-	if _, err := s.StageChange(ctx, sku, "chg-1", -9, 2); !errors.As(err, &short) || short.Available != 8 {
+	if _, err := s.StageChange(ctx, sku, "dchg-1", -9, 2); !errors.As(err, &short) || short.Available != 8 {
 		t.Fatalf("stage -9 with 8 not held: %v; want *InsufficientStockError{Available: 8}", err)
 	}
 	assertLevel(t, s, rdb, sku, 8, 2, 1)
 
 	// A decrease leaves available at once; committing it after Postgres took the units.
-	if n, err := s.StageChange(ctx, sku, "chg-2", -3, 2); err != nil || n != 3 {
+	if n, err := s.StageChange(ctx, sku, "dchg-2", -3, 2); err != nil || n != 3 {
 		t.Fatalf("stage -3: %d, %v", n, err)
 	}
-	if n, err := s.StageChange(ctx, sku, "chg-2", -3, 2); err != nil || n != 3 {
+	if n, err := s.StageChange(ctx, sku, "dchg-2", -3, 2); err != nil || n != 3 {
 		t.Errorf("repeated stage: %d, %v; want the same hold", n, err)
 	}
 	assertLevel(t, s, rdb, sku, 5, 5, 2)
-	if _, err := s.Commit(ctx, sku, ChangeHoldID("chg-2")); err != nil {
+	if _, err := s.Commit(ctx, sku, ChangeHoldID("dchg-2")); err != nil {
 		t.Fatal(err)
 	}
 	assertLevel(t, s, rdb, sku, 5, 2, 1) // on_hand 7 = 5 + 2
 
 	// An increase is held until Postgres has the units, then released into available.
-	if _, err := s.StageChange(ctx, sku, "chg-3", 4, 3); err != nil {
+	if _, err := s.StageChange(ctx, sku, "ichg-3", 4, 3); err != nil {
 		t.Fatal(err)
 	}
 	assertLevel(t, s, rdb, sku, 5, 6, 2)
-	if _, err := s.Release(ctx, sku, ChangeHoldID("chg-3")); err != nil {
+	if _, err := s.Release(ctx, sku, ChangeHoldID("ichg-3")); err != nil {
 		t.Fatal(err)
 	}
 	assertLevel(t, s, rdb, sku, 9, 2, 1) // on_hand 11
@@ -175,16 +175,16 @@ func TestStageChange(t *testing.T) {
 	}
 
 	// Postgres refused: an increase is forfeited, a decrease released, both back to before.
-	if _, err := s.StageChange(ctx, sku, "chg-4", 5, 3); err != nil {
+	if _, err := s.StageChange(ctx, sku, "ichg-4", 5, 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Forfeit(ctx, sku, ChangeHoldID("chg-4")); err != nil {
+	if _, err := s.Forfeit(ctx, sku, ChangeHoldID("ichg-4")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.StageChange(ctx, sku, "chg-5", -5, 3); err != nil {
+	if _, err := s.StageChange(ctx, sku, "dchg-5", -5, 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Release(ctx, sku, ChangeHoldID("chg-5")); err != nil {
+	if _, err := s.Release(ctx, sku, ChangeHoldID("dchg-5")); err != nil {
 		t.Fatal(err)
 	}
 	assertLevel(t, s, rdb, sku, 9, 2, 1)
@@ -194,7 +194,7 @@ func TestStageChange(t *testing.T) {
 		t.Errorf("reserve for a change hold id: %v; want ErrInvalidArgument", err)
 	}
 	rdb.Del(ctx, StockKey(sku))
-	if _, err := New(rdb).StageChange(ctx, sku, "chg-7", 1, 3); !errors.Is(err, ErrNotStocked) {
+	if _, err := New(rdb).StageChange(ctx, sku, "ichg-7", 1, 3); !errors.Is(err, ErrNotStocked) {
 		t.Errorf("stage on a lost sku: %v; want ErrNotStocked", err)
 	}
 }

@@ -3,7 +3,8 @@
 -- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-end:{sku}:~<change>    string "released" | "committed" (tombstone of an ended hold)
--- ARGV[1] -> hold id of the change, "~" followed by the change id
+-- ARGV[1] -> hold id of the change, "~" followed by the change id, which starts with "i"
+--            for an increase and "d" for a decrease
 -- ARGV[2] -> delta of on_hand, decimal integer -1000000000..1000000000 (may be 0)
 -- ARGV[3] -> max_per_order, decimal integer 1..1000000 (written at once)
 -- ARGV[4] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
@@ -45,6 +46,11 @@ if type(s) ~= 'string' or #s > 7 or not string.match(s, '^[0-9]+$') or tonumber(
   return {10, 3, 0, 0}
 end
 local max_per_order = tonumber(s)
+-- reconcile.lua and rebuild.lua read a change's direction from its id.
+local dir = string.sub(id, 2, 2)
+if delta > 0 and dir ~= 'i' or delta < 0 and dir ~= 'd' then
+  return {10, 1, 0, 0}
+end
 local seen = ARGV[4]
 if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
   return {10, 4, 0, 0}

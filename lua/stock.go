@@ -182,7 +182,8 @@ func IsChangeHold(holder string) (changeID string, ok bool) {
 }
 
 // StageChange holds an operator's change of sku's on_hand by delta while Postgres records it
-// (see stage_change.lua), and writes maxPerOrder. It returns the units held for the change.
+// (see stage_change.lua), and writes maxPerOrder. changeID starts with 'i' for an increase
+// and 'd' for a decrease. It returns the units held for the change.
 // After Postgres took the change, finish it: Commit (delta < 0) or Release (delta > 0) the
 // hold ChangeHoldID(changeID); after Postgres refused it, undo it: Release (delta < 0) or
 // Forfeit (delta > 0). It refuses with *InsufficientStockError when a decrease exceeds the
@@ -192,6 +193,9 @@ func (s *Stock) StageChange(ctx context.Context, sku, changeID string, delta, ma
 	c := call{op: opStage, sku: sku, checkoutID: holder, delta: delta, maxPerOrder: maxPerOrder}
 	if err := c.validate(); err != nil {
 		return 0, err
+	}
+	if delta > 0 && changeID[0] != 'i' || delta < 0 && changeID[0] != 'd' {
+		return 0, c.argError("change id", changeID, "must start with i for an increase and d for a decrease: reconcile.lua reads the direction from it")
 	}
 	r, err := s.run(ctx, stageChangeScript, c,
 		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, holder)},
@@ -227,16 +231,19 @@ type Hold struct {
 }
 
 // Rebuild restores a SKU that Redis lost (see rebuild.lua): on_hand and max_per_order from
-// Postgres, and every open checkout as a hold. Its gen starts above genFloor and above
+// Postgres, and every open checkout as a hold. settled names the holders whose end
+// Postgres already recorded (see Reconcile). Its gen starts above genFloor and above
 // every gen this Stock has seen. It changes nothing and reports rebuilt=false when the SKU
-// is stocked in Redis (another caller rebuilt it first).
-func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int64, open []Hold, genFloor int64) (Level, bool, error) {
+// is stocked in Redis (another caller rebuilt it first). Call it while on_hand cannot
+// change (the caller holds the SKU's row lock).
+func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int64, open []Hold, settled []string, genFloor int64) (Level, bool, error) {
 	c := call{op: opRebuild, sku: sku, onHand: onHand, maxPerOrder: maxPerOrder}
 	if err := c.validate(); err != nil {
 		return Level{}, false, err
 	}
 	args := []any{onHand, maxPerOrder, max(genFloor, s.gens.seen(sku))}
 	keys := []string{StockKey(sku), HoldsKey(sku)}
+	args, keys = c.settledHolds(settled, s.tombstoneTTL, args, keys)
 	args, keys, err := c.openHolds(open, args, keys)
 	if err != nil {
 		return Level{}, false, err
@@ -246,6 +253,16 @@ func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int
 		return Level{}, false, err
 	}
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, r.code == codeOK, nil
+}
+
+// settledHolds appends the tombstone TTL, the settled holders and their tombstones.
+func (c call) settledHolds(settled []string, ttl int64, args []any, keys []string) ([]any, []string) {
+	args = append(args, ttl, len(settled))
+	for _, h := range settled {
+		args = append(args, h)
+		keys = append(keys, HoldEndKey(c.sku, h))
+	}
+	return args, keys
 }
 
 // openHolds appends each open checkout's id and quantity to args and its tombstone to keys.
@@ -277,15 +294,19 @@ type Reconciled struct {
 
 // Reconcile repairs a SKU's counters from Postgres (see reconcile.lua): every open checkout
 // without a hold or tombstone gets a placeholder hold, held is recounted and available set to
-// onHand - held. Call it while on_hand cannot change (the caller holds the SKU's row lock).
-// Its gen ends above genFloor and above every gen this Stock has seen.
-func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []Hold, genFloor int64) (Reconciled, error) {
+// onHand - held. settled names the live holds whose end Postgres already recorded (the
+// checkouts whose order is confirmed, the operator changes written to on_hand, by
+// ChangeHoldID): Redis ends them as their owners will, instead of counting their units
+// against on_hand a second time. Call it while on_hand cannot change (the caller holds the
+// SKU's row lock). Its gen ends above genFloor and above every gen this Stock has seen.
+func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []Hold, settled []string, genFloor int64) (Reconciled, error) {
 	c := call{op: opReconcile, sku: sku, onHand: onHand, maxPerOrder: 1}
 	if err := c.validate(); err != nil {
 		return Reconciled{}, err
 	}
 	args := []any{onHand, max(genFloor, s.gens.seen(sku))}
 	keys := []string{StockKey(sku), HoldsKey(sku)}
+	args, keys = c.settledHolds(settled, s.tombstoneTTL, args, keys)
 	args, keys, err := c.openHolds(open, args, keys)
 	if err != nil {
 		return Reconciled{}, err
