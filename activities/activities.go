@@ -76,6 +76,7 @@ func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput)
 		return CheckoutRecord{}, fmt.Errorf("price checkout %s: %w", in.CheckoutID, err)
 	}
 	rec := CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID}
+	limits := map[string]int64{}
 	for _, it := range in.Items {
 		p, ok := products[it.SKU]
 		if !ok {
@@ -91,9 +92,12 @@ func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput)
 				ErrTypeMixedCurrency, nil, it.SKU)
 		}
 		rec.Items = append(rec.Items, Item{SKU: it.SKU, Quantity: it.Quantity, UnitPriceCents: p.PriceCents})
+		if p.MaxPerCustomer > 0 {
+			limits[it.SKU] = p.MaxPerCustomer
+		}
 		rec.AmountCents += it.Quantity * p.PriceCents
 	}
-	return a.Store.insertCheckout(ctx, rec)
+	return a.Store.insertCheckout(ctx, rec, limits)
 }
 
 // StockInput names one SKU of one checkout.

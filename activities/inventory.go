@@ -38,6 +38,8 @@ type InventoryView struct {
 	PriceCents  int64  `json:"price_cents"`
 	Currency    string `json:"currency"`
 	MaxPerOrder int64  `json:"max_per_order"`
+	// MaxPerCustomer is omitted when the SKU has no per-customer limit.
+	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
 	// ETag is the strong entity tag of the SKU's Postgres row (see ETag): sent as a header,
 	// not in the body.
 	ETag string `json:"-"`
@@ -269,7 +271,7 @@ func (inv *Inventory) Get(ctx context.Context, sku string) (InventoryView, error
 func viewOf(p Product, level lua.Level) InventoryView {
 	return InventoryView{
 		SKU: p.SKU, OnHand: p.OnHand, Available: level.Available, Held: level.Held, Sold: p.Sold,
-		PriceCents: p.PriceCents, Currency: p.Currency, MaxPerOrder: p.MaxPerOrder, ETag: ETag(p.Version),
+		PriceCents: p.PriceCents, Currency: p.Currency, MaxPerOrder: p.MaxPerOrder, MaxPerCustomer: p.MaxPerCustomer, ETag: ETag(p.Version),
 	}
 }
 
@@ -286,8 +288,8 @@ func (s *Store) product(ctx context.Context, sku string) (Product, bool, error) 
 // createProduct creates a SKU with nothing on hand; a SKU that exists is left alone.
 func (s *Store) createProduct(ctx context.Context, p Product) error {
 	if _, err := s.pool.Exec(ctx, `
-		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order) VALUES ($1, 0, $2, $3, $4)
-		ON CONFLICT (sku) DO NOTHING`, p.SKU, p.PriceCents, p.Currency, p.MaxPerOrder); err != nil {
+		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order, max_per_customer) VALUES ($1, 0, $2, $3, $4, $5)
+		ON CONFLICT (sku) DO NOTHING`, p.SKU, p.PriceCents, p.Currency, p.MaxPerOrder, p.MaxPerCustomer); err != nil {
 		return fmt.Errorf("create sku %s: %w", p.SKU, err)
 	}
 	return nil

@@ -90,8 +90,8 @@ func (s *Store) applyChange(ctx context.Context, ch stockChange) (bool, error) {
 		var err error
 		if p := ch.set; p != nil {
 			tag, err = tx.Exec(ctx, `
-				UPDATE skus SET on_hand = on_hand + $2, price_cents = $3, currency = $4, max_per_order = $5, updated_at = now()
-				WHERE sku = $1 AND version = $6`, ch.sku, ch.delta, p.PriceCents, p.Currency, p.MaxPerOrder, ch.version)
+				UPDATE skus SET on_hand = on_hand + $2, price_cents = $3, currency = $4, max_per_order = $5, max_per_customer = $7, updated_at = now()
+				WHERE sku = $1 AND version = $6`, ch.sku, ch.delta, p.PriceCents, p.Currency, p.MaxPerOrder, ch.version, p.MaxPerCustomer)
 		} else {
 			tag, err = tx.Exec(ctx, `UPDATE skus SET on_hand = on_hand + $2, updated_at = now() WHERE sku = $1`, ch.sku, ch.delta)
 		}

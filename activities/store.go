@@ -18,7 +18,17 @@ import (
 // and the inventory ledger. Every write is keyed so that a retry is harmless.
 type Store struct {
 	pool *pgxpool.Pool
+	// MaxOpenPerCustomer caps a customer's open checkouts (0: no cap); RecordCheckout ends a
+	// checkout over it as refused, with reason ReasonTooManyOpen.
+	MaxOpenPerCustomer int
 }
+
+// Reasons RecordCheckout records on a checkout it refuses for a per-customer limit; the
+// checkout ends as out_of_stock (nothing was held) with one of them as its reason.
+const (
+	ReasonCustomerLimit = "customer_limit"
+	ReasonTooManyOpen   = "too_many_open_checkouts"
+)
 
 // NewStore wraps a pgx pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
@@ -61,6 +71,9 @@ type Product struct {
 	PriceCents  int64  `json:"price_cents"`
 	Currency    string `json:"currency"`
 	MaxPerOrder int64  `json:"max_per_order"`
+	// MaxPerCustomer is the units one customer may hold and buy across their open and
+	// confirmed checkouts (0: no limit; see insertCheckout).
+	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
 	// Version changes whenever any field above changes (a sale too); see ETag.
 	Version int64 `json:"-"`
 }
@@ -69,7 +82,7 @@ type Product struct {
 // from the map.
 func (s *Store) Products(ctx context.Context, skus []string) (map[string]Product, error) {
 	rows, err := s.pool.Query(ctx,
-		`SELECT sku, on_hand, sold, price_cents, currency, max_per_order, version FROM skus WHERE sku = ANY($1)`, skus)
+		`SELECT sku, on_hand, sold, price_cents, currency, max_per_order, max_per_customer, version FROM skus WHERE sku = ANY($1)`, skus)
 	if err != nil {
 		return nil, fmt.Errorf("read products: %w", err)
 	}
@@ -155,8 +168,12 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (CheckoutRecord
 
 // insertCheckout records a new checkout with priced items. A checkout that already exists is
 // left as it is and its stored items are returned, so a retried activity sees the same cart.
-func (s *Store) insertCheckout(ctx context.Context, c CheckoutRecord) (CheckoutRecord, error) {
+func (s *Store) insertCheckout(ctx context.Context, c CheckoutRecord, limits map[string]int64) (CheckoutRecord, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		refusal, err := s.overCustomerLimits(ctx, tx, c, limits)
+		if err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents)
 			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (checkout_id) DO NOTHING`,
@@ -174,7 +191,12 @@ func (s *Store) insertCheckout(ctx context.Context, c CheckoutRecord) (CheckoutR
 				return err
 			}
 		}
-		return nil
+		if refusal != "" {
+			// Recorded as ended, so a retry (and a GET after retention) answers the same.
+			_, err = tx.Exec(ctx, `UPDATE checkouts SET status = $2, reason = $3, ended_at = now(), updated_at = now() WHERE checkout_id = $1`,
+				c.CheckoutID, "out_of_stock", refusal)
+		}
+		return err
 	})
 	if err != nil {
 		return CheckoutRecord{}, fmt.Errorf("record checkout %s: %w", c.CheckoutID, err)
@@ -187,6 +209,51 @@ func (s *Store) insertCheckout(ctx context.Context, c CheckoutRecord) (CheckoutR
 		return CheckoutRecord{}, err
 	}
 	return rec, nil
+}
+
+// overCustomerLimits judges a new checkout against its customer's limits: the cap on open
+// checkouts and each SKU's max_per_customer (limits, SKU -> units; SKUs without one absent),
+// counted over the customer's open and confirmed checkouts. It takes a lock per customer
+// first, held to the end of tx, so a customer's concurrent checkouts are judged one at a
+// time against everything recorded before them: a thousand at once hold exactly the limit.
+// It returns the refusal's reason, or "".
+func (s *Store) overCustomerLimits(ctx context.Context, tx pgx.Tx, c CheckoutRecord, limits map[string]int64) (string, error) {
+	if s.MaxOpenPerCustomer <= 0 && len(limits) == 0 {
+		return "", nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('checkout customer ' || $1, 0))`, c.CustomerID); err != nil {
+		return "", fmt.Errorf("lock customer %s: %w", c.CustomerID, err)
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM checkouts WHERE checkout_id = $1)`, c.CheckoutID).Scan(&exists); err != nil || exists {
+		return "", err // a retry: judged the first time
+	}
+	if s.MaxOpenPerCustomer > 0 {
+		var open int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM checkouts WHERE customer_id = $1 AND ended_at IS NULL`, c.CustomerID).Scan(&open); err != nil {
+			return "", fmt.Errorf("count open checkouts of customer %s: %w", c.CustomerID, err)
+		}
+		if open >= s.MaxOpenPerCustomer {
+			return ReasonTooManyOpen, nil
+		}
+	}
+	for _, it := range c.Items {
+		limit, ok := limits[it.SKU]
+		if !ok {
+			continue
+		}
+		var units int64
+		if err := tx.QueryRow(ctx, `
+			SELECT coalesce(sum(ci.quantity), 0) FROM checkout_items ci JOIN checkouts co USING (checkout_id)
+			WHERE co.customer_id = $1 AND ci.sku = $2 AND (co.ended_at IS NULL OR co.status = 'confirmed')`,
+			c.CustomerID, it.SKU).Scan(&units); err != nil {
+			return "", fmt.Errorf("count units of %s of customer %s: %w", it.SKU, c.CustomerID, err)
+		}
+		if units+it.Quantity > limit {
+			return ReasonCustomerLimit, nil
+		}
+	}
+	return "", nil
 }
 
 // matchOrphans claims the payment events recorded for a checkout that its saga has not been

@@ -54,21 +54,25 @@ type RequestItem struct {
 
 // CheckoutView is the checkout as the API returns it (the contract's view).
 type CheckoutView struct {
-	CheckoutID     string                `json:"checkout_id"`
-	WorkflowID     string                `json:"workflow_id"`
-	Status         workflows.Status      `json:"status"`
-	CustomerID     string                `json:"customer_id"`
-	Currency       string                `json:"currency"`
-	AmountCents    int64                 `json:"amount_cents"`
-	Items          []activities.Item     `json:"items"`
-	ExpiresAt      *time.Time            `json:"expires_at"`
-	OrderID        *string               `json:"order_id"`
-	Reason         *string               `json:"reason"`
-	NeedsAttention bool                  `json:"needs_attention"`
-	Attention      string                `json:"attention,omitempty"`
-	Refunds        []string              `json:"refunds,omitempty"`
-	Shortages      []activities.Shortage `json:"shortages,omitempty"`
-	Links          Links                 `json:"links"`
+	CheckoutID  string            `json:"checkout_id"`
+	WorkflowID  string            `json:"workflow_id"`
+	Status      workflows.Status  `json:"status"`
+	CustomerID  string            `json:"customer_id"`
+	Currency    string            `json:"currency"`
+	AmountCents int64             `json:"amount_cents"`
+	Items       []activities.Item `json:"items"`
+	ExpiresAt   *time.Time        `json:"expires_at"`
+	OrderID     *string           `json:"order_id"`
+	// Reason is human text for the buyer; ReasonCode is its stable code (see publicReason).
+	Reason         *string `json:"reason"`
+	ReasonCode     *string `json:"reason_code,omitempty"`
+	NeedsAttention bool    `json:"needs_attention"`
+	// Attention is a fixed sentence in the public view; support reads the step and its error
+	// in the saga (Temporal UI, status query).
+	Attention string                `json:"attention,omitempty"`
+	Refunds   []string              `json:"refunds,omitempty"`
+	Shortages []activities.Shortage `json:"shortages,omitempty"`
+	Links     Links                 `json:"links"`
 }
 
 // Links point at the checkout in the API and in the Temporal Web UI.
@@ -81,10 +85,15 @@ func (s *Server) present(v workflows.View) CheckoutView {
 	if v.Items == nil {
 		v.Items = []activities.Item{}
 	}
+	code, reason := publicReason(v)
+	attention := ""
+	if v.NeedsAttention {
+		attention = "support has been told and is looking into this checkout"
+	}
 	return CheckoutView{
 		CheckoutID: v.CheckoutID, WorkflowID: v.WorkflowID, Status: v.Status, CustomerID: v.CustomerID,
 		Currency: v.Currency, AmountCents: v.AmountCents, Items: v.Items, ExpiresAt: v.ExpiresAt,
-		OrderID: v.OrderID, Reason: v.Reason, NeedsAttention: v.NeedsAttention, Attention: v.Attention,
+		OrderID: v.OrderID, Reason: reason, ReasonCode: code, NeedsAttention: v.NeedsAttention, Attention: attention,
 		Refunds: v.Refunds, Shortages: v.Shortages,
 		Links: Links{
 			Self:       "/v1/checkouts/" + v.CheckoutID,
@@ -100,7 +109,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		return err
 	}
 	key := c.Request().Header.Get("Idempotency-Key")
-	if p := validateCheckout(req, key); p != nil {
+	if p := validateCheckout(req, key, s.maxPaymentTimeout()); p != nil {
 		return p
 	}
 	if key == "" {
@@ -238,6 +247,9 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	if res.RejectCode == "" && v.Status == workflows.StatusOutOfStock {
 		// A retry of a cart whose saga already ended refused: the same answer as the first time.
 		res.RejectCode = workflows.RejectOutOfStock
+		if v.Reason != nil && (*v.Reason == workflows.RejectCustomerLimit || *v.Reason == workflows.RejectTooManyOpen) {
+			res.RejectCode = *v.Reason
+		}
 	}
 	switch res.RejectCode {
 	case workflows.RejectOutOfStock:
@@ -251,6 +263,13 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 		return problem(http.StatusUnprocessableEntity, "unknown_sku", "the cart names a SKU that does not exist")
 	case workflows.RejectMixedCurrency:
 		return problem(http.StatusUnprocessableEntity, "mixed_currency", "the cart's SKUs are priced in different currencies")
+	case workflows.RejectCustomerLimit:
+		return problem(http.StatusConflict, "customer_limit", "the cart would take this customer over a SKU's per-customer limit; nothing was held")
+	case workflows.RejectTooManyOpen:
+		// No Retry-After: this cart stays refused. The customer pays for or cancels an open
+		// checkout, then starts again with a new cart_id.
+		return problem(http.StatusTooManyRequests, "too_many_open_checkouts",
+			"this customer already has the most open checkouts allowed; pay for or cancel one, then start again with a new cart_id")
 	}
 	if v.Status == workflows.StatusFailed {
 		p := problem(http.StatusInternalServerError, "checkout_failed",
@@ -441,7 +460,7 @@ func jsonKind(t reflect.Type) string {
 }
 
 // validateCheckout checks everything that needs no lookup, naming each bad field.
-func validateCheckout(req CheckoutRequest, key string) *Problem {
+func validateCheckout(req CheckoutRequest, key string, maxTimeout int64) *Problem {
 	var errs []FieldError
 	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
 	const idRule = "must be 1 to 64 letters, digits, '-', '_' or '.'"
@@ -470,8 +489,8 @@ func validateCheckout(req CheckoutRequest, key string) *Problem {
 			bad(field+".quantity", "must be at least 1")
 		}
 	}
-	if t := req.PaymentTimeoutSeconds; t != nil && (*t < workflows.MinPaymentTimeoutSeconds || *t > workflows.MaxPaymentTimeoutSeconds) {
-		bad("payment_timeout_seconds", fmt.Sprintf("must be between %d and %d", workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds))
+	if t := req.PaymentTimeoutSeconds; t != nil && (*t < workflows.MinPaymentTimeoutSeconds || *t > maxTimeout) {
+		bad("payment_timeout_seconds", fmt.Sprintf("must be between %d and %d (longer holds only through support's extend)", workflows.MinPaymentTimeoutSeconds, maxTimeout))
 	}
 	if key != "" && len(key) > maxIdempotencyKeyLen || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
 		bad("Idempotency-Key", fmt.Sprintf("must be 1 to %d visible ASCII characters", maxIdempotencyKeyLen))
@@ -672,4 +691,47 @@ func tooManyUpdates(checkoutID string) *Problem {
 	p := problem(http.StatusTooManyRequests, "too_many_updates", detail)
 	p.retryAfter = tooManyUpdateRetryAfter
 	return p
+}
+
+// maxPaymentTimeout is the longest payment window a client may ask for.
+func (s *Server) maxPaymentTimeout() int64 {
+	if m := s.cfg.MaxPaymentTimeoutSeconds; m > 0 {
+		return min(m, workflows.MaxPaymentTimeoutSeconds)
+	}
+	return DefaultMaxPaymentTimeoutSeconds
+}
+
+// publicReason is the view's reason as a client may read it: a stable code, and human text
+// that never carries an internal error (a failed step's error goes to support, in the saga).
+// The saga's own texts for the ordinary ends (who cancelled, until when the buyer could pay,
+// which payment failed or did not match) are kept.
+func publicReason(v workflows.View) (code, text *string) {
+	if v.Reason == nil {
+		return nil, nil
+	}
+	c, t := "", *v.Reason
+	switch v.Status {
+	case workflows.StatusOutOfStock:
+		switch t {
+		case workflows.RejectCustomerLimit:
+			c, t = t, "the cart would take this customer over a SKU's per-customer limit"
+		case workflows.RejectTooManyOpen:
+			c, t = t, "this customer already had the most open checkouts allowed"
+		default:
+			c, t = "out_of_stock", "some items could not be held"
+		}
+	case workflows.StatusExpired:
+		c = "payment_window_expired"
+	case workflows.StatusCancelled:
+		c = "cancelled"
+	case workflows.StatusPaymentFailed:
+		c = "payment_failed"
+	case workflows.StatusFailed:
+		c, t = "checkout_failed", "the checkout could not be completed; nothing is held and support has been told"
+	case workflows.StatusConfirmed:
+		c = "confirmed"
+	default: // open: a payment that did not match, being refunded
+		c = "payment_mismatch"
+	}
+	return &c, &t
 }

@@ -91,6 +91,7 @@ func TestStartCheckoutRefusesBadInput(t *testing.T) {
 		{name: "payment timeout 0", body: withTimeout(0), status: 422, code: "invalid_request", field: "payment_timeout_seconds"},
 		{name: "payment timeout negative", body: withTimeout(-5), status: 422, code: "invalid_request", field: "payment_timeout_seconds"},
 		{name: "payment timeout 86401", body: withTimeout(86401), status: 422, code: "invalid_request", field: "payment_timeout_seconds"},
+		{name: "payment timeout over the 1 h cap", body: withTimeout(3601), status: 422, code: "invalid_request", field: "payment_timeout_seconds"},
 		{name: "Idempotency-Key of 300 characters", body: valid, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 300)},
 			status: 422, code: "invalid_request", field: "Idempotency-Key"},
 		{name: "Idempotency-Key with a space", body: valid, header: map[string]string{"Idempotency-Key": "key 1"},

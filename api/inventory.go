@@ -23,12 +23,15 @@ const (
 
 var currencyPattern = regexp.MustCompile(`^[a-z]{3}$`)
 
-// InventoryRequest is the body of PUT /v1/inventory/{sku}. Every field is required.
+// InventoryRequest is the body of PUT /v1/inventory/{sku}. Every field but max_per_customer is
+// required.
 type InventoryRequest struct {
 	OnHand      *int64  `json:"on_hand"`
 	PriceCents  *int64  `json:"price_cents"`
 	Currency    *string `json:"currency"`
 	MaxPerOrder *int64  `json:"max_per_order"`
+	// MaxPerCustomer is optional: absent or 0 means no per-customer limit.
+	MaxPerCustomer *int64 `json:"max_per_customer"`
 }
 
 // InventoryChanges are the safe forms of an operator's change of stock (CONTRACT.md,
@@ -87,12 +90,18 @@ func (s *Server) putInventory(c echo.Context) error {
 	if req.MaxPerOrder == nil || *req.MaxPerOrder < 1 || *req.MaxPerOrder > maxMaxPerOrder {
 		bad("max_per_order", "is required, between 1 and 1000000")
 	}
+	if m := req.MaxPerCustomer; m != nil && (*m < 0 || *m > maxMaxPerOrder) {
+		bad("max_per_customer", "is optional, between 0 (no limit) and 1000000")
+	}
 	if len(errs) > 0 {
 		return invalid("invalid_request", errs...)
 	}
 	p := activities.Product{
 		SKU: sku, OnHand: *req.OnHand, PriceCents: *req.PriceCents,
 		Currency: strings.ToLower(*req.Currency), MaxPerOrder: *req.MaxPerOrder,
+	}
+	if req.MaxPerCustomer != nil {
+		p.MaxPerCustomer = *req.MaxPerCustomer
 	}
 	ctx := c.Request().Context()
 	var view activities.InventoryView

@@ -69,6 +69,9 @@ type Config struct {
 	StandardWebhookSecrets       map[string][]string
 	StandardWebhookTolerance     time.Duration // max distance of webhook-timestamp from now
 	DefaultPaymentTimeoutSeconds int64
+	// MaxPaymentTimeoutSeconds caps the window a client may ask for (payment_timeout_seconds);
+	// DefaultMaxPaymentTimeoutSeconds when 0. Longer holds only through support's extend.
+	MaxPaymentTimeoutSeconds int64
 	TemporalUIURL                string // for the view's temporal_ui link
 	Namespace                    string
 	RequestTimeout               time.Duration
@@ -80,6 +83,11 @@ type Config struct {
 	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
 	IdempotencyKeyRetention time.Duration
 }
+
+// DefaultMaxPaymentTimeoutSeconds is one hour: a client cannot hold a flash sale's units for a
+// day (50 carts of 2 units with a 24 h window would hold 100 units; now they are back within
+// the hour).
+const DefaultMaxPaymentTimeoutSeconds = 3600
 
 // DefaultIdempotencyKeyRetention is 7 days: as long as a hold's tombstone, well past the
 // contract's 24 hours and Temporal's retention (1 to 3 days), so a key outlives any answer

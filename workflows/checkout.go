@@ -156,6 +156,11 @@ func (c *checkout) run(ctx workflow.Context) {
 	}
 	if rec.Status != activities.StatusOpen {
 		c.adopt(ctx, rec)
+		if len(rec.Payments) > 0 && workflow.GetVersion(ctx, "adopt-refunds-orphans", workflow.DefaultVersion, 1) == 1 {
+			// Payments that came before a checkout that had already ended (or was refused
+			// just now) are not its order's: refunded, like any payment after the end.
+			c.applyOrphans(ctx, rec.Payments)
+		}
 		return
 	}
 	c.view.Items, c.view.AmountCents, c.view.Currency = rec.Items, rec.AmountCents, rec.Currency
@@ -284,7 +289,14 @@ func (c *checkout) adopt(ctx workflow.Context, rec activities.CheckoutRecord) {
 	v.RequestHash, v.IdempotencyKey = c.view.RequestHash, c.view.IdempotencyKey
 	c.view = v
 	if v.Status == StatusOutOfStock {
-		c.rejectCode = RejectOutOfStock
+		switch rec.Reason {
+		case activities.ReasonCustomerLimit:
+			c.rejectCode = RejectCustomerLimit
+		case activities.ReasonTooManyOpen:
+			c.rejectCode = RejectTooManyOpen
+		default:
+			c.rejectCode = RejectOutOfStock
+		}
 	}
 	c.setState(ctx, v.Status, "")
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Ended as %s earlier (recorded in Postgres); this run only answers with that end", v.Status))

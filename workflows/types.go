@@ -155,6 +155,10 @@ const (
 	RejectOverLimit     = "quantity_over_limit"
 	RejectUnknownSKU    = "unknown_sku"
 	RejectMixedCurrency = "mixed_currency"
+	// RejectCustomerLimit: the cart would take the customer over a SKU's max_per_customer.
+	RejectCustomerLimit = "customer_limit"
+	// RejectTooManyOpen: the customer already has the most open checkouts allowed.
+	RejectTooManyOpen = "too_many_open_checkouts"
 )
 
 // ReservationRequest is the argument of the reservation update.

@@ -21,6 +21,10 @@ const (
 	devWebhookSecret = "whsec_local_dev_secret"
 )
 
+// DefaultMaxOpenPerCustomer is how many open checkouts one customer may have at once: enough
+// for a buyer with a few tabs, far too few to hold a sale's stock from one account.
+const DefaultMaxOpenPerCustomer = 5
+
 // config is everything the binary reads from the environment.
 type config struct {
 	TemporalAddress   string        // TEMPORAL_ADDRESS
@@ -38,11 +42,15 @@ type config struct {
 	StandardSecrets   map[string][]string
 	StandardTolerance time.Duration // STANDARD_WEBHOOK_TOLERANCE_SECONDS
 	PaymentTimeout    int64         // PAYMENT_TIMEOUT_SECONDS: default hold for payment
-	TemporalCLI       string        // TEMPORAL_CLI: the dev server binary (dev only)
-	StripeAPIKey      string        // STRIPE_API_KEY: refunds and reconciliation (optional)
-	StripeAPIURL      string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
-	MaxStarting       int64         // MAX_STARTING_CHECKOUTS: admission bound
-	AdmissionWait     time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
+	// MaxPaymentTimeout: MAX_PAYMENT_TIMEOUT_SECONDS, the longest window a client may ask for
+	MaxPaymentTimeout int64
+	// MaxOpenPerCustomer: MAX_OPEN_CHECKOUTS_PER_CUSTOMER, a customer's open checkouts (0: no cap)
+	MaxOpenPerCustomer int64
+	TemporalCLI        string        // TEMPORAL_CLI: the dev server binary (dev only)
+	StripeAPIKey       string        // STRIPE_API_KEY: refunds and reconciliation (optional)
+	StripeAPIURL       string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
+	MaxStarting        int64         // MAX_STARTING_CHECKOUTS: admission bound
+	AdmissionWait      time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
 	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
 	// stays bound to its request body (the contract asks for at least 24 h)
 	IdempotencyRetention time.Duration
@@ -88,13 +96,19 @@ func loadConfig(dev bool) (config, error) {
 		StandardTolerance: time.Duration(integer("STANDARD_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
 		PaymentTimeout: integer("PAYMENT_TIMEOUT_SECONDS", workflows.DefaultPaymentTimeoutSeconds,
 			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
-		TemporalCLI:   str("TEMPORAL_CLI", ".tools/temporal"),
-		StripeAPIKey:  str("STRIPE_API_KEY", ""),
-		StripeAPIURL:  str("STRIPE_API_URL", ""),
-		MaxStarting:   integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
-		AdmissionWait: time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
+		MaxPaymentTimeout: integer("MAX_PAYMENT_TIMEOUT_SECONDS", api.DefaultMaxPaymentTimeoutSeconds,
+			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
+		MaxOpenPerCustomer: integer("MAX_OPEN_CHECKOUTS_PER_CUSTOMER", DefaultMaxOpenPerCustomer, 0, 10_000),
+		TemporalCLI:        str("TEMPORAL_CLI", ".tools/temporal"),
+		StripeAPIKey:       str("STRIPE_API_KEY", ""),
+		StripeAPIURL:       str("STRIPE_API_URL", ""),
+		MaxStarting:        integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
+		AdmissionWait:      time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
 		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
 			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
+	}
+	if cfg.PaymentTimeout > cfg.MaxPaymentTimeout {
+		errs = append(errs, fmt.Errorf("PAYMENT_TIMEOUT_SECONDS=%d: must not exceed MAX_PAYMENT_TIMEOUT_SECONDS=%d", cfg.PaymentTimeout, cfg.MaxPaymentTimeout))
 	}
 	// A load balancer polls /readyz every few seconds; the local stack has none, and Ctrl-C
 	// should not wait for one.

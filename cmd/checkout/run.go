@@ -66,6 +66,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	d.pool, d.store = pool, activities.NewStore(pool)
+	d.store.MaxOpenPerCustomer = int(cfg.MaxOpenPerCustomer)
 
 	opts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
@@ -252,6 +253,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		StandardWebhookSecrets:       cfg.StandardSecrets,
 		StandardWebhookTolerance:     cfg.StandardTolerance,
 		DefaultPaymentTimeoutSeconds: cfg.PaymentTimeout,
+		MaxPaymentTimeoutSeconds:     cfg.MaxPaymentTimeout,
 		TemporalUIURL:                cfg.TemporalUIURL,
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),

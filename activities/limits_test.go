@@ -1,0 +1,120 @@
+package activities
+
+import (
+	"sync"
+	"testing"
+)
+
+// A SKU's max_per_customer counts the customer's open and confirmed checkouts; an ended one
+// gives its units back. A refused checkout is recorded as ended, with the limit as its
+// reason, so a retry answers the same.
+func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
+	t.Parallel()
+	pool := testDB(t)
+	a := &Activities{Store: NewStore(pool)}
+	sku, other := randomID("LIM-"), randomID("FREE-")
+	stock(t, pool, sku, 100, 100, "usd")
+	stock(t, pool, other, 100, 100, "usd")
+	if _, err := pool.Exec(t.Context(), `UPDATE skus SET max_per_customer = 3 WHERE sku = $1`, sku); err != nil {
+		t.Fatal(err)
+	}
+	customer := randomID("u-")
+	record := func(qty int64, skus ...string) CheckoutRecord {
+		t.Helper()
+		in := RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer}
+		for _, s := range skus {
+			in.Items = append(in.Items, Item{SKU: s, Quantity: qty})
+		}
+		rec, err := a.RecordCheckout(t.Context(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	first := record(2, sku)
+	if first.Status != StatusOpen {
+		t.Fatalf("first checkout of 2 (limit 3): %+v", first)
+	}
+	if r := record(2, sku, other); r.Status != "out_of_stock" || r.Reason != ReasonCustomerLimit || r.EndedAt == nil {
+		t.Errorf("2 more of a SKU with 2 of 3 taken: status %q reason %q ended %v; want out_of_stock, %s, ended", r.Status, r.Reason, r.EndedAt, ReasonCustomerLimit)
+	}
+	if r := record(1, sku); r.Status != StatusOpen {
+		t.Errorf("the third unit: %+v, want open", r)
+	}
+	if r := record(5, other); r.Status != StatusOpen {
+		t.Errorf("a SKU without a limit: %+v, want open", r)
+	}
+	// An expired checkout gives its units back; a confirmed one keeps counting.
+	if err := a.Store.recordOutcome(t.Context(), RecordOutcomeInput{CheckoutID: first.CheckoutID, Status: "expired"}); err != nil {
+		t.Fatal(err)
+	}
+	second := record(2, sku)
+	if second.Status != StatusOpen {
+		t.Fatalf("after the first expired: %+v, want open", second)
+	}
+	if _, _, err := a.Store.confirmOrder(t.Context(), ConfirmOrderInput{CheckoutID: second.CheckoutID, CustomerID: customer,
+		Items: []Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}); err != nil {
+		t.Fatal(err)
+	}
+	if r := record(1, sku); r.Status != "out_of_stock" || r.Reason != ReasonCustomerLimit {
+		t.Errorf("a fourth unit with 2 bought and 1 open: %+v, want refused", r)
+	}
+	// Another customer is not affected.
+	in := RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: randomID("u-"), Items: []Item{{SKU: sku, Quantity: 3}}}
+	if r, err := a.RecordCheckout(t.Context(), in); err != nil || r.Status != StatusOpen {
+		t.Errorf("another customer's 3: %+v %v, want open", r, err)
+	}
+}
+
+// The per-customer count is judged one checkout at a time: a thousand concurrent checkouts
+// of one customer hold exactly the limit, and the open-checkouts cap is exact too.
+func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	pool := testDB(t)
+	sku := randomID("LIM-")
+	stock(t, pool, sku, 10_000, 100, "usd")
+	if _, err := pool.Exec(t.Context(), `UPDATE skus SET max_per_customer = 2 WHERE sku = $1`, sku); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		maxOpen  int
+		qty      int64
+		wantOpen int
+		reason   string
+	}{
+		{"max_per_customer 2, one unit each", 0, 1, 2, ReasonCustomerLimit},
+		{"open cap 1 under max_per_customer 2", 1, 1, 1, ReasonTooManyOpen},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := NewStore(pool)
+			store.MaxOpenPerCustomer = tc.maxOpen
+			a := &Activities{Store: store}
+			customer := randomID("u-")
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			got := map[string]int{}
+			for range 1000 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer, Items: []Item{{SKU: sku, Quantity: tc.qty}}})
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						got["error: "+err.Error()]++
+						return
+					}
+					got[rec.Status+" "+rec.Reason]++
+				}()
+			}
+			wg.Wait()
+			if got[StatusOpen+" "] != tc.wantOpen || got["out_of_stock "+tc.reason] != 1000-tc.wantOpen {
+				t.Errorf("1000 concurrent checkouts of one customer: %v; want %d open, the rest refused as %s", got, tc.wantOpen, tc.reason)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM checkouts WHERE customer_id = $1 AND ended_at IS NULL`, customer); n != int64(tc.wantOpen) {
+				t.Errorf("%d open checkouts in postgres, want %d", n, tc.wantOpen)
+			}
+		})
+	}
+}
