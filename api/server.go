@@ -72,9 +72,9 @@ type Config struct {
 	// MaxPaymentTimeoutSeconds caps the window a client may ask for (payment_timeout_seconds);
 	// DefaultMaxPaymentTimeoutSeconds when 0. Longer holds only through support's extend.
 	MaxPaymentTimeoutSeconds int64
-	TemporalUIURL                string // for the view's temporal_ui link
-	Namespace                    string
-	RequestTimeout               time.Duration
+	TemporalUIURL            string // for the view's temporal_ui link
+	Namespace                string
+	RequestTimeout           time.Duration
 	// MaxStartingCheckouts bounds the checkout requests talking to Temporal at once; a
 	// request waits up to AdmissionWait for a place, then gets 503 with Retry-After.
 	MaxStartingCheckouts int
