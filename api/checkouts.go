@@ -117,6 +117,9 @@ func (s *Server) startCheckout(c echo.Context) error {
 	}
 	c.Set(ctxCheckoutID, req.CartID)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(req.CartID))
+	if err := s.checkOwner(c, req.CartID, true); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 
 	// Bad input before "no": a quantity over its SKU's limit is 422 whatever the stock, so
@@ -296,6 +299,9 @@ func (s *Server) getCheckout(c echo.Context) error {
 	}
 	c.Set(ctxCheckoutID, id)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
+	if err := s.checkOwner(c, id, false); err != nil {
+		return err
+	}
 	v, err := s.view(c.Request().Context(), id)
 	if err != nil {
 		return err
@@ -357,6 +363,9 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	}
 	c.Set(ctxCheckoutID, id)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
+	if err := s.checkOwner(c, id, false); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(id),

@@ -69,6 +69,9 @@ type Config struct {
 	StandardWebhookSecrets       map[string][]string
 	StandardWebhookTolerance     time.Duration // max distance of webhook-timestamp from now
 	DefaultPaymentTimeoutSeconds int64
+	// ClientTokens turns client authentication on for the checkout endpoints: token ->
+	// client (see ParseClientTokens). A client then reads and cancels only its own carts.
+	ClientTokens map[string]string
 	// MaxPaymentTimeoutSeconds caps the window a client may ask for (payment_timeout_seconds);
 	// DefaultMaxPaymentTimeoutSeconds when 0. Longer holds only through support's extend.
 	MaxPaymentTimeoutSeconds int64
@@ -126,6 +129,8 @@ type Deps struct {
 	Ready  map[string]func(context.Context) error
 	Logger *slog.Logger
 	Audit  Auditor // GET /v1/admin/audit; nil answers 503
+	// Owners binds carts to clients when Config.ClientTokens is set.
+	Owners CheckoutOwners
 }
 
 // Server holds the handlers.
@@ -182,9 +187,9 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	// serves MetricsHandler on an internal address (API_METRICS_ADDR) instead.
 
 	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
-	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit))
-	v1.GET("/checkouts/:cart_id", s.getCheckout)
-	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout)
+	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit), s.requireClient)
+	v1.GET("/checkouts/:cart_id", s.getCheckout, s.requireClient)
+	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,5 +75,61 @@ func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T)
 	}
 	if v.Held != 2 || v.Available != 498 {
 		t.Errorf("after the burst: %+v; want exactly 2 held", v)
+	}
+}
+
+// With client tokens, the shop backend that started a cart reads and cancels it, and another
+// one cannot even see it.
+func TestClientTokensKeepCartsApartEndToEnd(t *testing.T) {
+	p := startProduct(t, productOptions{})
+	tokens, err := api.ParseClientTokens("shop-a=token-of-shop-a-0001,shop-b=token-of-shop-b-0002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := api.Config{AdminToken: adminToken, DefaultPaymentTimeoutSeconds: 600, ClientTokens: tokens}
+	deps := api.Deps{Temporal: p.tc, Catalog: p.store, Inventory: p.inv, Records: p.store, Payments: p.store, Owners: p.store, Logger: p.logger}
+	hs := httptest.NewServer(api.New(cfg, deps))
+	t.Cleanup(hs.Close)
+	sku := testenv.RandomID("CLIENT-")
+	if _, err := p.inv.Set(t.Context(), activities.Product{SKU: sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
+		t.Fatal(err)
+	}
+	cart := testenv.RandomID("cart-")
+	call := func(method, path, token, body string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, hs.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	a, b := "token-of-shop-a-0001", "token-of-shop-b-0002"
+	post := `{"cart_id":"` + cart + `","customer_id":"u-1","items":[{"sku":"` + sku + `","quantity":1}]}`
+	for _, step := range []struct {
+		what                string
+		method, path, token string
+		want                int
+	}{
+		{"shop a starts the cart", http.MethodPost, "/v1/checkouts", a, http.StatusCreated},
+		{"shop b posts the same cart id", http.MethodPost, "/v1/checkouts", b, http.StatusConflict},
+		{"shop a reads it", http.MethodGet, "/v1/checkouts/" + cart, a, http.StatusOK},
+		{"shop b reads it", http.MethodGet, "/v1/checkouts/" + cart, b, http.StatusNotFound},
+		{"shop b cancels it", http.MethodPost, "/v1/checkouts/" + cart + "/cancel", b, http.StatusNotFound},
+		{"anonymous reads it", http.MethodGet, "/v1/checkouts/" + cart, "", http.StatusUnauthorized},
+		{"shop a cancels it", http.MethodPost, "/v1/checkouts/" + cart + "/cancel", a, http.StatusOK},
+	} {
+		body := ""
+		if step.method == http.MethodPost && step.path == "/v1/checkouts" {
+			body = post
+		}
+		if got := call(step.method, step.path, step.token, body); got != step.want {
+			t.Errorf("%s: %d, want %d", step.what, got, step.want)
+		}
 	}
 }

@@ -44,6 +44,9 @@ type config struct {
 	PaymentTimeout    int64         // PAYMENT_TIMEOUT_SECONDS: default hold for payment
 	// MaxPaymentTimeout: MAX_PAYMENT_TIMEOUT_SECONDS, the longest window a client may ask for
 	MaxPaymentTimeout int64
+	// ClientTokens: CLIENT_TOKENS, client=token pairs; on, the checkout endpoints need a
+	// client's bearer token and a client sees only its own carts (token -> client)
+	ClientTokens map[string]string
 	// MaxOpenPerCustomer: MAX_OPEN_CHECKOUTS_PER_CUSTOMER, a customer's open checkouts (0: no cap)
 	MaxOpenPerCustomer int64
 	TemporalCLI        string        // TEMPORAL_CLI: the dev server binary (dev only)
@@ -127,6 +130,11 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
 	}
 	cfg.StandardSecrets = standard
+	clients, err := api.ParseClientTokens(str("CLIENT_TOKENS", ""))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("CLIENT_TOKENS: %w", err))
+	}
+	cfg.ClientTokens = clients
 	if dev {
 		if cfg.AdminToken == "" {
 			cfg.AdminToken = devAdminToken

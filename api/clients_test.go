@@ -1,0 +1,53 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/api"
+)
+
+// With client authentication on, a client needs its bearer token, and another client's cart
+// is as good as absent: GET and cancel are 404, a POST of its cart id is 409.
+func TestClientTokensKeepCartsApart(t *testing.T) {
+	tokens, err := api.ParseClientTokens("shop-a=token-of-shop-a-0001,shop-b=token-of-shop-b-0002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var store *activities.Store
+	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
+		cfg.ClientTokens = tokens
+		store = deps.Records.(*activities.Store)
+		deps.Owners = store
+	})
+	if owner, err := store.ClaimCheckout(t.Context(), "cart-of-a", "shop-a"); err != nil || owner != "shop-a" {
+		t.Fatalf("claim: %q %v", owner, err)
+	}
+	sku := h.stockSKU(t, "CLI-", 5, 100, 2, "usd")
+	post := `{"cart_id":"cart-of-a","customer_id":"u-1","items":[{"sku":"` + sku + `","quantity":1}]}`
+	for _, tc := range []struct {
+		name   string
+		r      request
+		status int
+		code   string
+	}{
+		{"POST without a token", request{method: http.MethodPost, path: "/v1/checkouts", body: body(post)}, 401, "unauthorized"},
+		{"POST with an unknown token", request{method: http.MethodPost, path: "/v1/checkouts", body: body(post), header: bearer("token-of-nobody-000")}, 401, "unauthorized"},
+		{"POST of another client's cart id", request{method: http.MethodPost, path: "/v1/checkouts", body: body(post), header: bearer("token-of-shop-b-0002")}, 409, "cart_id_taken"},
+		{"GET without a token", request{method: http.MethodGet, path: "/v1/checkouts/cart-of-a"}, 401, "unauthorized"},
+		{"GET of another client's cart", request{method: http.MethodGet, path: "/v1/checkouts/cart-of-a", header: bearer("token-of-shop-b-0002")}, 404, "not_found"},
+		{"cancel of another client's cart", request{method: http.MethodPost, path: "/v1/checkouts/cart-of-a/cancel", header: bearer("token-of-shop-b-0002")}, 404, "not_found"},
+		{"GET of a cart no client started", request{method: http.MethodGet, path: "/v1/checkouts/cart-of-nobody", header: bearer("token-of-shop-a-0001")}, 404, "not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			problemOf(t, h.do(t, tc.r), tc.status, tc.code)
+		})
+	}
+	h.assertUntouched(t, sku, 5)
+	for _, bad := range []string{"shop-a", "shop-a=short", "shop a=token-of-shop-a-0001", "a=token-of-shop-a-0001,b=token-of-shop-a-0001"} {
+		if _, err := api.ParseClientTokens(bad); err == nil {
+			t.Errorf("ParseClientTokens(%q) accepted it", bad)
+		}
+	}
+}
