@@ -68,7 +68,7 @@ type Auditor struct {
 }
 
 // New returns an auditor over the product's stores. rdb is the Redis the stock scripts use.
-func New(pool *pgxpool.Pool, rdb *redis.Client, temporal client.Client, opts Options) *Auditor {
+func New(pool *pgxpool.Pool, rdb redis.UniversalClient, temporal client.Client, opts Options) *Auditor {
 	grace := opts.Grace
 	switch {
 	case grace == 0:

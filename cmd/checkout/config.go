@@ -31,6 +31,7 @@ type config struct {
 	Namespace         string        // TEMPORAL_NAMESPACE
 	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
 	RedisURL          string        // REDIS_URL
+	RedisCluster      bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
 	DatabaseURL       string        // DATABASE_URL
 	APIAddr           string        // API_ADDR
 	WorkerMetricsAddr string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
@@ -130,6 +131,13 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
 	}
 	cfg.StandardSecrets = standard
+	switch v := str("REDIS_CLUSTER", "false"); v {
+	case "true", "1":
+		cfg.RedisCluster = true
+	case "false", "0":
+	default:
+		errs = append(errs, fmt.Errorf("REDIS_CLUSTER=%q: must be true or false", v))
+	}
 	clients, err := api.ParseClientTokens(str("CLIENT_TOKENS", ""))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("CLIENT_TOKENS: %w", err))

@@ -36,7 +36,7 @@ import (
 type deps struct {
 	logger   *slog.Logger
 	pool     *pgxpool.Pool
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	temporal client.Client
 	store    *activities.Store
 	stock    *lua.Stock
@@ -68,18 +68,17 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
 	d.pool, d.store = pool, activities.NewStore(pool)
 	d.store.MaxOpenPerCustomer = int(cfg.MaxOpenPerCustomer)
 
-	opts, err := redis.ParseURL(cfg.RedisURL)
+	d.rdb, err = newRedis(cfg.RedisURL, cfg.RedisCluster)
 	if err != nil {
 		d.Close()
-		return nil, fmt.Errorf("open redis: REDIS_URL: %w", err)
+		return nil, fmt.Errorf("open redis: %w", err)
 	}
-	d.rdb = redis.NewClient(opts)
 	d.closers = append(d.closers, func() { _ = d.rdb.Close() })
 	if err := d.rdb.Ping(ctx).Err(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open redis: %w", err)
 	}
-	if err := checkRedisSettings(ctx, d.rdb, logger); err != nil {
+	if err := checkAllRedisSettings(ctx, d.rdb, logger); err != nil {
 		d.Close()
 		return nil, err
 	}

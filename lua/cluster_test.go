@@ -1,0 +1,145 @@
+package lua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+)
+
+// The stock scripts and the sold-out gate on a 3-master Redis Cluster: the scripts are
+// loaded on every master, no script touches two slots (every key carries the SKU's {sku}
+// tag), concurrent reserves on SKUs spread over the masters never hold more than is stocked,
+// and the gate's pipelined read works across slots.
+func TestStockOnARedisCluster(t *testing.T) {
+	rdb := testenv.RedisCluster(t, 3)
+	ctx := t.Context()
+	s := New(rdb)
+	if err := s.Preload(ctx); err != nil {
+		t.Fatalf("preload: %v", err)
+	}
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		for _, sc := range allScripts {
+			ok, err := m.ScriptExists(ctx, sc.Hash()).Result()
+			if err != nil || len(ok) != 1 || !ok[0] {
+				return fmt.Errorf("master %s lacks the %s script: %v %v", m.Options().Addr, sc.name, ok, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// SKUs until they sit on every master.
+	const perSKU = 10
+	var skus []string
+	onMaster := map[string]bool{}
+	for i := 0; len(onMaster) < 3 || len(skus) < 9; i++ {
+		sku := fmt.Sprintf("CL-%s-%d", testenv.RandomID(""), i)
+		addr, err := masterOf(ctx, rdb, StockKey(sku))
+		if err != nil {
+			t.Fatal(err)
+		}
+		onMaster[addr] = true
+		skus = append(skus, sku)
+		if _, err := s.SetStock(ctx, sku, perSKU, 5); err != nil {
+			t.Fatalf("set stock of %s: %v", sku, err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	held := map[string]int64{}
+	var failures []error
+	for i := range 30 * len(skus) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sku := skus[i%len(skus)]
+			_, err := s.Reserve(ctx, sku, fmt.Sprintf("c-%d", i), 1)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				held[sku]++
+			case !errors.Is(err, ErrOutOfStock):
+				failures = append(failures, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d reserves failed on the cluster, first: %v", len(failures), failures[0])
+	}
+	for _, sku := range skus {
+		l, err := s.Level(ctx, sku)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held[sku] != perSKU || l.Held != perSKU || l.Available != 0 {
+			t.Errorf("%s: %d reserves succeeded, level %+v; want exactly %d held", sku, held[sku], l, perSKU)
+		}
+	}
+
+	// Release, commit, a lost SKU rebuilt, a reconcile, an operator change: all on one slot each.
+	sku := skus[0]
+	if _, err := s.Release(ctx, sku, "c-0"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, err := s.Commit(ctx, sku, fmt.Sprintf("c-%d", len(skus))); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if _, err := s.StageChange(ctx, sku, "ichg-cluster", 3, 5); err != nil {
+		t.Fatalf("stage a change: %v", err)
+	}
+	if _, err := s.Release(ctx, sku, ChangeHoldID("ichg-cluster")); err != nil {
+		t.Fatalf("finish the change: %v", err)
+	}
+	if r, err := s.Reconcile(ctx, sku, 12, nil, nil, 0); err != nil || !r.Stocked {
+		t.Fatalf("reconcile: %+v %v", r, err)
+	}
+	if err := rdb.Del(ctx, StockKey(skus[1]), HoldsKey(skus[1])).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, rebuilt, err := s.Rebuild(ctx, skus[1], perSKU, 5, []Hold{{"c-1", 1}}, nil, 0); err != nil || !rebuilt {
+		t.Fatalf("rebuild: %v %v", rebuilt, err)
+	}
+
+	// The gate reads every SKU of a cart across slots in one pipeline.
+	items := map[string]int64{}
+	for _, sku := range skus[1:] {
+		items[sku] = 1
+	}
+	p, err := s.Precheck(ctx, "c-new", items)
+	if err != nil {
+		t.Fatalf("precheck across slots: %v", err)
+	}
+	// skus[1] was rebuilt with 9 available; every other is sold out.
+	if !p.Known || len(p.Shortages) != len(skus)-2 || !p.SoldOut() {
+		t.Errorf("precheck of %d SKUs on 3 masters: %+v; want all but %s short", len(items), p, skus[1])
+	}
+}
+
+// masterOf is the address of the master that serves key's slot.
+func masterOf(ctx context.Context, rdb *redis.ClusterClient, key string) (string, error) {
+	slot, err := rdb.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		return "", err
+	}
+	slots, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, r := range slots {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr, nil
+		}
+	}
+	return "", fmt.Errorf("no master serves slot %d", slot)
+}
