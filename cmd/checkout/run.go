@@ -24,6 +24,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -237,6 +238,7 @@ func runAPI(ctx context.Context, cfg config) error {
 
 func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	ready := &api.Readiness{}
+	auditor := audit.New(d.pool, d.rdb, d.temporal, audit.Options{})
 	e := api.New(api.Config{
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
@@ -268,12 +270,14 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 			},
 		},
 		Logger: d.logger,
-		Audit:  audit.New(d.pool, d.rdb, d.temporal, audit.Options{}),
+		Audit:  auditor,
 	})
 	// In `checkout dev` the worker runs in this process too: its metrics are in the same
 	// registry, so this one address serves both.
 	defer serveMetrics(cfg.APIMetricsAddr, "api", d.logger)()
 	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, d.logger)
+	// The operator alerts' gauges: workflows needing attention, the periodic audit (ops/).
+	go (&ops.Monitor{Temporal: d.temporal, Audit: auditor, Logger: d.logger}).Run(ctx)
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
 	return api.Serve(ctx, e, api.NewHTTPServer(cfg.APIAddr, e), ready, cfg.DrainDelay, d.logger)
 }
