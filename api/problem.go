@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/metrics"
 )
 
 // Problem is an RFC 9457 problem detail with the contract's stable code.
@@ -77,6 +78,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		p = internalError(err)
 	}
 	c.Set(ctxProblemCode, p.Code)
+	if p.Status == http.StatusServiceUnavailable {
+		metrics.UnavailableAnswers.WithLabelValues(p.Code).Inc()
+	}
 	if p.cause != nil {
 		s.Logger.Error("request failed", "code", p.Code, "path", c.Request().URL.Path, "error", p.cause)
 	}

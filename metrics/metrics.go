@@ -52,3 +52,45 @@ var (
 		Help: "Payment events acknowledged for a checkout that did not exist yet, by provider and outcome.",
 	}, []string{"provider", "outcome"})
 )
+
+// What needs a person (ops/prometheus/alerts.yml). The gauges below are set by the API's
+// periodic monitor (package ops): every API process counts and audits on its own, so each
+// exports the same picture; read them with max(), never sum().
+var (
+	// WorkflowsNeedingAttention is the number of running workflows flagged NeedsAttention,
+	// by workflow type: Checkout (a stuck step, a wrong payment) and Refund (a refund waiting
+	// for support). It is counted from Temporal's visibility store, not kept by the workers,
+	// so it is right after any restart and whichever worker flagged the workflow.
+	WorkflowsNeedingAttention = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "checkout_workflows_needing_attention",
+		Help: "Running workflows flagged NeedsAttention = true in Temporal, by workflow type (Checkout, Refund).",
+	}, []string{"workflow_type"})
+
+	// AuditViolations is what the last periodic audit found, by check (package audit).
+	AuditViolations = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "checkout_audit_violations",
+		Help: "Broken promises the last periodic audit found, by check (run `checkout audit` for the ids).",
+	}, []string{"check"})
+
+	// AuditCheckFailed is 1 for a check the last periodic audit could not run (a store did
+	// not answer): its violation count then says nothing.
+	AuditCheckFailed = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "checkout_audit_check_failed",
+		Help: "1 when the last periodic audit could not run this check (a store did not answer), else 0.",
+	}, []string{"check"})
+
+	// MonitorLastSuccess is when each periodic monitor (attention, audit) last completed,
+	// so an alert can tell "nothing wrong" from "nobody is looking".
+	MonitorLastSuccess = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "checkout_monitor_last_success_timestamp_seconds",
+		Help: "Unix time at which a periodic monitor (attention, audit) last completed.",
+	}, []string{"monitor"})
+
+	// UnavailableAnswers counts every 503 the API answered, by its problem code: overloaded
+	// (admission control or a Temporal rate limit), no_worker, service_unavailable (a
+	// dependency down or a deadline), and the rest.
+	UnavailableAnswers = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "checkout_unavailable_answers_total",
+		Help: "Requests the API answered 503, by problem code (overloaded, no_worker, service_unavailable, ...).",
+	}, []string{"code"})
+)

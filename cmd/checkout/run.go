@@ -13,20 +13,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	sdktally "go.temporal.io/sdk/contrib/tally"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/uber-go/tally/v4"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -136,21 +134,16 @@ func checkRedisSettings(ctx context.Context, rdb *redis.Client, logger *slog.Log
 	return nil
 }
 
-var sdkScope tally.Scope
+var sdkHandler client.MetricsHandler
 
 // sdkMetrics exposes the Temporal SDK's metrics in the default Prometheus registry, beside
-// the product's own counters (package metrics), so one /metrics serves both.
+// the product's own counters (package metrics), so one /metrics serves both. Its timers are
+// histograms (metrics.TimerBuckets), which ops/prometheus/alerts.yml reads across workers.
 func sdkMetrics() client.MetricsHandler {
-	if sdkScope == nil {
-		reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: prometheus.DefaultRegisterer})
-		sdkScope, _ = tally.NewRootScope(tally.ScopeOptions{
-			CachedReporter:  reporter,
-			Separator:       tallyprom.DefaultSeparator,
-			SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
-		}, time.Second)
-		sdkScope = sdktally.NewPrometheusNamingScope(sdkScope)
+	if sdkHandler == nil {
+		sdkHandler, _ = metrics.NewTemporalHandler(prometheus.DefaultRegisterer)
 	}
-	return sdktally.NewMetricsHandler(sdkScope)
+	return sdkHandler
 }
 
 func runMigrate(ctx context.Context, cfg config) error {
@@ -245,6 +238,7 @@ func runAPI(ctx context.Context, cfg config) error {
 
 func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	ready := &api.Readiness{}
+	auditor := audit.New(d.pool, d.rdb, d.temporal, audit.Options{})
 	e := api.New(api.Config{
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
@@ -279,12 +273,14 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 			},
 		},
 		Logger: d.logger,
-		Audit:  audit.New(d.pool, d.rdb, d.temporal, audit.Options{}),
+		Audit:  auditor,
 	})
 	// In `checkout dev` the worker runs in this process too: its metrics are in the same
 	// registry, so this one address serves both.
 	defer serveMetrics(cfg.APIMetricsAddr, "api", d.logger)()
 	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, d.logger)
+	// The operator alerts' gauges: workflows needing attention, the periodic audit (ops/).
+	go (&ops.Monitor{Temporal: d.temporal, Audit: auditor, Logger: d.logger}).Run(ctx)
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
 	return api.Serve(ctx, e, api.NewHTTPServer(cfg.APIAddr, e), ready, cfg.DrainDelay, d.logger)
 }
