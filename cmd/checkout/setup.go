@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -19,9 +24,14 @@ var indexedTypes = map[string]enumspb.IndexedValueType{
 	"Bool":        enumspb.INDEXED_VALUE_TYPE_BOOL,
 }
 
-// setupTemporal registers the contract's search attributes in the namespace of a real
-// cluster. Attributes that exist with the right type are left alone; one that exists with
-// another type is an error, because the saga's upserts would fail on it.
+// namespaceRetention is how long a new namespace keeps closed workflows: long enough for
+// support to look at last week's sagas; Postgres keeps every end after that.
+const namespaceRetention = 7 * 24 * time.Hour
+
+// setupTemporal creates the namespace when the cluster has none of that name (a fresh
+// server has no "default"), then registers the contract's search attributes in it.
+// Attributes that exist with the right type are left alone; one that exists with another
+// type is an error, because the saga's upserts would fail on it.
 func setupTemporal(ctx context.Context, cfg config) error {
 	logger := newLogger(cfg)
 	c, err := dialTemporal(cfg, logger)
@@ -29,8 +39,30 @@ func setupTemporal(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer c.Close()
+	ws := c.WorkflowService()
+	_, err = ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: cfg.Namespace})
+	var notFound *serviceerror.NamespaceNotFound
+	switch {
+	case errors.As(err, &notFound):
+		if _, err := ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace: cfg.Namespace, WorkflowExecutionRetentionPeriod: durationpb.New(namespaceRetention),
+			Description: "checkout-saga",
+		}); err != nil && !errors.As(err, new(*serviceerror.NamespaceAlreadyExists)) {
+			return fmt.Errorf("create namespace %s: %w", cfg.Namespace, err)
+		}
+		logger.Info("namespace created", "namespace", cfg.Namespace, "retention", namespaceRetention)
+	case err != nil:
+		return fmt.Errorf("describe namespace %s: %w", cfg.Namespace, err)
+	}
 	ops := c.OperatorService()
-	have, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.Namespace})
+	// A new namespace reaches every frontend's cache within seconds (10 s by default).
+	var have *operatorservice.ListSearchAttributesResponse
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		have, err = ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.Namespace})
+		if err == nil || !errors.As(err, &notFound) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("list search attributes: %w", err)
 	}

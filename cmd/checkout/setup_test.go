@@ -1,0 +1,40 @@
+package main
+
+import (
+	"testing"
+
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// setup-temporal on a cluster without the namespace creates it and registers the search
+// attributes; a second run changes nothing.
+func TestSetupTemporalCreatesAMissingNamespace(t *testing.T) {
+	srv := testenv.DevServer(t, nil)
+	cfg := config{TemporalAddress: srv.FrontendHostPort(), Namespace: testenv.RandomID("ns-")}
+	for range 2 {
+		if err := setupTemporal(t.Context(), cfg); err != nil {
+			t.Fatalf("setup-temporal: %v", err)
+		}
+	}
+	c := srv.Client()
+	ns, err := c.WorkflowService().DescribeNamespace(t.Context(), &workflowservice.DescribeNamespaceRequest{Namespace: cfg.Namespace})
+	if err != nil {
+		t.Fatalf("the namespace was not created: %v", err)
+	}
+	if got := ns.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(); got != namespaceRetention {
+		t.Errorf("retention %s, want %s", got, namespaceRetention)
+	}
+	sas, err := c.OperatorService().ListSearchAttributes(t.Context(), &operatorservice.ListSearchAttributesRequest{Namespace: cfg.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range workflows.SearchAttributeTypes {
+		if _, ok := sas.GetCustomAttributes()[name]; !ok {
+			t.Errorf("search attribute %s missing from the new namespace", name)
+		}
+	}
+}
