@@ -162,7 +162,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		RequestHash: hash, IdempotencyKey: key,
 	}
 	for _, it := range req.Items {
-		in.Items = append(in.Items, activities.Item{SKU: it.SKU, Quantity: it.Quantity})
+		in.Items = append(in.Items, workflows.CartLine{SKU: it.SKU, Quantity: it.Quantity})
 	}
 
 	res, err := s.reserve(ctx, in)

@@ -63,7 +63,7 @@ func Checkout(ctx workflow.Context, in Input) (View, error) {
 			WorkflowID: WorkflowID(in.CheckoutID),
 			Status:     StatusReserving,
 			CustomerID: in.CustomerID,
-			Items:      in.Items,
+			Items:      unpriced(in.Items),
 
 			RequestHash:    in.RequestHash,
 			IdempotencyKey: in.IdempotencyKey,
@@ -318,7 +318,7 @@ func (c *checkout) record(ctx workflow.Context) (activities.CheckoutRecord, erro
 	var rec activities.CheckoutRecord
 	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(recordOptions, "Record checkout "+c.in.CheckoutID))
 	err := workflow.ExecuteLocalActivity(lctx, acts.RecordCheckout, activities.RecordCheckoutInput{
-		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: c.in.Items,
+		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: unpriced(c.in.Items),
 	}).Get(ctx, &rec)
 	return rec, err
 }

@@ -166,7 +166,7 @@ func (f *fixture) run(in workflows.Input) workflows.View {
 
 func input(items ...activities.Item) workflows.Input {
 	return workflows.Input{
-		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-9", Items: items,
+		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-9", Items: cartLines(items),
 		PaymentTimeoutSeconds: 900, RequestID: "req-1", RequestHash: "h",
 	}
 }

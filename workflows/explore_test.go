@@ -238,7 +238,7 @@ func runSeed(seed uint64) (res *seedResult) {
 			}
 		}()
 		env.ExecuteWorkflow(workflows.Checkout, workflows.Input{
-			CheckoutID: fmt.Sprintf("c-%d", seed), CustomerID: "u-9", Items: unpriced(s.Cart),
+			CheckoutID: fmt.Sprintf("c-%d", seed), CustomerID: "u-9", Items: cartLines(s.Cart),
 			PaymentTimeoutSeconds: s.TimeoutSeconds, RequestID: "req-1", RequestHash: "h", IdempotencyKey: fmt.Sprintf("c-%d", seed),
 		})
 	}()
@@ -257,11 +257,11 @@ func runSeed(seed uint64) (res *seedResult) {
 	return res
 }
 
-// unpriced is the cart as the client sends it: prices come from RecordCheckout.
-func unpriced(items []activities.Item) []activities.Item {
-	out := make([]activities.Item, len(items))
+// cartLines is the cart as the client sends it: prices come from RecordCheckout.
+func cartLines(items []activities.Item) []workflows.CartLine {
+	out := make([]workflows.CartLine, len(items))
 	for i, it := range items {
-		out[i] = activities.Item{SKU: it.SKU, Quantity: it.Quantity}
+		out[i] = workflows.CartLine{SKU: it.SKU, Quantity: it.Quantity}
 	}
 	return out
 }

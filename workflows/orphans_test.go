@@ -33,13 +33,14 @@ func (f *fixture) orphan(checkoutID, ref, ageSQL string) {
 func TestRefundOrphansRefundsOnlyUnclaimedOldOrphans(t *testing.T) {
 	f := newFixture(t)
 	phone := f.sku(10, 1_000, 2)
-	claimed := input(activities.Item{SKU: phone, Quantity: 1})
+	line := activities.Item{SKU: phone, Quantity: 1}
+	claimed := input(line)
 	f.orphan("never-came", "pi_old", "2 hours")
 	f.orphan("", "pi_no_metadata", "3 hours")
 	f.orphan("still-coming", "pi_young", "1 minute")
 	f.orphan(claimed.CheckoutID, "pi_claimed", "2 hours")
 	if _, err := f.acts.RecordCheckout(context.Background(), activities.RecordCheckoutInput{
-		CheckoutID: claimed.CheckoutID, CustomerID: claimed.CustomerID, Items: claimed.Items}); err != nil {
+		CheckoutID: claimed.CheckoutID, CustomerID: claimed.CustomerID, Items: []activities.Item{line}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -126,7 +126,7 @@ func checkoutInput(checkoutID string, timeoutSeconds int64, skus ...string) work
 		if i == 0 {
 			quantity = 2
 		}
-		in.Items = append(in.Items, activities.Item{SKU: sku, Quantity: quantity})
+		in.Items = append(in.Items, workflows.CartLine{SKU: sku, Quantity: quantity})
 	}
 	return in
 }

@@ -6,8 +6,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/checkout-saga/checkout-saga/activities"
 )
 
 // StartOptions are how every checkout saga is started: by the API, by the history recorder
@@ -41,7 +39,7 @@ func ReservationUpdate(in Input) client.UpdateWorkflowOptions {
 }
 
 // itemList reads "2 x PHONE-X, 1 x CASE-X".
-func itemList(items []activities.Item) string {
+func itemList(items []CartLine) string {
 	parts := make([]string, len(items))
 	for i, it := range items {
 		parts[i] = fmt.Sprintf("%d x %s", it.Quantity, it.SKU)

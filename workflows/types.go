@@ -87,9 +87,10 @@ func (s Status) Final() bool { return s.rank() == 3 }
 
 // Input starts a checkout saga.
 type Input struct {
-	CheckoutID string            `json:"checkout_id"`
-	CustomerID string            `json:"customer_id"`
-	Items      []activities.Item `json:"items"`
+	CheckoutID string `json:"checkout_id"`
+	CustomerID string `json:"customer_id"`
+	// Items are the cart's lines without prices: RecordCheckout prices them from the catalog.
+	Items []CartLine `json:"items"`
 	// PaymentTimeoutSeconds bounds the wait for payment; 0 means the default.
 	PaymentTimeoutSeconds int64 `json:"payment_timeout_seconds"`
 	// RequestID identifies the HTTP request that started the saga, so the API can tell the
@@ -100,6 +101,24 @@ type Input struct {
 	RequestHash string `json:"request_hash"`
 	// IdempotencyKey is the key the starting request carried (the cart id by default).
 	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// CartLine is one line of the cart as the client sent it. It has no price field: the UI shows
+// the saga's input as it was started, and an `"unit_price_cents": 0` there, before
+// RecordCheckout priced the cart, read as a free item. Histories recorded with that field
+// still decode (encoding/json ignores it) and replay: the input is not a command.
+type CartLine struct {
+	SKU      string `json:"sku"`
+	Quantity int64  `json:"quantity"`
+}
+
+// unpriced is the cart as activities.Items, before RecordCheckout prices it.
+func unpriced(lines []CartLine) []activities.Item {
+	items := make([]activities.Item, len(lines))
+	for i, l := range lines {
+		items[i] = activities.Item{SKU: l.SKU, Quantity: l.Quantity}
+	}
+	return items
 }
 
 // View is the checkout as clients and support see it.
