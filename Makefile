@@ -17,6 +17,7 @@ run: $(TEMPORAL) build
 
 test: tools vet
 	TEMPORAL_CLI=$(CURDIR)/$(TEMPORAL) STRIPE_MOCK=$(CURDIR)/$(STRIPE_MOCK) go test -count=1 -race -timeout 30m ./...
+	cd tools/compose && go test -count=1 ./...
 
 # workflowcheck (the SDK's contrib tool, pinned) fails on non-deterministic calls in workflow
 # code: time.Now, goroutines, map iteration, I/O. About 20 s.
@@ -24,6 +25,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 
 vet:
 	go vet ./...
+	cd bench && go vet ./...
 	go run go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION) ./workflows/
 
 build:
@@ -44,4 +46,4 @@ $(TEMPORAL): tools/temporal/go.mod tools/temporal/go.sum
 # Phony: bench/ is also the program's folder.
 .PHONY: bench
 bench: $(TEMPORAL)
-	go run ./bench -out BENCHMARKS.md
+	cd bench && go run . -out ../BENCHMARKS.md -charts ../docs/bench -temporal $(CURDIR)/$(TEMPORAL)

@@ -1,2 +1,2 @@
-// Package checkoutsaga holds repository-level checks, such as the docker-compose validation.
+// Package checkoutsaga holds repository-level checks, such as the import direction.
 package checkoutsaga

@@ -5,7 +5,7 @@
 // two cores, and the sold-out gate beside a bare Echo handler. It prints a table, writes
 // BENCHMARKS.md and PNG charts.
 //
-//	go run ./bench -out BENCHMARKS.md      (or: make bench)
+//	make bench     (= cd bench && go run . -out ../BENCHMARKS.md -charts ../docs/bench)
 //
 // It needs Redis at 127.0.0.1:6379 (it uses DB 14 and random SKU names), Postgres at
 // 127.0.0.1:5432 (it creates and drops its own database) and the pinned Temporal CLI at
@@ -86,7 +86,7 @@ func main() {
 	if o.quick {
 		o.sizes = quickSizes()
 	}
-	o.command = "go run ./bench " + strings.Join(os.Args[1:], " ")
+	o.command = "make bench (cd bench && go run . " + strings.Join(os.Args[1:], " ") + ")"
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -243,7 +244,11 @@ func (r results) markdown(o options, charts []chart) string {
 
 	w("## Charts\n\n")
 	for _, c := range charts {
-		w("### %s\n\n![%s](%s)\n\n", c.title, c.title, c.path)
+		link := c.path // relative to the report, wherever the program runs
+		if rel, err := filepath.Rel(filepath.Dir(o.out), c.path); err == nil {
+			link = filepath.ToSlash(rel)
+		}
+		w("### %s\n\n![%s](%s)\n\n", c.title, c.title, link)
 	}
 
 	w("## What each phase does\n\n")
@@ -273,7 +278,7 @@ func (r results) markdown(o options, charts []chart) string {
 	w("   same client POSTs the same body to a bare Echo handler that answers a small JSON, for the same time.\n\n")
 
 	w("## Run it yourself\n\n")
-	w("```sh\nmake bench    # = make tools (the pinned Temporal CLI), then go run ./bench -out BENCHMARKS.md\n```\n\n")
+	w("```sh\nmake bench    # = make tools (the pinned Temporal CLI), then cd bench && go run . -out ../BENCHMARKS.md\n```\n\n")
 	w("It needs Go, Redis at 127.0.0.1:6379 and Postgres at 127.0.0.1:5432 as in the README, and `redis-benchmark`,\n")
 	w("which Debian ships in `redis-tools` (`apt-get install redis-tools`); without it that one comparison is skipped and\n")
 	w("reported as not run. It uses Redis DB 14 with random key names, creates and drops its own Postgres database and\n")

@@ -1,4 +1,4 @@
-package checkoutsaga
+package compose
 
 import (
 	"context"
@@ -49,9 +49,9 @@ func composeEnv() map[string]string {
 // depends_on targets that do not exist).
 func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
 	t.Helper()
-	dir, err := filepath.Abs(".")
+	dir, err := filepath.Abs("../..") // the repository's root, where docker-compose.yml is
 	if err != nil {
-		t.Fatalf("resolve working directory: %v", err)
+		t.Fatalf("resolve the repository root: %v", err)
 	}
 	content, err := os.ReadFile(filepath.Join(dir, composeFile))
 	if err != nil {
