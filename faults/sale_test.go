@@ -136,7 +136,7 @@ func newSale(s *stack, carts int, units []skuUnits, roles ...role) *sale {
 			c.items = append(c.items, api.RequestItem{SKU: second, Quantity: 1})
 		}
 		timeout := c.role.timeout()
-		c.body, _ = json.Marshal(api.CheckoutRequest{CartID: c.id, CustomerID: "u-" + sl.run, Items: c.items, PaymentTimeoutSeconds: &timeout})
+		c.body, _ = json.Marshal(api.CheckoutRequest{CartID: c.id, CustomerID: "u-" + c.id, Items: c.items, PaymentTimeoutSeconds: &timeout})
 		sl.carts = append(sl.carts, c)
 	}
 	return sl
