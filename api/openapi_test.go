@@ -133,6 +133,13 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 		{name: "no bearer token answered 200", method: "GET", path: "/v1/inventory/S", status: 200,
 			header: jsonHeader("application/json", "ETag", `"v1"`),
 			body:   `{"sku":"S","on_hand":1,"available":1,"held":0,"sold":0,"price_cents":1,"currency":"usd","max_per_order":1}`, wantErr: "refuses"},
+		{name: "a view as text", method: "GET", path: "/v1/checkouts/c-1", status: 200,
+			header: jsonHeader("text/plain"), body: view, wantErr: "text/plain"},
+		{name: "a time that is not a date-time", method: "GET", path: "/v1/checkouts/c-1", status: 200,
+			header: jsonHeader("application/json"), body: strings.Replace(view, `"expires_at":null`, `"expires_at":"soon"`, 1), wantErr: "date-time"},
+		{name: "a cart sent as text answered 201", method: "POST", path: "/v1/checkouts", reqBody: cart,
+			reqHeader: map[string]string{"Content-Type": "text/plain"}, status: 201,
+			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: view, wantErr: "refuses"},
 		{name: "an undocumented route answered 200", method: "GET", path: "/v1/nothing", status: 200,
 			header: jsonHeader("application/json"), body: `{}`, wantErr: "no matching operation"},
 		{name: "an undocumented route answered 404", method: "GET", path: "/v1/nothing", status: 404,
@@ -147,15 +154,18 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 			for k, val := range tt.reqHeader {
 				req.Header.Set(k, val)
 			}
-			err := v.Check(t.Context(), openapitest.Exchange{Request: req, RequestBody: []byte(tt.reqBody),
-				Status: tt.status, Header: tt.header, Body: []byte(tt.body)})
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Errorf("Check = %v, want nil", err)
-			case tt.wantErr != "" && err == nil:
-				t.Errorf("Check = nil, want an error naming %q", tt.wantErr)
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Errorf("Check = %v, want an error naming %q", err, tt.wantErr)
+			// Twice: Check remembers its verdicts, and a repeat must fail again.
+			for range 2 {
+				err := v.Check(t.Context(), openapitest.Exchange{Request: req, RequestBody: []byte(tt.reqBody),
+					Status: tt.status, Header: tt.header, Body: []byte(tt.body)})
+				switch {
+				case tt.wantErr == "" && err != nil:
+					t.Errorf("Check = %v, want nil", err)
+				case tt.wantErr != "" && err == nil:
+					t.Errorf("Check = nil, want an error naming %q", tt.wantErr)
+				case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+					t.Errorf("Check = %v, want an error naming %q", err, tt.wantErr)
+				}
 			}
 		})
 	}
