@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 )
 
 // FuzzCheckoutRequest sends arbitrary bodies and Idempotency-Keys to POST /v1/checkouts. The
@@ -52,7 +54,7 @@ func FuzzCheckoutRequest(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		calls := s.temporal.calls.Load()
-		s.e.ServeHTTP(rec, req)
+		openapitest.Handler(t, s.e).ServeHTTP(rec, req) // checked against api/openapi.json
 		if rec.Code >= 500 || rec.Code < 400 {
 			t.Fatalf("status %d, want a 4xx (empty catalog): %s", rec.Code, rec.Body)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 )
@@ -107,7 +108,9 @@ func (h *harness) do(t *testing.T, r request) *httptest.ResponseRecorder {
 		req.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
+	// Every exchange is checked against api/openapi.json: an answer it does not describe fails
+	// the test.
+	openapitest.Handler(t, h.e).ServeHTTP(rec, req)
 	return rec
 }
 

@@ -183,6 +183,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openAPI)
 	// No /metrics here: it shows sales velocity per SKU and SDK internals, so the binary
 	// serves MetricsHandler on an internal address (API_METRICS_ADDR) instead.
 

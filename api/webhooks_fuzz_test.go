@@ -21,6 +21,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
@@ -95,13 +96,14 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	return &fuzzServer{e: e, pool: pool, temporal: temporal}
 }
 
-func (s *fuzzServer) post(path string, payload []byte, header http.Header) *httptest.ResponseRecorder {
+func (s *fuzzServer) post(t *testing.T, path string, payload []byte, header http.Header) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json") // as providers send their events
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
 	rec := httptest.NewRecorder()
-	s.e.ServeHTTP(rec, req)
+	openapitest.Handler(t, s.e).ServeHTTP(rec, req) // checked against api/openapi.json
 	return rec
 }
 
@@ -186,7 +188,7 @@ func FuzzStripeWebhook(f *testing.F) {
 			}
 		}
 		rows, calls := s.rows(t), s.temporal.calls.Load()
-		rec := s.post("/v1/webhooks/stripe", payload, http.Header{"Stripe-Signature": {header}})
+		rec := s.post(t, "/v1/webhooks/stripe", payload, http.Header{"Stripe-Signature": {header}})
 		s.check(t, mode, rows, calls, rec)
 	})
 }
@@ -256,7 +258,7 @@ func FuzzStandardWebhook(f *testing.F) {
 		header[http.CanonicalHeaderKey(standardwebhooks.HeaderWebhookTimestamp)] = []string{timestamp}
 		header[http.CanonicalHeaderKey(standardwebhooks.HeaderWebhookSignature)] = []string{signature}
 		rows, calls := s.rows(t), s.temporal.calls.Load()
-		rec := s.post("/v1/webhooks/standard/"+url.PathEscape(provider), payload, header)
+		rec := s.post(t, "/v1/webhooks/standard/"+url.PathEscape(provider), payload, header)
 		s.check(t, mode, rows, calls, rec)
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
@@ -99,7 +100,9 @@ func (p *product) serveAPI(cfg api.Config, tc client.Client, gate bool) string {
 	if gate {
 		deps.Gate = p.stock
 	}
-	hs := httptest.NewServer(api.New(cfg, deps))
+	// Every exchange is checked against api/openapi.json: an answer it does not describe
+	// fails the test.
+	hs := httptest.NewServer(openapitest.Handler(p.t, api.New(cfg, deps)))
 	p.t.Cleanup(hs.Close)
 	return hs.URL
 }
