@@ -97,12 +97,15 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The workflow's span ends when the saga does: confirmed, once the payment arrived.
+	// A span is exported when it ends: the workflow's when the saga does (confirmed, once the
+	// payment arrived), each HTTP request's just after its answer went out.
 	workflowID := workflows.WorkflowID(cart)
 	var spans spanTree
-	waitFor(t, "the saga's RunWorkflow span", func() bool {
+	waitFor(t, "the saga's and both requests' spans", func() bool {
 		spans = newSpanTree(exporter.GetSpans())
-		return len(spans.named("RunWorkflow:Checkout", attribute.String("temporalWorkflowID", workflowID))) > 0
+		return len(spans.named("RunWorkflow:Checkout", attribute.String("temporalWorkflowID", workflowID))) > 0 &&
+			len(spans.named("RunActivity:CommitStock", attribute.String("temporalWorkflowID", workflowID))) > 0 &&
+			len(spans.named("POST /v1/checkouts")) > 0 && len(spans.named("POST /v1/webhooks/stripe")) > 0
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
