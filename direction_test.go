@@ -69,7 +69,7 @@ func forbidden(from, imp string) string {
 		return "the API talks to Postgres and Redis only through the interfaces it declares"
 	case from == "/api" && (to == "/activities" || to == "/lua"):
 		return "the API imports only workflows and its own interfaces' vocabulary"
-	case (from == "/lua" || from == "/payments" || from == "/metrics" || from == "/migrations") && strings.HasPrefix(imp, module):
+	case (from == "/lua" || from == "/payments" || from == "/metrics" || from == "/migrations" || from == "/tracing") && strings.HasPrefix(imp, module):
 		return "a leaf package imports nothing of the product"
 	case from == "/activities" && (to == "/workflows" || to == "/api" || to == "/worker"):
 		return "activities are below workflows and the API"

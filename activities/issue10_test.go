@@ -267,7 +267,7 @@ func TestNewPoolSizesThePool(t *testing.T) {
 		url  string
 		want int
 	}{{url, DefaultPoolMaxConns}, {url + "?pool_max_conns=7", 7}} {
-		pool, err := NewPool(t.Context(), tt.url)
+		pool, err := NewPool(t.Context(), tt.url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

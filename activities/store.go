@@ -41,12 +41,13 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 const DefaultPoolMaxConns = 32
 
 // NewPool opens a pgx pool on databaseURL with DefaultPoolMaxConns connections unless the
-// URL sets pool_max_conns.
-func NewPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+// URL sets pool_max_conns. tracer, when not nil, sees every query (tracing.PgxTracer).
+func NewPool(ctx context.Context, databaseURL string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, err
 	}
+	cfg.ConnConfig.Tracer = tracer
 	if !strings.Contains(databaseURL, "pool_max_conns") {
 		cfg.MaxConns = DefaultPoolMaxConns
 	}

@@ -131,6 +131,9 @@ type Deps struct {
 	Audit  Auditor // GET /v1/admin/audit; nil answers 503
 	// Owners binds carts to clients when Config.ClientTokens is set.
 	Owners CheckoutOwners
+	// Trace starts each request's span (tracing.EchoMiddleware); it runs first, so the
+	// request log and the handlers see the span. nil traces nothing.
+	Trace echo.MiddlewareFunc
 }
 
 // Server holds the handlers.
@@ -178,6 +181,9 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	if deps.Trace != nil {
+		e.Use(deps.Trace)
+	}
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
 

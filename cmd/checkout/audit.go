@@ -37,7 +37,7 @@ func runAudit(ctx context.Context, cfg config, args []string, stdout io.Writer) 
 	if err := fs.Parse(args); err != nil {
 		return exitError{exitIncomplete, err}
 	}
-	d, err := open(ctx, cfg, newLogger(cfg))
+	d, err := open(ctx, cfg, newLogger(cfg), nil) // a one-off read: not traced
 	if err != nil {
 		return exitError{exitIncomplete, err}
 	}

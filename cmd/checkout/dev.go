@@ -32,6 +32,11 @@ var demoStock = []activities.Product{
 // and the API and worker in this process, until Ctrl-C stops everything.
 func runDev(ctx context.Context, cfg config) error {
 	logger := newLogger(cfg)
+	tr, stopTracing, err := startTracing(ctx, "checkout-dev", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	stopTemporal, err := startDevServer(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -41,7 +46,7 @@ func runDev(ctx context.Context, cfg config) error {
 	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	d, err := open(ctx, cfg, logger)
+	d, err := open(ctx, cfg, logger, tr)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -33,6 +34,7 @@ import (
 // deps are the open connections a command works with.
 type deps struct {
 	logger   *slog.Logger
+	tracing  *tracing.Tracing // nil: tracing off
 	pool     *pgxpool.Pool
 	rdb      redis.UniversalClient
 	temporal client.Client
@@ -47,14 +49,16 @@ func (d *deps) Close() {
 	}
 }
 
+// newLogger writes JSON lines to stderr; a line logged inside a span carries its trace_id.
 func newLogger(cfg config) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 }
 
 // open connects to Postgres, Redis and Temporal, in that order, and checks each answers.
-func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
-	d := &deps{logger: logger}
-	pool, err := activities.NewPool(ctx, cfg.DatabaseURL)
+// With tr (nil: tracing off) every Postgres query, Redis command and Temporal call is traced.
+func open(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Tracing) (*deps, error) {
+	d := &deps{logger: logger, tracing: tr}
+	pool, err := activities.NewPool(ctx, cfg.DatabaseURL, tr.PgxTracer())
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -72,6 +76,10 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
 		return nil, fmt.Errorf("open redis: %w", err)
 	}
 	d.closers = append(d.closers, func() { _ = d.rdb.Close() })
+	if err := tr.InstrumentRedis(d.rdb); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open redis: %w", err)
+	}
 	if err := d.rdb.Ping(ctx).Err(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open redis: %w", err)
@@ -86,7 +94,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
 		return nil, fmt.Errorf("open redis: load scripts: %w", err)
 	}
 
-	d.temporal, err = dialTemporal(cfg, logger)
+	d.temporal, err = dialTemporal(cfg, logger, tr)
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -95,12 +103,19 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*deps, error) {
 	return d, nil
 }
 
-func dialTemporal(cfg config, logger *slog.Logger) (client.Client, error) {
+// dialTemporal connects the client that the API and the worker share the wiring of; its
+// interceptors (the tracing one, when on) apply to workers built from it too.
+func dialTemporal(cfg config, logger *slog.Logger, tr *tracing.Tracing) (client.Client, error) {
+	interceptors, err := tr.TemporalInterceptors()
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.Dial(client.Options{
 		HostPort:       cfg.TemporalAddress,
 		Namespace:      cfg.Namespace,
 		Logger:         sdklog.NewStructuredLogger(logger),
 		MetricsHandler: sdkMetrics(),
+		Interceptors:   interceptors,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open temporal at %s: %w", cfg.TemporalAddress, err)
@@ -154,12 +169,36 @@ func runMigrate(ctx context.Context, cfg config) error {
 	return nil
 }
 
+// startTracing sets up tracing from the OTEL_* environment (off unless asked for, see
+// tracing.Enabled) and returns the function that flushes the last spans on the way out.
+func startTracing(ctx context.Context, service string, logger *slog.Logger) (*tracing.Tracing, func(), error) {
+	tr, err := tracing.Setup(ctx, service, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tr != nil {
+		logger.Info("tracing on", "service", service)
+	}
+	return tr, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(ctx); err != nil {
+			logger.Warn("flush traces", "error", err)
+		}
+	}, nil
+}
+
 func runWorker(ctx context.Context, cfg config) error {
 	logger := newLogger(cfg)
+	tr, stopTracing, err := startTracing(ctx, "checkout-worker", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	d, err := open(ctx, cfg, logger)
+	d, err := open(ctx, cfg, logger, tr)
 	if err != nil {
 		return err
 	}
@@ -228,7 +267,13 @@ func runAPI(ctx context.Context, cfg config) error {
 	if err := cfg.requireSecrets(); err != nil {
 		return err
 	}
-	d, err := open(ctx, cfg, newLogger(cfg))
+	logger := newLogger(cfg)
+	tr, stopTracing, err := startTracing(ctx, "checkout-api", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	d, err := open(ctx, cfg, logger, tr)
 	if err != nil {
 		return err
 	}
@@ -274,6 +319,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		},
 		Logger: d.logger,
 		Audit:  auditor,
+		Trace:  d.tracing.EchoMiddleware(),
 	})
 	// In `checkout dev` the worker runs in this process too: its metrics are in the same
 	// registry, so this one address serves both.
