@@ -89,11 +89,15 @@ func TestStockOnARedisCluster(t *testing.T) {
 
 	// Release, commit, a lost SKU rebuilt, a reconcile, an operator change: all on one slot each.
 	sku := skus[0]
-	if _, err := s.Release(ctx, sku, "c-0"); err != nil {
-		t.Fatalf("release: %v", err)
+	holds, err := s.Holds(ctx, sku)
+	if err != nil || len(holds) != perSKU {
+		t.Fatalf("holds of %s: %v %v", sku, holds, err)
 	}
-	if _, err := s.Commit(ctx, sku, fmt.Sprintf("c-%d", len(skus))); err != nil {
-		t.Fatalf("commit: %v", err)
+	if n, err := s.Release(ctx, sku, holds[0].CheckoutID); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	if n, err := s.Commit(ctx, sku, holds[1].CheckoutID); err != nil || n != 1 {
+		t.Fatalf("commit: %d %v", n, err)
 	}
 	if _, err := s.StageChange(ctx, sku, "ichg-cluster", 3, 5); err != nil {
 		t.Fatalf("stage a change: %v", err)

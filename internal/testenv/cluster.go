@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,10 +68,10 @@ func RedisCluster(t testing.TB, masters int) *redis.ClusterClient {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
 	waitFor(t, "the cluster client to see every master", func() error {
-		n := 0
-		err := rdb.ForEachMaster(context.Background(), func(context.Context, *redis.Client) error { n++; return nil })
-		if err == nil && n != masters {
-			err = fmt.Errorf("%d masters of %d", n, masters)
+		var n atomic.Int32 // ForEachMaster runs fn on every master at once
+		err := rdb.ForEachMaster(context.Background(), func(context.Context, *redis.Client) error { n.Add(1); return nil })
+		if err == nil && int(n.Load()) != masters {
+			err = fmt.Errorf("%d masters of %d", n.Load(), masters)
 		}
 		return err
 	})
