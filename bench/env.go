@@ -316,9 +316,30 @@ func (e *env) redisCPU(ctx context.Context) (time.Duration, error) {
 	return time.Duration(total * float64(time.Second)), nil
 }
 
+// postgresCPU is the CPU time of every postgres process on the machine (the postmaster and
+// its backends), from /proc: a backend that exits within a phase takes its CPU with it, so
+// this undercounts short-lived connections (the pools here keep theirs open).
+func postgresCPU() time.Duration {
+	entries, _ := os.ReadDir("/proc")
+	var total time.Duration
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		if d, err := processCPU(pid); err == nil {
+			total += d
+		}
+	}
+	return total
+}
+
 // cpuSnapshot is the CPU time used so far by this process (load generator, API and worker),
-// the dev server and Redis.
-type cpuSnapshot struct{ self, devServer, redis time.Duration }
+// the dev server, Redis and Postgres.
+type cpuSnapshot struct{ self, devServer, redis, postgres time.Duration }
 
 func (e *env) cpu(ctx context.Context) cpuSnapshot {
 	var s cpuSnapshot
@@ -327,12 +348,15 @@ func (e *env) cpu(ctx context.Context) cpuSnapshot {
 		s.devServer, _ = processCPU(e.devPID)
 	}
 	s.redis, _ = e.redisCPU(ctx)
+	s.postgres = postgresCPU()
 	return s
 }
 
 func (s cpuSnapshot) sub(o cpuSnapshot) cpuSnapshot {
-	return cpuSnapshot{self: s.self - o.self, devServer: s.devServer - o.devServer, redis: s.redis - o.redis}
+	return cpuSnapshot{self: s.self - o.self, devServer: s.devServer - o.devServer, redis: s.redis - o.redis, postgres: s.postgres - o.postgres}
 }
+
+func (s cpuSnapshot) total() time.Duration { return s.self + s.devServer + s.redis + s.postgres }
 
 // facts are the machine and service facts the report opens with.
 type facts struct{ rows [][2]string }

@@ -205,9 +205,9 @@ func (e *env) redisBenchmark(ctx context.Context, stock *lua.Stock, sz sizes) (r
 		rb.why = "redis-benchmark is not installed (apt-get install redis-tools)"
 		return rb, nil
 	}
-	src, err := os.ReadFile("lua/reserve.lua")
+	src, err := os.ReadFile("../lua/reserve.lua") // make bench runs in bench/, its own module
 	if err != nil {
-		rb.why = "lua/reserve.lua not found: run from the module root"
+		rb.why = "../lua/reserve.lua not found: run from bench/ (make bench)"
 		return rb, nil
 	}
 	sum := sha1.Sum(src)

@@ -108,6 +108,16 @@ func (r results) targets() []target {
 			"writes and the GETs that poll for the end (each a describe and a query). The dev server persists each step in "+
 			"SQLite on one of the two cores.", r.e2e.historyEvents),
 	})
+	emptyCPU, checkoutCPU := r.empty.cpuPer(), r.e2e.cpuPer()
+	q = ratio(ms(checkoutCPU), ms(emptyCPU))
+	ts = append(ts, target{
+		name:     "CPU per confirmed checkout <= 2 x an empty workflow's (every process: dev server, API + worker + load generator, Redis, Postgres; issue 14)",
+		measured: fmt.Sprintf("%s vs %s", fmtDur(checkoutCPU), fmtDur(emptyCPU)),
+		ratio:    fmt.Sprintf("%.2f x", q), met: q > 0 && q <= 2,
+		why: fmt.Sprintf("a checkout is %d history events against an empty workflow's 5, three search-attribute upserts (each also a "+
+			"visibility write), an HTTP request with a JSON body, a signed webhook and the GETs that poll for the end (each a "+
+			"describe and a query); the table \"CPU per 1,000\" splits it by process.", r.e2e.historyEvents),
+	})
 	startP99, postP99 := r.empty.start.pct(99), r.e2e.post.pct(99)
 	q = ratio(ms(postP99), ms(startP99))
 	ts = append(ts, target{
@@ -172,6 +182,15 @@ func (r results) table() string {
 	row("3 end to end", "POST /v1/checkouts (201)", fmt.Sprintf("p50 %s, p99 %s (%.1f x StartWorkflow p99)", fmtDur(e2.post.pct(50)), fmtDur(e2.post.pct(99)), ratio(ms(e2.post.pct(99)), ms(em.start.pct(99)))))
 	row("3 end to end", fmt.Sprintf("payment webhook to confirmed (GET polled every %s)", e2.pollInterval), fmt.Sprintf("p50 %s, p99 %s", fmtDur(e2.payToConfirmed.pct(50)), fmtDur(e2.payToConfirmed.pct(99))))
 	row("3 end to end", "history events per confirmed checkout", fmt.Sprint(e2.historyEvents))
+	for _, c := range []struct {
+		name string
+		n    int
+		cpu  cpuSnapshot
+	}{{"empty workflow", em.workflows, em.cpu}, {"confirmed checkout", e2.checkouts, e2.cpu}} {
+		per := func(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()*1000/float64(max(c.n, 1))) }
+		row("3 end to end", "CPU s per 1,000 x "+c.name+": dev server / API + worker + load generator / Redis / Postgres = total",
+			fmt.Sprintf("%s / %s / %s / %s = **%s**", per(c.cpu.devServer), per(c.cpu.self), per(c.cpu.redis), per(c.cpu.postgres), per(c.cpu.total())))
+	}
 	f := r.flash
 	row("4 flash sale", "units, requests, client goroutines", fmt.Sprintf("%d, %d, %d", f.units, f.requests, f.concurrency))
 	row("4 flash sale", "units sold (Postgres) / order lines / 201 answers", fmt.Sprintf("%d / %d / %d", f.sold, f.orderLines, f.held))
@@ -223,7 +242,7 @@ func (r results) markdown(o options, charts []chart) string {
 	w("so a ratio also carries any change in that outside load; repeated runs on this machine moved single figures by up\n")
 	w("to 2-3 x, and a verdict close to its threshold can flip from one run to the next.\n\n")
 
-	w("## Targets (issue 5)\n\n| target | measured | ratio | result |\n|---|---|---|---|\n")
+	w("## Targets (issues 5 and 14)\n\n| target | measured | ratio | result |\n|---|---|---|---|\n")
 	ts := r.targets()
 	met := 0
 	for _, t := range ts {
@@ -373,3 +392,11 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// cpuPer is the CPU, every process together, per empty workflow of the concurrent phase.
+func (r emptyResult) cpuPer() time.Duration {
+	return r.cpu.total() / time.Duration(max(r.workflows, 1))
+}
+
+// cpuPer is the CPU, every process together, per confirmed checkout of the measured phase.
+func (r e2eResult) cpuPer() time.Duration { return r.cpu.total() / time.Duration(max(r.checkouts, 1)) }

@@ -241,8 +241,9 @@ func ptr[T any](v T) *T { return &v }
 type emptyResult struct {
 	workflows, concurrency int
 	elapsed                time.Duration
-	start                  latencies // client.ExecuteWorkflow calls
-	alone                  latencies // start to result, one workflow at a time
+	start                  latencies   // client.ExecuteWorkflow calls
+	alone                  latencies   // start to result, one workflow at a time
+	cpu                    cpuSnapshot // over the concurrent phase
 }
 
 func (r emptyResult) rate() float64 { return float64(r.workflows) / r.elapsed.Seconds() }
@@ -287,12 +288,14 @@ func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes) (emptyResult,
 	}
 	r.alone = alone.sorted()
 	var rec recorder
+	before := s.cpu(ctx)
 	elapsed, err := pool(ctx, r.workflows, r.concurrency, func(i int) error {
 		return runOne(fmt.Sprintf("empty-%s-%d", s.runID, i), &rec)
 	})
 	if err != nil {
 		return r, err
 	}
+	r.cpu = s.cpu(ctx).sub(before)
 	r.elapsed, r.start = elapsed, rec.sorted()
 	progress("   empty workflow: %d in %s = %.1f/s at concurrency %d; StartWorkflow p50 %s p99 %s",
 		r.workflows, elapsed.Round(time.Millisecond), r.rate(), r.concurrency, fmtDur(r.start.pct(50)), fmtDur(r.start.pct(99)))
@@ -336,7 +339,8 @@ type e2eResult struct {
 	post, payToConfirmed   latencies
 	shed                   int
 	pollInterval           time.Duration
-	historyEvents          int // of one confirmed checkout
+	historyEvents          int         // of one confirmed checkout
+	cpu                    cpuSnapshot // over the measured checkouts
 }
 
 func (r e2eResult) rate() float64 { return float64(r.checkouts) / r.elapsed.Seconds() }
@@ -387,12 +391,14 @@ func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error)
 		}
 	}
 	post, confirm = recorder{}, recorder{}
+	before := s.cpu(ctx)
 	elapsed, err := pool(ctx, r.checkouts, r.concurrency, func(i int) error {
 		return checkout(fmt.Sprintf("e-%s-%d", s.runID, i))
 	})
 	if err != nil {
 		return r, err
 	}
+	r.cpu = s.cpu(ctx).sub(before)
 	r.elapsed, r.post, r.payToConfirmed, r.shed = elapsed, post.sorted(), confirm.sorted(), int(shed.Load())
 	r.historyEvents, err = s.historyLength(ctx, workflows.WorkflowID(fmt.Sprintf("e-%s-0", s.runID)))
 	if err != nil {
