@@ -311,22 +311,21 @@ func (s *Server) getCheckout(c echo.Context) error {
 
 func (s *Server) view(ctx context.Context, checkoutID string) (workflows.View, error) {
 	id := workflows.WorkflowID(checkoutID)
-	desc, err := s.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	// One call, not a describe and a query: the server refuses the query of a closed saga
+	// (NOT_OPEN) instead of replaying its history on a worker, and the result answers then.
+	resp, err := s.Temporal.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: id, QueryType: workflows.QueryStatus, QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
+	})
 	switch {
 	case isNotFound(err):
 		return s.recordedView(ctx, checkoutID)
 	case err != nil:
 		return workflows.View{}, temporalProblem(err)
-	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	case resp.QueryRejected != nil:
 		return s.finishedView(ctx, checkoutID)
 	}
-	resp, err := s.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-	if err != nil {
-		return workflows.View{}, temporalProblem(err)
-	}
 	var v workflows.View
-	if err := resp.Get(&v); err != nil {
+	if err := resp.QueryResult.Get(&v); err != nil {
 		return workflows.View{}, internalError(fmt.Errorf("decode status of %s: %w", id, err))
 	}
 	return v, nil

@@ -105,7 +105,7 @@ func (r results) targets() []target {
 		why: fmt.Sprintf("a checkout is %d history events (an empty workflow is 5): update-with-start, a workflow task running "+
 			"RecordCheckout (Postgres) and ReserveStock (Redis) as local activities, the update's answer, the payment signal, "+
 			"a workflow task running ConfirmOrder (one Postgres transaction) and CommitStock as local activities, the end; plus the webhook's Postgres "+
-			"writes and the GETs that poll for the end (each a describe and a query). The dev server persists each step in "+
+			"writes and the GETs that poll for the end (each one status query, refused by the server once the saga closed). The dev server persists each step in "+
 			"SQLite on one of the two cores.", r.e2e.historyEvents),
 	})
 	emptyCPU, checkoutCPU := r.empty.cpuPer(), r.e2e.cpuPer()
@@ -115,8 +115,8 @@ func (r results) targets() []target {
 		measured: fmt.Sprintf("%s vs %s", fmtDur(checkoutCPU), fmtDur(emptyCPU)),
 		ratio:    fmt.Sprintf("%.2f x", q), met: q > 0 && q <= 2,
 		why: fmt.Sprintf("a checkout is %d history events against an empty workflow's 5, three search-attribute upserts (each also a "+
-			"visibility write), an HTTP request with a JSON body, a signed webhook and the GETs that poll for the end (each a "+
-			"describe and a query); the table \"CPU per 1,000\" splits it by process.", r.e2e.historyEvents),
+			"visibility write), an HTTP request with a JSON body, a signed webhook and the GETs that poll for the end (each one "+
+			"status query); the table \"CPU per 1,000\" splits it by process.", r.e2e.historyEvents),
 	})
 	startP99, postP99 := r.empty.start.pct(99), r.e2e.post.pct(99)
 	q = ratio(ms(postP99), ms(startP99))
