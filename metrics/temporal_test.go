@@ -7,8 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -32,29 +30,7 @@ func TestTemporalHandlerExportsHistogramsAndPollCounters(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	handler, closer := metrics.NewTemporalHandler(reg)
 	defer closer.Close()
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default", MetricsHandler: handler})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	queue := testenv.RandomID("metrics-")
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflow(greet)
-	w.RegisterActivity(hello)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, greet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	testenv.RunWorkflowOnce(t, srv.FrontendHostPort(), handler, greet, hello)
 
 	// The reporter flushes every second: wait for what the alerts read, not for a time.
 	s2sName, pollName := "temporal_workflow_task_schedule_to_start_latency_seconds", "temporal_workflow_task_queue_poll_succeed_total"

@@ -18,8 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.yaml.in/yaml/v3"
 
@@ -324,28 +322,7 @@ func sdkMetrics(t *testing.T) map[string]bool {
 	reg := prometheus.NewRegistry()
 	handler, closer := metrics.NewTemporalHandler(reg)
 	defer closer.Close()
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default", MetricsHandler: handler})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	queue := testenv.RandomID("ops-sdk-")
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflow(sdkWorkflow)
-	w.RegisterActivity(sdkActivity)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, sdkWorkflow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	testenv.RunWorkflowOnce(t, srv.FrontendHostPort(), handler, sdkWorkflow, sdkActivity)
 
 	waitFor(t, reg, "temporal_workflow_task_queue_poll_empty_total")
 	if err := srv.Stop(); err != nil {

@@ -38,21 +38,17 @@ func newRedis(rawURL string, cluster bool) (redis.UniversalClient, error) {
 	return redis.NewClusterClient(opts), nil
 }
 
-// forEachRedis runs fn on the one Redis, or on every master of a cluster.
-func forEachRedis(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+// checkAllRedisSettings runs checkRedisSettings on the Redis, or on every master of a cluster.
+func checkAllRedisSettings(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger) error {
+	check := func(ctx context.Context, c *redis.Client) error {
+		return checkRedisSettings(ctx, c, logger.With("redis", c.Options().Addr))
+	}
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, fn)
+		return c.ForEachMaster(ctx, check)
 	case *redis.Client:
-		return fn(ctx, c)
+		return check(ctx, c)
 	default:
 		return fmt.Errorf("unexpected redis client %T", rdb)
 	}
-}
-
-// checkAllRedisSettings runs checkRedisSettings on the Redis, or on every master.
-func checkAllRedisSettings(ctx context.Context, rdb redis.UniversalClient, logger *slog.Logger) error {
-	return forEachRedis(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
-		return checkRedisSettings(ctx, c, logger.With("redis", c.Options().Addr))
-	})
 }
