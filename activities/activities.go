@@ -23,29 +23,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/payments"
 )
 
-// Error types of non-retryable activity failures. Workflows branch on these, never on text.
-const (
-	ErrTypeOutOfStock     = "OutOfStock"
-	ErrTypeOverLimit      = "OverLimit"
-	ErrTypeNotStocked     = "NotStocked"
-	ErrTypeHoldEnded      = "HoldEnded"
-	ErrTypeHoldCommitted  = "HoldCommitted"
-	ErrTypeHoldReleased   = "HoldReleased"
-	ErrTypeNoHold         = "NoHold"
-	ErrTypeUnknownSKU     = "UnknownSKU"
-	ErrTypeMixedCurrency  = "MixedCurrency"
-	ErrTypeStockMismatch  = "StockMismatch"
-	ErrTypeInvalidRequest = "InvalidRequest"
-)
-
-// Item is one line of a cart. UnitPriceCents is filled in from the catalog when the
-// checkout is recorded.
-type Item struct {
-	SKU            string `json:"sku"`
-	Quantity       int64  `json:"quantity"`
-	UnitPriceCents int64  `json:"unit_price_cents"`
-}
-
 // Activities are the saga's steps. Register a *Activities with the worker.
 type Activities struct {
 	Store *Store
@@ -107,13 +84,6 @@ type StockInput struct {
 	Quantity   int64  `json:"quantity"`
 	// Reason is why a hold is released (expired, cancelled, ...); used for metrics and logs.
 	Reason string `json:"reason,omitempty"`
-}
-
-// Shortage is the detail of an OutOfStock failure.
-type Shortage struct {
-	SKU       string `json:"sku"`
-	Requested int64  `json:"requested"`
-	Available int64  `json:"available"`
 }
 
 // resynced runs a stock script once more after bringing the SKU back in line with Postgres,
@@ -277,10 +247,6 @@ type ConfirmOrderInput struct {
 	// ExpiresAt is when the payment hold would have run out, kept for support.
 	ExpiresAt *time.Time `json:"expires_at"`
 }
-
-// OrderID is the id of the order that confirms a checkout: derived from the checkout, so a
-// retried confirmation can only ever name one order.
-func OrderID(checkoutID string) string { return "ord-" + checkoutID }
 
 // ConfirmOrder writes the order, takes its units from on_hand into sold, appends the ledger
 // and marks the checkout confirmed, in one transaction; idempotent per checkout.

@@ -9,13 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// IdempotencyClaim is the body an Idempotency-Key belongs to.
-type IdempotencyClaim struct {
-	Key         string
-	CartID      string
-	RequestHash string
-}
-
 // ClaimIdempotencyKey binds key to the cart and request hash of c unless it is already bound
 // to a body younger than retention, and returns the binding that holds afterwards: c itself,
 // or the body the key was first used with. A key older than retention counts as free even

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -26,41 +25,6 @@ type Inventory struct {
 	// finishes them); nil logs to slog.Default.
 	Logger *slog.Logger
 }
-
-// InventoryView is one SKU as operators see it: Postgres's on_hand and sold beside Redis's
-// available and held.
-type InventoryView struct {
-	SKU         string `json:"sku"`
-	OnHand      int64  `json:"on_hand"`
-	Available   int64  `json:"available"`
-	Held        int64  `json:"held"`
-	Sold        int64  `json:"sold"`
-	PriceCents  int64  `json:"price_cents"`
-	Currency    string `json:"currency"`
-	MaxPerOrder int64  `json:"max_per_order"`
-	// MaxPerCustomer is omitted when the SKU has no per-customer limit.
-	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
-	// ETag is the strong entity tag of the SKU's Postgres row (see ETag): sent as a header,
-	// not in the body.
-	ETag string `json:"-"`
-}
-
-// ETag is the strong entity tag of a SKU at a row version. The version changes whenever
-// any field of the SKU changes, a sale's on_hand included (migration 003).
-func ETag(version int64) string { return `"v` + strconv.FormatInt(version, 10) + `"` }
-
-// ErrOnHandBelowHeld means an operator tried to set on_hand lower than the units currently
-// held by open checkouts.
-var ErrOnHandBelowHeld = lua.ErrOnHandBelowHeld
-
-// ErrInsufficientStock means an adjustment would take more units than are not held.
-var ErrInsufficientStock = lua.ErrInsufficientStock
-
-// ErrVersionMismatch means a PUT's If-Match no longer names the SKU's current version.
-var ErrVersionMismatch = errors.New("the sku changed since the given etag")
-
-// ErrIdempotencyKeyReused means an adjustment's Idempotency-Key was used with another body.
-var ErrIdempotencyKeyReused = errors.New("idempotency key reused with another request")
 
 // maxSetAttempts bounds how often a PUT without If-Match starts again because a sale changed
 // the row between its read and its write; each attempt takes a few milliseconds, and a
@@ -97,7 +61,7 @@ func (inv *Inventory) SetIfMatch(ctx context.Context, p Product, ifMatch string)
 		ch.id = newChangeID(ch.delta)
 		applied, err := inv.change(ctx, ch, p.MaxPerOrder)
 		switch {
-		case errors.Is(err, lua.ErrInsufficientStock):
+		case errors.Is(err, ErrInsufficientStock):
 			return InventoryView{}, fmt.Errorf("set stock of %s to %d: %w", p.SKU, p.OnHand, ErrOnHandBelowHeld)
 		case err != nil:
 			return InventoryView{}, fmt.Errorf("set stock of %s: %w", p.SKU, err)
@@ -108,15 +72,6 @@ func (inv *Inventory) SetIfMatch(ctx context.Context, p Product, ifMatch string)
 		}
 	}
 	return InventoryView{}, fmt.Errorf("set stock of %s: the sku kept changing under %d attempts; try again", p.SKU, maxSetAttempts)
-}
-
-// Adjustment is a relative change of a SKU's on_hand.
-type Adjustment struct {
-	SKU    string `json:"sku"`
-	Delta  int64  `json:"delta"`
-	Reason string `json:"reason"`
-	// IdempotencyKey, if set, makes a retry answer the first answer and change nothing.
-	IdempotencyKey string `json:"-"`
 }
 
 // Adjust adds a.Delta (which may be negative) to the SKU's on_hand in one step, with
@@ -195,13 +150,17 @@ func requestHash(a Adjustment) string {
 // not take it (a PUT's row moved on); the stage is undone then.
 func (inv *Inventory) change(ctx context.Context, ch stockChange, maxPerOrder int64) (bool, error) {
 	if err := inv.stage(ctx, ch, maxPerOrder); err != nil {
+		if errors.Is(err, lua.ErrInsufficientStock) {
+			// Redis refused the stage: say it in the vocabulary the API maps.
+			err = fmt.Errorf("%w: %w", ErrInsufficientStock, err)
+		}
 		return false, err
 	}
 	applied, err := inv.Store.applyChange(ctx, ch)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23514" {
 		// on_hand would go below 0: Redis thought more units were free than Postgres has.
-		err = fmt.Errorf("%w: %w", lua.ErrInsufficientStock, err)
+		err = fmt.Errorf("%w: %w", ErrInsufficientStock, err)
 	}
 	if err != nil || !applied {
 		inv.finish(ctx, ch, false)

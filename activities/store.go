@@ -61,24 +61,6 @@ func (s *Store) MaxConns() int { return int(s.pool.Config().MaxConns) }
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
-// ErrNotFound is returned when a row the caller asked for does not exist.
-var ErrNotFound = errors.New("not found")
-
-// Product is one SKU's catalog row.
-type Product struct {
-	SKU         string `json:"sku"`
-	OnHand      int64  `json:"on_hand"`
-	Sold        int64  `json:"sold"`
-	PriceCents  int64  `json:"price_cents"`
-	Currency    string `json:"currency"`
-	MaxPerOrder int64  `json:"max_per_order"`
-	// MaxPerCustomer is the units one customer may hold and buy across their open and
-	// confirmed checkouts (0: no limit; see insertCheckout).
-	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
-	// Version changes whenever any field above changes (a sale too); see ETag.
-	Version int64 `json:"-"`
-}
-
 // Products returns the catalog rows of the given SKUs; SKUs that do not exist are absent
 // from the map.
 func (s *Store) Products(ctx context.Context, skus []string) (map[string]Product, error) {
@@ -97,41 +79,6 @@ func (s *Store) Products(ctx context.Context, skus []string) (map[string]Product
 	}
 	return out, nil
 }
-
-// CheckoutRecord is a checkout as Postgres knows it.
-type CheckoutRecord struct {
-	CheckoutID  string     `json:"checkout_id"`
-	CustomerID  string     `json:"customer_id"`
-	Status      string     `json:"status"`
-	Currency    string     `json:"currency"`
-	AmountCents int64      `json:"amount_cents"`
-	Items       []Item     `json:"items"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	Reason      string     `json:"reason"`
-	OrderID     string     `json:"order_id"`
-	// PaymentProvider and PaymentRef name the payment of the checkout's order, if it has one.
-	PaymentProvider string     `json:"payment_provider,omitempty"`
-	PaymentRef      string     `json:"payment_ref,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	EndedAt         *time.Time `json:"ended_at"`
-	// Payments are the payment events recorded for this checkout before the saga saw them
-	// (orphans: the webhook came before the checkout existed). Only RecordCheckout fills it.
-	Payments []RecordedPayment `json:"payments,omitempty"`
-}
-
-// RecordedPayment is a payment event as Postgres recorded it.
-type RecordedPayment struct {
-	Provider    string `json:"provider"`
-	EventID     string `json:"event_id"`
-	Outcome     string `json:"outcome"`
-	PaymentRef  string `json:"payment_ref"`
-	AmountCents int64  `json:"amount_cents"`
-	Currency    string `json:"currency"`
-}
-
-// StatusOpen is the Postgres status of a checkout whose saga is still running; its live
-// state is the saga's own (query it), Postgres only learns how it ended.
-const StatusOpen = "open"
 
 // Checkout reads one checkout with its items.
 func (s *Store) Checkout(ctx context.Context, checkoutID string) (CheckoutRecord, error) {
@@ -368,34 +315,6 @@ func (s *Store) recordOutcome(ctx context.Context, in RecordOutcomeInput) error 
 	return nil
 }
 
-// PaymentEvent is one verified event from a payment provider.
-type PaymentEvent struct {
-	Provider    string
-	EventID     string
-	Type        string
-	CheckoutID  string
-	PaymentRef  string
-	AmountCents int64
-	Currency    string
-	// Outcome is what the event means for the checkout (succeeded, failed, canceled); empty
-	// for types the product ignores.
-	Outcome string
-	Payload []byte
-}
-
-// RecordedEvent says what Postgres already knew of an event.
-type RecordedEvent struct {
-	// New is true when this call recorded the event for the first time.
-	New bool
-	// Delivered is true when an earlier call already delivered the event to its saga.
-	Delivered bool
-}
-
-// ErrUnstorableEvent means Postgres refused an event's data itself (SQLSTATE class 22: a NUL
-// character or invalid UTF-8 in a text column, a lone surrogate or an out-of-range number in the
-// jsonb payload). Retrying cannot help.
-var ErrUnstorableEvent = errors.New("event data cannot be stored")
-
 // RecordPaymentEvent stores a verified event once per provider and event id.
 func (s *Store) RecordPaymentEvent(ctx context.Context, ev PaymentEvent) (RecordedEvent, error) {
 	tag, err := s.pool.Exec(ctx, `
@@ -420,18 +339,6 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, ev PaymentEvent) (Record
 	}
 	return RecordedEvent{Delivered: deliveredAt != nil}, nil
 }
-
-// Event dispositions: what became of a recorded payment event.
-const (
-	DispositionSignalled = "signalled"   // delivered to a running saga
-	DispositionIgnored   = "ignored"     // a type the product does not act on
-	DispositionOrphan    = "orphan"      // no checkout has its id: support looks
-	DispositionLate      = "late_refund" // its checkout already ended: to be refunded
-	DispositionPending   = "pending"     // recorded, not yet delivered (the column's default)
-	DispositionMatched   = "matched"     // an orphan handed to its checkout's saga when it was recorded
-	// DispositionOrphanRefund: an orphan no checkout claimed in time, being refunded.
-	DispositionOrphanRefund = "orphan_refund"
-)
 
 // MarkPaymentEventDelivered records that an event reached its end (a saga, or a decision
 // not to send it anywhere) so a redelivery changes nothing.

@@ -504,7 +504,7 @@ func (c *checkout) persist(ctx workflow.Context, summary string, step func(workf
 // setState moves the checkout forward and keeps the search attributes current. A move to
 // an earlier or equal state is ignored: states never move backwards.
 func (c *checkout) setState(ctx workflow.Context, s Status, reason string, extra ...temporal.SearchAttributeUpdate) {
-	if s.rank() < c.state.rank() || c.state.Final() {
+	if s.Rank() < c.state.Rank() || c.state.Final() {
 		return
 	}
 	c.state, c.view.Status = s, s
