@@ -1,11 +1,14 @@
-// Package activities holds every side effect of the checkout saga: stock holds in Redis
-// (through package lua), the checkout record, order confirmation and the inventory ledger in
-// Postgres. Each activity is keyed by the checkout, so Temporal may retry any of them.
+// Package activities holds the saga's Temporal activities: thin adapters that call the
+// Postgres store (package store), the stock scripts (package lua) and the payment providers
+// (package payments), and map what they answer to Temporal's terms. Each activity is keyed by
+// the checkout, so Temporal may retry any of them. Operators' stock changes are package
+// inventory's, not an activity.
 //
 // Errors follow one rule: "no" is not "broken". An answer that will not change on retry
-// (out of stock, a hold that already ended) is a non-retryable ApplicationError whose type is
-// one of the ErrType constants; the workflow branches on those types. Anything else (a
-// timeout, a dropped connection) is returned wrapped and Temporal retries it.
+// (out of stock, a hold that already ended, an order Postgres cannot fill) is a
+// non-retryable ApplicationError whose type is one of the shop.ErrType constants; the
+// workflow branches on those types. Anything else (a timeout, a dropped connection) is
+// returned wrapped and Temporal retries it.
 package activities
 
 import (
@@ -21,11 +24,12 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // Activities are the saga's steps. Register a *Activities with the worker.
 type Activities struct {
-	Store *Store
+	Store *store.Store
 	Stock *lua.Stock
 	// Payments are the configured payment providers by name ("stripe"), for refunds and
 	// reconciliation; a checkout whose refund has no provider is flagged for support.
@@ -74,7 +78,7 @@ func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput)
 		}
 		rec.AmountCents += it.Quantity * p.PriceCents
 	}
-	return a.Store.insertCheckout(ctx, rec, limits)
+	return a.Store.InsertCheckout(ctx, rec, limits)
 }
 
 // StockInput names one SKU of one checkout.
@@ -251,8 +255,8 @@ type ConfirmOrderInput struct {
 // ConfirmOrder writes the order, takes its units from on_hand into sold, appends the ledger
 // and marks the checkout confirmed, in one transaction; idempotent per checkout.
 func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (string, error) {
-	orderID, created, err := a.Store.confirmOrder(ctx, in)
-	if errors.Is(err, errInsufficientOnHand) || errors.Is(err, errCheckoutEnded) || errors.Is(err, errPaidOtherwise) {
+	orderID, created, err := a.Store.ConfirmOrder(ctx, store.Order(in))
+	if errors.Is(err, store.ErrInsufficientOnHand) || errors.Is(err, store.ErrCheckoutEnded) || errors.Is(err, store.ErrPaidOtherwise) {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeStockMismatch, nil)
 	}
 	if err != nil {
@@ -277,7 +281,7 @@ type RecordOutcomeInput struct {
 
 // RecordOutcome stores how a checkout ended; only the first end is kept.
 func (a *Activities) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
-	if err := a.Store.recordOutcome(ctx, in); err != nil {
+	if err := a.Store.RecordOutcome(ctx, store.Outcome(in)); err != nil {
 		return err
 	}
 	metrics.Outcomes.WithLabelValues(in.Status).Inc()

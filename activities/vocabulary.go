@@ -1,6 +1,9 @@
 package activities
 
-import "github.com/checkout-saga/checkout-saga/shop"
+import (
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
+)
 
 // The vocabulary's words under the names activities used before package shop held them.
 // They are aliases (the same types and values), kept so the saga (workflows), its tests and
@@ -63,3 +66,10 @@ func OrderID(checkoutID string) string { return shop.OrderID(checkoutID) }
 
 // ETag is the entity tag of a SKU at a row version (shop.ETag).
 func ETag(version int64) string { return shop.ETag(version) }
+
+// Names the saga and the worker use from before package store held them.
+const (
+	ReasonCustomerLimit = store.ReasonCustomerLimit
+	ReasonTooManyOpen   = store.ReasonTooManyOpen
+	DefaultPoolMaxConns = store.DefaultPoolMaxConns
+)

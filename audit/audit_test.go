@@ -22,9 +22,12 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -51,10 +54,10 @@ func newStack(t *testing.T) *stack {
 	_, pool := testenv.Postgres(t)
 	s := &stack{t: t, tc: srv.Client(), pool: pool, rdb: testenv.Redis(t), strp: stripetest.New(t)}
 	s.stock = lua.New(s.rdb)
-	store := activities.NewStore(pool)
-	inv := &activities.Inventory{Store: store, Stock: s.stock}
+	db := store.New(pool)
+	inv := &inventory.Inventory{Store: db, Stock: s.stock}
 	provider := payments.NewStripe(s.strp.Key(), payments.WithStripeAPIURL(s.strp.URL()))
-	w := worker.New(s.tc, &activities.Activities{Store: store, Stock: s.stock, Temporal: s.tc,
+	w := worker.New(s.tc, &activities.Activities{Store: db, Stock: s.stock, Temporal: s.tc,
 		Payments: map[string]payments.Provider{"stripe": provider}})
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
@@ -63,7 +66,7 @@ func newStack(t *testing.T) *stack {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	hs := httptest.NewServer(api.New(
 		api.Config{AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, DefaultPaymentTimeoutSeconds: 900},
-		api.Deps{Temporal: s.tc, Catalog: store, Inventory: inv, Records: store, Payments: store, Logger: logger,
+		api.Deps{Temporal: s.tc, Catalog: db, Inventory: inv, Records: db, Payments: db, Logger: logger,
 			Audit: s.auditor()}))
 	t.Cleanup(hs.Close)
 	s.api = hs.URL
@@ -258,7 +261,7 @@ func TestAudit(t *testing.T) {
 	// given back.
 	s.exec(`INSERT INTO refunds (refund_key, checkout_id, provider, payment_ref, amount_cents, currency, reason, status)
 		VALUES ($1, $2, 'stripe', $3, 1000, 'usd', 'test', 'refunded')`, "refund-x-"+confirmedPI, confirmed, confirmedPI)
-	step("a refund of a confirmed order's payment", audit.CheckPayments+"|"+confirmed+"||"+activities.OrderID(confirmed)+"|"+confirmedPI)
+	step("a refund of a confirmed order's payment", audit.CheckPayments+"|"+confirmed+"||"+shop.OrderID(confirmed)+"|"+confirmedPI)
 
 	// on_hand changed behind the ledger's back: the ledger no longer adds up, and Redis no
 	// longer agrees at rest.
@@ -279,7 +282,7 @@ func TestAudit(t *testing.T) {
 
 	// The confirmed checkout's hold on a is marked released, as a stale release would.
 	s.rdb.Set(t.Context(), lua.HoldEndKey(a, confirmed), "released", time.Hour)
-	step("a confirmed order's hold released", audit.CheckConfirmedHolds+"|"+confirmed+"|"+a+"|"+activities.OrderID(confirmed)+"|")
+	step("a confirmed order's hold released", audit.CheckConfirmedHolds+"|"+confirmed+"|"+a+"|"+shop.OrderID(confirmed)+"|")
 
 	// A checkout waiting for payment whose saga is terminated (the runbook says never do
 	// that: the clean-up does not run), and a checkout row no saga was ever started for.
@@ -308,7 +311,7 @@ func TestAudit(t *testing.T) {
 	}
 }
 
-// An audit that cannot reach a store says so instead of reading as clean.
+// An audit that cannot reach a db says so instead of reading as clean.
 func TestAuditWithRedisDownIsNotClean(t *testing.T) {
 	_, pool := testenv.Postgres(t)
 	s := &stack{t: t, pool: pool}

@@ -26,7 +26,9 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -47,9 +49,9 @@ type stack struct {
 	tc    client.Client
 	rdb   *redis.Client
 	pool  *pgxpool.Pool
-	store *activities.Store
+	store *store.Store
 	stock *lua.Stock
-	inv   *activities.Inventory
+	inv   *inventory.Inventory
 	url   string
 	http  *http.Client
 
@@ -82,11 +84,11 @@ func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ 
 	}
 	s.closers = append(s.closers, s.pool.Close)
 
-	s.store, s.stock = activities.NewStore(s.pool), lua.New(s.rdb)
+	s.store, s.stock = store.New(s.pool), lua.New(s.rdb)
 	if err := s.stock.Preload(ctx); err != nil {
 		return nil, err
 	}
-	s.inv = &activities.Inventory{Store: s.store, Stock: s.stock}
+	s.inv = &inventory.Inventory{Store: s.store, Stock: s.stock}
 	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)

@@ -17,7 +17,9 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -50,13 +52,13 @@ func TestSagaCost(t *testing.T) {
 	defer func() { _ = srv.Stop() }()
 	c := srv.Client()
 	_, pool := testenv.Postgres(t)
-	store, stock := activities.NewStore(pool), lua.New(testenv.Redis(t))
+	store, stock := store.New(pool), lua.New(testenv.Redis(t))
 	w := worker.New(c, &activities.Activities{Store: store, Stock: stock})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	inv := &activities.Inventory{Store: store, Stock: stock}
+	inv := &inventory.Inventory{Store: store, Stock: stock}
 	sku := testenv.RandomID("COST-")
 	if _, err := inv.Set(ctx, activities.Product{SKU: sku, OnHand: 1000, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)

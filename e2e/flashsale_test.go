@@ -24,7 +24,9 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -37,8 +39,8 @@ const (
 type stack struct {
 	t     *testing.T
 	url   string
-	inv   *activities.Inventory
-	store *activities.Store
+	inv   *inventory.Inventory
+	store *store.Store
 	rdb   *redis.Client
 	pool  *pgxpool.Pool
 	tc    client.Client

@@ -17,8 +17,10 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -32,9 +34,9 @@ type product struct {
 	tc     client.Client
 	pool   *pgxpool.Pool
 	rdb    *redis.Client
-	store  *activities.Store
+	store  *store.Store
 	stock  *lua.Stock
-	inv    *activities.Inventory
+	inv    *inventory.Inventory
 	logger *slog.Logger
 	uiURL  string // base URL of the Web UI; empty when headless
 
@@ -58,8 +60,8 @@ func startProduct(t *testing.T, opts productOptions) *product {
 	p.rdb = testenv.Redis(t)
 	p.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.LogLevel}))
 	p.tc = p.dial(p.srv.FrontendHostPort())
-	p.store, p.stock = activities.NewStore(p.pool), lua.New(p.rdb)
-	p.inv = &activities.Inventory{Store: p.store, Stock: p.stock}
+	p.store, p.stock = store.New(p.pool), lua.New(p.rdb)
+	p.inv = &inventory.Inventory{Store: p.store, Stock: p.stock}
 	p.payments = opts.Payments
 	if !opts.NoWorker {
 		t.Cleanup(p.startWorker())

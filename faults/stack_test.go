@@ -22,8 +22,10 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -123,13 +125,13 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(apiClient.Close)
-	store, stock := activities.NewStore(s.pool), lua.New(s.rdb)
+	store, stock := store.New(s.pool), lua.New(s.rdb)
 	e := api.New(api.Config{
 		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
 		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: "http://localhost:8233", Namespace: "default",
 		RequestTimeout: requestTimeout,
 	}, api.Deps{
-		Temporal: apiClient, Catalog: store, Inventory: &activities.Inventory{Store: store, Stock: stock},
+		Temporal: apiClient, Catalog: store, Inventory: &inventory.Inventory{Store: store, Stock: stock},
 		Records: store, Payments: store, Gate: stock, Logger: logger,
 		Ready: map[string]func(context.Context) error{
 			"postgres": store.Ping,

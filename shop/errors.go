@@ -18,6 +18,10 @@ const (
 	ErrTypeStockMismatch  = "StockMismatch"
 	ErrTypeInvalidRequest = "InvalidRequest"
 
+	// Refusals of a refund.
+	ErrTypeRefundRefused     = "RefundRefused"
+	ErrTypeNoPaymentProvider = "NoPaymentProvider"
+
 	// Refused support updates.
 	ErrTypeAlreadyPaid           = "AlreadyPaid"
 	ErrTypeNotExtendable         = "NotExtendable"

@@ -57,3 +57,9 @@ const (
 	// DispositionOrphanRefund: an orphan no checkout claimed in time, being refunded.
 	DispositionOrphanRefund = "orphan_refund"
 )
+
+// StaleOrphan is a successful payment no checkout claimed in time: it must be refunded.
+type StaleOrphan struct {
+	RecordedPayment
+	CheckoutID string `json:"checkout_id"`
+}

@@ -17,9 +17,11 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -70,7 +72,7 @@ func TestRecordHistories(t *testing.T) {
 type recorder struct {
 	t      *testing.T
 	c      client.Client
-	inv    *activities.Inventory
+	inv    *inventory.Inventory
 	stock  *lua.Stock
 	stripe *stripetest.Server
 }
@@ -87,7 +89,7 @@ func newRecorder(t *testing.T) *recorder {
 	t.Cleanup(c.Close)
 
 	stripe := stripetest.New(t)
-	store := activities.NewStore(pool)
+	store := store.New(pool)
 	w := worker.New(c, &activities.Activities{
 		Store: store, Stock: stock, Temporal: c,
 		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(stripe.Key(), payments.WithStripeAPIURL(stripe.URL()))},
@@ -96,7 +98,7 @@ func newRecorder(t *testing.T) *recorder {
 		t.Fatalf("start worker: %v", err)
 	}
 	t.Cleanup(w.Stop)
-	return &recorder{t: t, c: c, inv: &activities.Inventory{Store: store, Stock: stock}, stock: stock, stripe: stripe}
+	return &recorder{t: t, c: c, inv: &inventory.Inventory{Store: store, Stock: stock}, stock: stock, stripe: stripe}
 }
 
 func (r *recorder) ctx() context.Context {

@@ -18,8 +18,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -67,8 +68,8 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 	t.Cleanup(func() { stop(); running.Wait(); d.Close() })
 
 	sku := testenv.RandomID("TRACE-")
-	inv := &activities.Inventory{Store: d.store, Stock: d.stock}
-	if _, err := inv.Set(t.Context(), activities.Product{SKU: sku, OnHand: 10, PriceCents: 1500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	inv := &inventory.Inventory{Store: d.store, Stock: d.stock}
+	if _, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 1500, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + cfg.APIAddr

@@ -37,7 +37,9 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -345,8 +347,8 @@ func startProduct(t *testing.T) *product {
 		t.Fatalf("dial temporal: %v", err)
 	}
 	t.Cleanup(tc.Close)
-	store, stock := activities.NewStore(pool), lua.New(rdb)
-	inv := &activities.Inventory{Store: store, Stock: stock}
+	store, stock := store.New(pool), lua.New(rdb)
+	inv := &inventory.Inventory{Store: store, Stock: stock}
 
 	w := worker.New(tc, &activities.Activities{Store: store, Stock: stock, Temporal: tc})
 	if err := w.Start(); err != nil {
