@@ -184,7 +184,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 		e.Use(deps.Trace)
 	}
 	e.Use(middleware.Recover())
-	e.Use(s.logRequests)
+	e.Use(s.requestLog())
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -228,32 +228,39 @@ func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
 	}
 }
 
-// logRequests writes one structured line per request, with the checkout and workflow ids
-// when the handler set them.
-func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		if err != nil {
-			c.Error(err)
+// requestLog writes one structured line per request (Echo's RequestLogger), with the checkout
+// and workflow ids when the handler set them. The error handler answers first (HandleError),
+// so the line has the final status and problem code. The answered error is not passed on, so
+// the middleware above (tracing) sees an answered request, not a second error to handle.
+func (s *Server) requestLog() echo.MiddlewareFunc {
+	logged := middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		HandleError: true, LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true,
+		LogValuesFunc: s.logRequest,
+	})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := logged(next)
+		return func(c echo.Context) error {
+			_ = h(c)
+			return nil
 		}
-		attrs := []any{
-			"method", c.Request().Method, "path", c.Request().URL.Path,
-			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(),
-		}
-		if id, ok := c.Get(ctxCheckoutID).(string); ok {
-			attrs = append(attrs, "checkout_id", id, "workflow_id", c.Get(ctxWorkflowID))
-		}
-		if code, ok := c.Get(ctxProblemCode).(string); ok {
-			attrs = append(attrs, "code", code)
-		}
-		level := slog.LevelInfo
-		if c.Response().Status >= 500 {
-			level = slog.LevelError
-		}
-		s.Logger.Log(c.Request().Context(), level, "http request", attrs...)
-		return nil
 	}
+}
+
+// logRequest is the request log's line.
+func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
+	attrs := []any{"method", v.Method, "path", v.URIPath, "status", v.Status, "duration_ms", v.Latency.Milliseconds()}
+	if id, ok := c.Get(ctxCheckoutID).(string); ok {
+		attrs = append(attrs, "checkout_id", id, "workflow_id", c.Get(ctxWorkflowID))
+	}
+	if code, ok := c.Get(ctxProblemCode).(string); ok {
+		attrs = append(attrs, "code", code)
+	}
+	level := slog.LevelInfo
+	if v.Status >= 500 {
+		level = slog.LevelError
+	}
+	s.Logger.Log(c.Request().Context(), level, "http request", attrs...)
+	return nil
 }
 
 // Keys of values handlers leave on the echo.Context for the request log.
