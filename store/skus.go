@@ -31,7 +31,7 @@ func (s *Store) Products(ctx context.Context, skus []string) (map[string]shop.Pr
 	return out, nil
 }
 
-// product reads one SKU's row.
+// Product reads one SKU's row; false when the catalog has no such SKU.
 func (s *Store) Product(ctx context.Context, sku string) (shop.Product, bool, error) {
 	products, err := s.Products(ctx, []string{sku})
 	if err != nil {
@@ -51,6 +51,7 @@ func (s *Store) CreateProduct(ctx context.Context, p shop.Product) error {
 	return nil
 }
 
+// SKUs lists every SKU of the catalog, in order.
 func (s *Store) SKUs(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT sku FROM skus ORDER BY sku`)
 	if err != nil {
