@@ -136,14 +136,78 @@ func masterOf(ctx context.Context, rdb *redis.ClusterClient, key string) (string
 	if err != nil {
 		return "", err
 	}
-	slots, err := rdb.ClusterSlots(ctx).Result()
-	if err != nil {
-		return "", err
+	return testenv.SlotOwner(ctx, rdb, slot)
+}
+
+// TestHoldsGoOnWhileTheSKUsSlotMigrates: while a SKU's slot moves to another master (a
+// reshard), every hold script keeps answering: on the source before the keys move, on the
+// target (ASK) after. Every key a script declares exists, so it moves with the slot. With a
+// per-checkout tombstone key, which usually does not exist, each script got TRYAGAIN until
+// the migration ended.
+func TestHoldsGoOnWhileTheSKUsSlotMigrates(t *testing.T) {
+	rdb := testenv.RedisCluster(t, 3)
+	ctx := t.Context()
+	s := New(rdb)
+	sku := "MIG-" + testenv.RandomID("")
+	if _, err := s.SetStock(ctx, sku, 10, 5); err != nil {
+		t.Fatal(err)
 	}
-	for _, r := range slots {
-		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-			return r.Nodes[0].Addr, nil
+	if _, err := s.Reserve(ctx, sku, "c-live", 1); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := rdb.ClusterKeySlot(ctx, StockKey(sku)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	phase := func(name string) {
+		t.Helper()
+		a, b, never := "c-"+name+"-a", "c-"+name+"-b", "c-"+name+"-never"
+		if _, err := s.Reserve(ctx, sku, a, 1); err != nil {
+			t.Fatalf("%s: reserve: %v", name, err)
+		}
+		if n, err := s.Release(ctx, sku, a); err != nil || n != 1 {
+			t.Fatalf("%s: release = %d, %v", name, n, err)
+		}
+		if _, err := s.Reserve(ctx, sku, b, 2); err != nil {
+			t.Fatalf("%s: reserve: %v", name, err)
+		}
+		if n, err := s.Commit(ctx, sku, b); err != nil || n != 2 {
+			t.Fatalf("%s: commit = %d, %v", name, n, err)
+		}
+		if n, err := s.Release(ctx, sku, never); err != nil || n != 0 {
+			t.Fatalf("%s: release before any reserve = %d, %v", name, n, err)
+		}
+		if _, err := s.Reserve(ctx, sku, never, 1); err == nil {
+			t.Fatalf("%s: a late reserve after the release held units", name)
+		}
+		if p, err := s.Precheck(ctx, a, map[string]int64{sku: 1}); err != nil || !p.Seen {
+			t.Fatalf("%s: precheck of an ended checkout = %+v, %v; want seen", name, p, err)
+		}
+		for _, k := range []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)} {
+			if n, err := rdb.Exists(ctx, k).Result(); err != nil || n != 1 {
+				t.Fatalf("%s: %s does not exist (%d, %v)", name, k, n, err)
+			}
 		}
 	}
-	return "", fmt.Errorf("no master serves slot %d", slot)
+
+	phase("before")
+	move := testenv.BeginSlotMove(t, rdb, slot)
+	phase("source") // the keys are still on the source master
+	if n := move.MoveKeys(t, 0); n != 3 {
+		t.Fatalf("moved %d keys of slot %d, want the SKU's 3", n, slot)
+	}
+	phase("target") // the source answers ASK, the target runs the scripts
+	move.Finish(t)
+	phase("after")
+
+	l, err := s.Level(ctx, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Level{Available: 10 - 1 - 4*2, Held: 1, MaxPerOrder: 5, Stocked: true, Gen: l.Gen}); l != want {
+		t.Errorf("level after the migration = %+v, want %+v", l, want)
+	}
+	if got := fmt.Sprint(move.To.Exists(ctx, StockKey(sku)).Val()); got != "1" {
+		t.Errorf("the stock key is not on the target master after the migration")
+	}
 }

@@ -2,7 +2,7 @@
 --
 -- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
--- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
+-- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> checkout id
 -- ARGV[2] -> tombstone TTL in seconds, decimal integer 1..315360000
 -- ARGV[3] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
@@ -47,7 +47,7 @@ if gen < seen then
   return {12, gen, seen, gen}
 end
 
-local ended = redis.call('GET', KEYS[3])
+local ended = hold_end(KEYS[3], checkout)
 if ended == 'released' then
   return {6, 0, 0, gen}
 elseif ended == 'committed' then
@@ -66,5 +66,5 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 end
 redis.call('HDEL', KEYS[2], checkout)
-redis.call('SET', KEYS[3], 'committed', 'EX', ttl)
+end_hold(KEYS[3], checkout, 'committed', ttl)
 return {0, quantity, available, gen}

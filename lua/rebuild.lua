@@ -4,8 +4,7 @@
 --
 -- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
--- KEYS[3] .. KEYS[2+n] -> hold-end:{sku}:<holder> of each settled holder, in ARGV's order
--- KEYS[3+n], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
+-- KEYS[3] -> hold-ends:{sku}   hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
 -- ARGV[2] -> max_per_order, decimal integer 1..1000000
 -- ARGV[3] -> gen floor: the highest gen of this SKU the caller knows of, decimal integer
@@ -84,15 +83,15 @@ for i = 1, n do
     if string.sub(holder, 1, 2) == '~i' then
       how = 'released'
     end
-    redis.call('SET', KEYS[2 + i], how, 'EX', ttl)
+    end_hold(KEYS[3], holder, how, ttl)
   end
 end
 for i = pairs_from, #ARGV, 2 do
-  local tomb = KEYS[3 + n + (i - pairs_from) / 2]
-  if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('SET', tomb, 'rebuilt')
+  if not hold_end(KEYS[3], ARGV[i]) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('HSET', KEYS[3], ARGV[i], 'rebuilt')
   end
 end
+keep_ends(KEYS[3])
 local held, unbacked = 0, 0
 local holds = redis.call('HGETALL', KEYS[2])
 for i = 1, #holds, 2 do

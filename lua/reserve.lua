@@ -2,7 +2,7 @@
 --
 -- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
--- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" | "rebuilt"
+-- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> checkout id
 -- ARGV[2] -> quantity, decimal integer 1..1000000
 -- ARGV[3] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
@@ -55,10 +55,11 @@ if gen < seen then
   return {12, gen, seen, gen}
 end
 
--- A tombstone means the saga already compensated (or completed) this
+-- A hold-end marker means the saga already compensated (or completed) this
 -- checkout; a late or retried reserve must not hold units again.
 local changed = false
-local ended = redis.call('GET', KEYS[3])
+keep_ends(KEYS[3])
+local ended = hold_end(KEYS[3], checkout)
 if ended == 'released' then
   return {2, 1, 0, gen}
 elseif ended == 'committed' then
@@ -73,7 +74,7 @@ elseif ended == 'rebuilt' then
     redis.call('HINCRBY', KEYS[1], 'held', -placeholder)
     redis.call('HDEL', KEYS[2], checkout)
   end
-  redis.call('DEL', KEYS[3])
+  redis.call('HDEL', KEYS[3], checkout)
   changed = true
 end
 if changed then

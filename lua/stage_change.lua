@@ -2,7 +2,7 @@
 --
 -- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
--- KEYS[3] -> hold-end:{sku}:~<change>    string "released" | "committed" (tombstone of an ended hold)
+-- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> hold id of the change, "~" followed by the change id, which starts with "i"
 --            for an increase and "d" for a decrease
 -- ARGV[2] -> delta of on_hand, decimal integer -1000000000..1000000000 (may be 0)
@@ -64,7 +64,8 @@ local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
 if gen < seen then
   return {12, gen, seen, gen}
 end
-local ended = redis.call('GET', KEYS[3])
+keep_ends(KEYS[3])
+local ended = hold_end(KEYS[3], id)
 if ended == 'released' then
   return {2, 1, 0, gen}
 elseif ended == 'committed' then

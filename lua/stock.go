@@ -2,8 +2,10 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,8 @@ type Client interface {
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	HGet(ctx context.Context, key, field string) *redis.StringCmd
+	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -116,7 +120,7 @@ func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity in
 		return ReserveResult{}, err
 	}
 	r, err := s.run(ctx, reserveScript, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		checkoutID, quantity, s.gens.seen(sku))
 	if err != nil {
 		return ReserveResult{}, err
@@ -156,7 +160,7 @@ func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string
 		return 0, err
 	}
 	r, err := s.run(ctx, sc, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, holder)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		holder, s.tombstoneTTL, s.gens.seen(sku))
 	if err != nil {
 		return 0, err
@@ -198,7 +202,7 @@ func (s *Stock) StageChange(ctx context.Context, sku, changeID string, delta, ma
 		return 0, c.argError("change id", changeID, "must start with i for an increase and d for a decrease: reconcile.lua reads the direction from it")
 	}
 	r, err := s.run(ctx, stageChangeScript, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, holder)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		holder, delta, maxPerOrder, s.gens.seen(sku))
 	if err != nil {
 		return 0, err
@@ -216,7 +220,7 @@ func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder in
 		return Level{}, err
 	}
 	r, err := s.run(ctx, setStockScript, c,
-		[]string{StockKey(sku), HoldsKey(sku)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		onHand, maxPerOrder)
 	if err != nil {
 		return Level{}, err
@@ -242,12 +246,12 @@ func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int
 		return Level{}, false, err
 	}
 	args := []any{onHand, maxPerOrder, max(genFloor, s.gens.seen(sku))}
-	keys := []string{StockKey(sku), HoldsKey(sku)}
-	args, keys = c.settledHolds(settled, s.tombstoneTTL, args, keys)
-	args, keys, err := c.openHolds(open, args, keys)
+	args = settledHolds(settled, s.tombstoneTTL, args)
+	args, err := c.openHolds(open, args)
 	if err != nil {
 		return Level{}, false, err
 	}
+	keys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
 	r, err := s.run(ctx, rebuildScript, c, keys, args...)
 	if err != nil {
 		return Level{}, false, err
@@ -255,26 +259,24 @@ func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, r.code == codeOK, nil
 }
 
-// settledHolds appends the tombstone TTL, the settled holders and their tombstones.
-func (c call) settledHolds(settled []string, ttl int64, args []any, keys []string) ([]any, []string) {
+// settledHolds appends the tombstone TTL and the settled holders.
+func settledHolds(settled []string, ttl int64, args []any) []any {
 	args = append(args, ttl, len(settled))
 	for _, h := range settled {
 		args = append(args, h)
-		keys = append(keys, HoldEndKey(c.sku, h))
 	}
-	return args, keys
+	return args
 }
 
-// openHolds appends each open checkout's id and quantity to args and its tombstone to keys.
-func (c call) openHolds(open []Hold, args []any, keys []string) ([]any, []string, error) {
+// openHolds appends each open checkout's id and quantity to args.
+func (c call) openHolds(open []Hold, args []any) ([]any, error) {
 	for _, h := range open {
 		if !ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
-			return nil, nil, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
+			return nil, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
 		}
 		args = append(args, h.CheckoutID, h.Quantity)
-		keys = append(keys, HoldEndKey(c.sku, h.CheckoutID))
 	}
-	return args, keys, nil
+	return args, nil
 }
 
 // Reconciled is what Reconcile found and wrote.
@@ -305,17 +307,85 @@ func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []
 		return Reconciled{}, err
 	}
 	args := []any{onHand, max(genFloor, s.gens.seen(sku))}
-	keys := []string{StockKey(sku), HoldsKey(sku)}
-	args, keys = c.settledHolds(settled, s.tombstoneTTL, args, keys)
-	args, keys, err := c.openHolds(open, args, keys)
+	args = settledHolds(settled, s.tombstoneTTL, args)
+	args, err := c.openHolds(open, args)
 	if err != nil {
 		return Reconciled{}, err
 	}
+	keys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
 	r, err := s.run(ctx, reconcileScript, c, keys, args...)
 	if err != nil || r.code != codeOK {
 		return Reconciled{}, err
 	}
 	return Reconciled{Stocked: true, Before: r.value, After: r.extra, Gen: r.gen, Restored: r.more[0], RolledBack: r.more[1] == 1}, nil
+}
+
+// HoldEnd reads holder's hold-end marker on sku: outcome "released", "committed" or
+// "rebuilt", or "" when there is none, and when the sweep may delete it (zero for "rebuilt").
+func (s *Stock) HoldEnd(ctx context.Context, sku, holder string) (outcome string, expires time.Time, err error) {
+	v, err := s.rdb.HGet(ctx, HoldEndsKey(sku), holder).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", time.Time{}, nil
+	}
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("read the hold end of %s on %s: %w", holder, sku, err)
+	}
+	outcome, at, _ := strings.Cut(v, ":")
+	if at == "" {
+		return outcome, time.Time{}, nil
+	}
+	sec, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("read the hold end of %s on %s: marker %q: %w", holder, sku, v, err)
+	}
+	return outcome, time.Unix(sec, 0), nil
+}
+
+// sweepBatch is how many markers one sweep script judges: a short script, so Redis keeps
+// answering reserves in between.
+const sweepBatch = 500
+
+// SweepHoldEnds deletes sku's hold-end markers whose time is up and returns how many it
+// deleted. Redis 7.0 has no per-field TTL, so the reconciler calls this for every SKU. It
+// reads the markers with HSCAN and lets sweep.lua judge each expired one again on Redis's
+// clock, in batches of sweepBatch.
+func (s *Stock) SweepHoldEnds(ctx context.Context, sku string) (int64, error) {
+	c := call{op: opSweep, sku: sku}
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	var swept int64
+	var batch []any
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		r, err := s.run(ctx, sweepScript, c, []string{HoldEndsKey(sku)}, batch...)
+		swept += r.value
+		batch = batch[:0]
+		return err
+	}
+	now := time.Now().Unix()
+	iter := s.rdb.HScan(ctx, HoldEndsKey(sku), 0, "", sweepBatch).Iterator()
+	for iter.Next(ctx) {
+		holder := iter.Val()
+		if !iter.Next(ctx) {
+			break
+		}
+		_, at, _ := strings.Cut(iter.Val(), ":")
+		if sec, err := strconv.ParseInt(at, 10, 64); err != nil || sec > now {
+			continue
+		}
+		if batch = append(batch, holder); len(batch) == sweepBatch {
+			if err := flush(); err != nil {
+				return swept, err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return swept, fmt.Errorf("%s: hscan: %w", c, err)
+	}
+	return swept, flush()
 }
 
 // Holds lists a SKU's live holds.
@@ -417,6 +487,7 @@ const (
 	opReconcile
 	opForfeit
 	opStage
+	opSweep
 )
 
 func (o op) String() string {
@@ -439,6 +510,8 @@ func (o op) String() string {
 		return "forfeit"
 	case opStage:
 		return "stage stock change"
+	case opSweep:
+		return "sweep hold ends"
 	}
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
@@ -461,6 +534,8 @@ func (o op) script() string {
 		return forfeitScript.name
 	case opStage:
 		return stageChangeScript.name
+	case opSweep:
+		return sweepScript.name
 	}
 	return o.String()
 }
@@ -483,7 +558,7 @@ func (c call) String() string {
 		return fmt.Sprintf("set stock of %s to %d on hand", c.sku, c.onHand)
 	case opStage:
 		return fmt.Sprintf("stage a change of %+d on hand of %s as %s", c.delta, c.sku, c.checkoutID)
-	case opLevel, opRebuild, opReconcile:
+	case opLevel, opRebuild, opReconcile, opSweep:
 		return c.op.String() + " of " + c.sku
 	}
 	return describe(c.op.String(), c.sku, c.checkoutID, c.quantity)

@@ -77,7 +77,7 @@ func TestReserveOutOfStockChangesNothing(t *testing.T) {
 		t.Errorf("error text = %q, want %q", err.Error(), want)
 	}
 	assertLevel(t, s, rdb, sku, 1, 2, 1)
-	if n, _ := rdb.Exists(ctx, HoldEndKey(sku, "c-123")).Result(); n != 0 {
+	if ended, _ := rdb.HExists(ctx, HoldEndsKey(sku), "c-123").Result(); ended {
 		t.Errorf("out of stock wrote a tombstone for c-123")
 	}
 }
@@ -173,7 +173,7 @@ func TestReleaseBeforeReserveRefusesReserve(t *testing.T) {
 		if err != nil || n != 0 {
 			t.Fatalf("release on an unstocked SKU = %d, %v; want 0, nil", n, err)
 		}
-		if got, _ := rdb.Get(ctx, HoldEndKey(sku, "c-1")).Result(); got != "released" {
+		if got, _ := rdb.HGet(ctx, HoldEndsKey(sku), "c-1").Result(); HoldEndOutcome(got) != "released" {
 			t.Fatalf("tombstone = %q, want released", got)
 		}
 		if exists, _ := rdb.Exists(ctx, StockKey(sku)).Result(); exists != 0 {
@@ -261,7 +261,7 @@ func TestCommitWithoutHold(t *testing.T) {
 	if !errors.Is(err, ErrNoHold) || n != 0 {
 		t.Fatalf("commit with no hold = %d, %v; want 0, ErrNoHold", n, err)
 	}
-	if exists, _ := rdb.Exists(ctx, HoldEndKey(sku, "c-1")).Result(); exists != 0 {
+	if ended, _ := rdb.HExists(ctx, HoldEndsKey(sku), "c-1").Result(); ended {
 		t.Errorf("commit with no hold wrote a tombstone")
 	}
 	// The checkout can still reserve: a failed commit ends nothing.
@@ -272,22 +272,22 @@ func TestCommitWithoutHold(t *testing.T) {
 }
 
 func TestTombstoneTTL(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, _, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	short := s.WithTombstoneTTL(90 * time.Second)
 	if _, err := short.Release(ctx, sku, "c-1"); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	ttl, err := rdb.TTL(ctx, HoldEndKey(sku, "c-1")).Result()
-	if err != nil || ttl <= 0 || ttl > 90*time.Second {
-		t.Errorf("tombstone TTL = %v, %v; want within (0, 90s]", ttl, err)
+	outcome, expires, err := s.HoldEnd(ctx, sku, "c-1")
+	if ttl := time.Until(expires); err != nil || outcome != "released" || ttl <= 0 || ttl > 91*time.Second {
+		t.Errorf("tombstone = %q, expires in %v, %v; want released within (0, 90s]", outcome, ttl, err)
 	}
 	// The original keeps the default.
 	if _, err := s.Release(ctx, sku, "c-2"); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	ttl, err = rdb.TTL(ctx, HoldEndKey(sku, "c-2")).Result()
-	if err != nil || ttl <= DefaultTombstoneTTL-time.Minute || ttl > DefaultTombstoneTTL {
+	_, expires, err = s.HoldEnd(ctx, sku, "c-2")
+	if ttl := time.Until(expires); err != nil || ttl <= DefaultTombstoneTTL-time.Minute || ttl > DefaultTombstoneTTL+time.Second {
 		t.Errorf("default tombstone TTL = %v, %v; want about %v", ttl, err, DefaultTombstoneTTL)
 	}
 }
@@ -432,7 +432,7 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 	if _, err := New(rdb).SetStock(ctx, sku, 10, 5); err != nil {
 		t.Fatal(err)
 	}
-	holdKeys := []string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, "c-1")}
+	holdKeys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
 	tests := []struct {
 		name    string
 		sc      script
@@ -454,8 +454,8 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 		{"stage not a change hold", stageChangeScript, holdKeys, []any{"c-1", 1, 1, 0}, 1},
 		{"stage delta fraction", stageChangeScript, holdKeys, []any{"~x", "1.5", 1, 0}, 2},
 		{"stage delta huge", stageChangeScript, holdKeys, []any{"~x", -1000000001, 1, 0}, 2},
-		{"set stock on hand negative", setStockScript, holdKeys[:2], []any{-1, 5}, 1},
-		{"set stock max per order huge", setStockScript, holdKeys[:2], []any{5, 99999999999}, 2},
+		{"set stock on hand negative", setStockScript, holdKeys, []any{-1, 5}, 1},
+		{"set stock max per order huge", setStockScript, holdKeys, []any{5, 99999999999}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -113,3 +113,103 @@ func waitFor(t testing.TB, what string, try func() error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// SlotMove moves one slot of a cluster from its master to another, step by step as
+// `redis-cli --cluster reshard` does (IMPORTING, MIGRATING, MIGRATE of its keys, NODE), so a
+// test can run commands between the steps.
+type SlotMove struct {
+	Slot         int64
+	From, To     *redis.Client
+	fromID, toID string
+	masters      []*redis.Client
+}
+
+// BeginSlotMove marks slot as importing on another master and migrating on its own.
+func BeginSlotMove(t testing.TB, rdb *redis.ClusterClient, slot int64) *SlotMove {
+	t.Helper()
+	ctx := context.Background()
+	m := &SlotMove{Slot: slot}
+	owner, err := SlotOwner(ctx, rdb, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rdb.Options().Addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { _ = c.Close() })
+		role, err := c.Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			continue
+		}
+		m.masters = append(m.masters, c)
+		switch {
+		case a == owner:
+			m.From = c
+		case m.To == nil:
+			m.To = c
+		}
+	}
+	if m.From == nil || m.To == nil {
+		t.Fatalf("slot %d: no source (%s) or target master among %v", slot, owner, rdb.Options().Addrs)
+	}
+	m.fromID, m.toID = m.From.ClusterMyID(ctx).Val(), m.To.ClusterMyID(ctx).Val()
+	if err := m.To.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", m.fromID).Err(); err != nil {
+		t.Fatalf("setslot importing: %v", err)
+	}
+	if err := m.From.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", m.toID).Err(); err != nil {
+		t.Fatalf("setslot migrating: %v", err)
+	}
+	return m
+}
+
+// MoveKeys migrates the slot's keys that are still on the source (at most max; 0: all) and
+// returns how many it moved.
+func (m *SlotMove) MoveKeys(t testing.TB, max int) int {
+	t.Helper()
+	ctx := context.Background()
+	n := max
+	if n == 0 {
+		n = 1 << 20
+	}
+	keys, err := m.From.ClusterGetKeysInSlot(ctx, int(m.Slot), n).Result()
+	if err != nil {
+		t.Fatalf("getkeysinslot %d: %v", m.Slot, err)
+	}
+	if len(keys) == 0 {
+		return 0
+	}
+	host, port, _ := strings.Cut(m.To.Options().Addr, ":")
+	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := m.From.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("migrate %d keys of slot %d: %v", len(keys), m.Slot, err)
+	}
+	return len(keys)
+}
+
+// Finish moves the remaining keys and gives the slot to the target on every master.
+func (m *SlotMove) Finish(t testing.TB) {
+	t.Helper()
+	m.MoveKeys(t, 0)
+	ctx := context.Background()
+	for _, c := range append([]*redis.Client{m.To, m.From}, m.masters...) {
+		if err := c.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "NODE", m.toID).Err(); err != nil {
+			t.Fatalf("setslot node on %s: %v", c.Options().Addr, err)
+		}
+	}
+}
+
+// SlotOwner is the address of the master serving slot.
+func SlotOwner(ctx context.Context, rdb *redis.ClusterClient, slot int64) (string, error) {
+	slots, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, r := range slots {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr, nil
+		}
+	}
+	return "", fmt.Errorf("no master serves slot %d", slot)
+}
