@@ -211,3 +211,74 @@ func TestHoldsGoOnWhileTheSKUsSlotMigrates(t *testing.T) {
 		t.Errorf("the stock key is not on the target master after the migration")
 	}
 }
+
+// TestAFailoverKeepsTheScriptsLoaded: after a master fails over to a replica whose script
+// cache is empty (a replica added or restarted after the start), the first call answers
+// NOSCRIPT and every script is loaded again on every master, not only the one called.
+func TestAFailoverKeepsTheScriptsLoaded(t *testing.T) {
+	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
+	ctx := t.Context()
+	s := New(rdb)
+	if err := s.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sku := "FO-" + testenv.RandomID("")
+	if _, err := s.SetStock(ctx, sku, 5, 5); err != nil {
+		t.Fatal(err)
+	}
+	slot := rdb.ClusterKeySlot(ctx, StockKey(sku)).Val()
+	promoted, _ := testenv.FailOver(t, rdb, slot, false)
+	if err := promoted.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-1", 1); err != nil {
+		t.Fatalf("reserve on the new master: %v", err)
+	}
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		for _, sc := range allScripts {
+			if ok := m.ScriptExists(ctx, sc.Hash()).Val(); len(ok) != 1 || !ok[0] {
+				return fmt.Errorf("master %s lacks the %s script", m.Options().Addr, sc.name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// TestAFailoverThatLostHoldsIsCaught: asynchronous replication acknowledges a hold the
+// replica never got; the replica takes over and the hold is gone, its unit available again.
+// The SKU's gen went back with it, so the next hold script refuses with ErrRolledBack
+// instead of selling the unit twice; a reconcile from Postgres then restores the hold.
+func TestAFailoverThatLostHoldsIsCaught(t *testing.T) {
+	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
+	ctx := t.Context()
+	s := New(rdb)
+	sku := "LOST-" + testenv.RandomID("")
+	if _, err := s.SetStock(ctx, sku, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	slot := rdb.ClusterKeySlot(ctx, StockKey(sku)).Val()
+	testenv.FailOverLosingWrites(t, rdb, slot, func() {
+		if _, err := s.Reserve(ctx, sku, "c-paid", 1); err != nil {
+			t.Fatalf("reserve before the failover: %v", err)
+		}
+	})
+	l, err := s.Level(ctx, sku)
+	if err != nil || l.Held != 0 || l.Available != 1 {
+		t.Fatalf("level after the lossy failover = %+v, %v; want the hold lost (the test lost no write)", l, err)
+	}
+	_, err = s.Reserve(ctx, sku, "c-other", 1)
+	var rb *RolledBackError
+	if !errors.As(err, &rb) || rb.Gen >= rb.Seen {
+		t.Fatalf("reserve after the lossy failover: %v; want ErrRolledBack", err)
+	}
+	r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-paid", 1}}, nil, 0)
+	if err != nil || r.Restored != 1 {
+		t.Fatalf("reconcile = %+v, %v; want c-paid's hold restored", r, err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-other", 1); !errors.Is(err, ErrOutOfStock) {
+		t.Errorf("reserve after the reconcile: %v; want out of stock (c-paid holds the unit)", err)
+	}
+}

@@ -441,9 +441,10 @@ func (s *Stock) Level(ctx context.Context, sku string) (Level, error) {
 	return l, nil
 }
 
-// Preload loads every script into the server's script cache so the first
-// calls run by EVALSHA. Optional: without it, the first call of each script
-// falls back to EVAL.
+// Preload loads every script into the script cache of the server, or of every node of a
+// cluster (go-redis' ClusterClient.ScriptLoad), so the first calls run by EVALSHA. The
+// product calls it at start; a NOSCRIPT answer later (a failover, a restarted node) calls
+// it again.
 func (s *Stock) Preload(ctx context.Context) error {
 	for _, sc := range allScripts {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
@@ -453,10 +454,24 @@ func (s *Stock) Preload(ctx context.Context) error {
 	return nil
 }
 
+// eval runs sc by EVALSHA, never inside a pipeline: there go-redis cannot fall back from
+// NOSCRIPT. NOSCRIPT means a node lost its script cache (a restart, a failover to a replica
+// that never loaded the scripts, SCRIPT FLUSH), so every script is loaded again on every
+// node (Preload), not only this one, and the call runs again; Run still falls back to EVAL
+// should the slot have moved to yet another node meanwhile.
+func (s *Stock) eval(ctx context.Context, sc script, keys []string, args ...any) *redis.Cmd {
+	cmd := sc.EvalSha(ctx, s.rdb, keys, args...)
+	if !errors.Is(cmd.Err(), redis.ErrNoScript) && !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return cmd
+	}
+	_ = s.Preload(ctx) // on failure Run falls back to EVAL, and the next NOSCRIPT tries again
+	return sc.Run(ctx, s.rdb, keys, args...)
+}
+
 // run runs sc and maps its reply; see call.outcome. Every reply's fourth value is the SKU's
 // gen, which this Stock remembers (see gens).
 func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args ...any) (reply, error) {
-	vals, err := sc.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	vals, err := s.eval(ctx, sc, keys, args...).Int64Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("%s: run %s script: %w", c, sc.name, err)
 	}

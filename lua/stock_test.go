@@ -471,7 +471,10 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 	assertLevel(t, New(rdb), rdb, sku, 10, 0, 0)
 }
 
-func TestEvalFallbackAfterScriptFlush(t *testing.T) {
+// TestEveryScriptIsLoadedAgainAfterNOSCRIPT: a node that lost its script cache (SCRIPT FLUSH
+// here; a restart or a failover to a replica that never loaded them) answers NOSCRIPT once,
+// then every script is loaded again, not only the one that was called.
+func TestEveryScriptIsLoadedAgainAfterNOSCRIPT(t *testing.T) {
 	log := &commandLog{}
 	s, rdb, sku := stocked(t, 10, 5)
 	rdb.AddHook(log)
@@ -487,10 +490,13 @@ func TestEvalFallbackAfterScriptFlush(t *testing.T) {
 	if err != nil || res.Held != 2 {
 		t.Fatalf("reserve after SCRIPT FLUSH = %+v, %v", res, err)
 	}
-	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "eval"}) {
-		t.Errorf("commands = %v, want evalsha answered NOSCRIPT then eval", got)
+	want := []string{"evalsha"}
+	for range allScripts {
+		want = append(want, "script")
 	}
-	// EVAL cached the script again, so the next call needs only EVALSHA.
+	if got := log.commands(); !slices.Equal(got, append(want, "evalsha")) {
+		t.Errorf("commands = %v, want evalsha answered NOSCRIPT, a SCRIPT LOAD of each script, evalsha", got)
+	}
 	log.reset()
 	if _, err := s.Release(ctx, sku, "c-1"); err != nil {
 		t.Fatalf("release: %v", err)
@@ -498,10 +504,76 @@ func TestEvalFallbackAfterScriptFlush(t *testing.T) {
 	if _, err := s.Reserve(ctx, sku, "c-2", 1); err != nil {
 		t.Fatalf("reserve: %v", err)
 	}
-	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "eval", "evalsha"}) {
-		t.Errorf("commands = %v, want release by evalsha then eval (flushed), reserve by evalsha", got)
+	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "evalsha"}) {
+		t.Errorf("commands = %v, want release and reserve by evalsha only", got)
 	}
 	assertLevel(t, s, rdb, sku, 9, 1, 1)
+}
+
+// TestNoScriptRunsInsideAPipeline: every Stock operation, the gate's read included, sends
+// its scripts as commands of their own. Inside a pipeline go-redis cannot fall back from
+// NOSCRIPT, so a node that lost its cache would fail every call.
+func TestNoScriptRunsInsideAPipeline(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	piped := &pipelineLog{}
+	rdb.AddHook(piped)
+	ctx := t.Context()
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	steps := []func() error{
+		func() error { _, err := s.Reserve(ctx, sku, "c-1", 1); return err },
+		func() error { _, err := s.Precheck(ctx, "c-2", map[string]int64{sku: 1}); return err },
+		func() error { return s.MarkStarted(ctx, "c-2") },
+		func() error { _, err := s.Commit(ctx, sku, "c-1"); return err },
+		func() error { _, err := s.Release(ctx, sku, "c-2"); return err },
+		func() error { _, err := s.StageChange(ctx, sku, "d-1", -1, 5); return err },
+		func() error { _, err := s.Forfeit(ctx, sku, ChangeHoldID("d-1")); return err },
+		func() error { _, err := s.Reconcile(ctx, sku, 9, nil, nil, 0); return err },
+		func() error { _, err := s.SweepHoldEnds(ctx, sku); return err },
+		func() error { _, err := s.SetStock(ctx, sku, 9, 5); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if got := piped.scripts(); len(got) > 0 {
+		t.Errorf("scripts sent inside a pipeline: %v", got)
+	}
+	if piped.pipelines() == 0 {
+		t.Errorf("the gate's pipelined read was not seen: the test no longer watches pipelines")
+	}
+}
+
+// pipelineLog records the script commands sent inside pipelines.
+type pipelineLog struct {
+	commandLog
+	n int
+}
+
+func (l *pipelineLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (l *pipelineLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		l.mu.Lock()
+		l.n++
+		for _, c := range cmds {
+			if n := c.Name(); n == "eval" || n == "evalsha" || n == "fcall" || n == "evalsha_ro" || n == "eval_ro" {
+				l.names = append(l.names, n)
+			}
+		}
+		l.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (l *pipelineLog) scripts() []string { return l.commands() }
+
+func (l *pipelineLog) pipelines() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
 }
 
 // A Redis that cannot be reached is "broken", not "no": the error carries
