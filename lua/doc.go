@@ -83,8 +83,10 @@
 //
 // Each script returns an array of integers {code, value, extra, gen} and
 // never nil or false (go-redis would turn either into redis.Nil). The codes
-// are shared by all scripts; the Go side maps them to results and errors in
-// one switch (see errors.go):
+// are numbered once for all scripts; each Go wrapper maps its own script's codes as the
+// script's header lists them (Stock.Reserve, releaseCodes, commitCodes, ...), and only
+// ROLLED_BACK and INVALID_ARGUMENT, which mean the same from every script, are mapped in
+// one place (call.shared in errors.go):
 //
 //	code  name                reserve               release, forfeit      commit              set_stock / stage_change
 //	0     OK                  held                  units returned/ended  units sold          loaded / staged

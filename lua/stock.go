@@ -125,7 +125,23 @@ func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity in
 	if err != nil {
 		return ReserveResult{}, err
 	}
-	return ReserveResult{Held: r.value, Available: r.extra, AlreadyHeld: r.code == codeAlreadyHeld}, nil
+	switch r.code { // reserve.lua's header
+	case codeOK, codeAlreadyHeld:
+		return ReserveResult{Held: r.value, Available: r.extra, AlreadyHeld: r.code == codeAlreadyHeld}, nil
+	case codeNotStocked:
+		return ReserveResult{}, c.holdError(ErrNotStocked)
+	case codeHoldEnded:
+		outcome := "released"
+		if r.value == 2 {
+			outcome = "committed"
+		}
+		return ReserveResult{}, &HoldEndedError{SKU: sku, CheckoutID: checkoutID, Requested: quantity, Outcome: outcome}
+	case codeOverLimit:
+		return ReserveResult{}, &OverLimitError{SKU: sku, CheckoutID: checkoutID, Requested: quantity, MaxPerOrder: r.value}
+	case codeOutOfStock:
+		return ReserveResult{}, &OutOfStockError{SKU: sku, CheckoutID: checkoutID, Requested: quantity, Available: r.value}
+	}
+	return ReserveResult{}, c.unexpected(r)
 }
 
 // Release returns checkoutID's held units of sku to available and records
@@ -134,7 +150,31 @@ func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity in
 // the hold was already released. Releasing a committed hold fails with
 // ErrHoldCommitted; a Redis that went back in time, with ErrRolledBack.
 func (s *Stock) Release(ctx context.Context, sku, checkoutID string) (released int64, err error) {
-	return s.endHold(ctx, opRelease, releaseScript, sku, checkoutID)
+	return s.endHold(ctx, opRelease, releaseScript, sku, checkoutID, releaseCodes)
+}
+
+// releaseCodes maps release.lua's and forfeit.lua's refusals and no-ops (their headers).
+func releaseCodes(c call, r reply) error {
+	switch r.code {
+	case codeAlreadyReleased, codeNoHold:
+		return nil // a retried release; or nothing held, and the tombstone is written
+	case codeAlreadyCommitted:
+		return c.holdError(ErrHoldCommitted)
+	}
+	return c.unexpected(r)
+}
+
+// commitCodes maps commit.lua's refusals and no-ops (its header).
+func commitCodes(c call, r reply) error {
+	switch r.code {
+	case codeAlreadyCommitted:
+		return nil // a retried commit
+	case codeAlreadyReleased:
+		return c.holdError(ErrHoldReleased)
+	case codeNoHold:
+		return c.holdError(ErrNoHold)
+	}
+	return c.unexpected(r)
 }
 
 // Commit turns checkoutID's hold on sku into a sale: held drops by the
@@ -143,7 +183,7 @@ func (s *Stock) Release(ctx context.Context, sku, checkoutID string) (released i
 // hold was already committed. It fails with ErrHoldReleased after a release,
 // ErrNoHold when the checkout holds nothing, and ErrRolledBack.
 func (s *Stock) Commit(ctx context.Context, sku, checkoutID string) (committed int64, err error) {
-	return s.endHold(ctx, opCommit, commitScript, sku, checkoutID)
+	return s.endHold(ctx, opCommit, commitScript, sku, checkoutID, commitCodes)
 }
 
 // Forfeit ends checkoutID's hold on sku without giving its units back to available: for a
@@ -151,10 +191,11 @@ func (s *Stock) Commit(ctx context.Context, sku, checkoutID string) (committed i
 // units, 0 with a nil error when nothing was held or the hold already ended without a sale,
 // ErrHoldCommitted after a commit, and ErrRolledBack.
 func (s *Stock) Forfeit(ctx context.Context, sku, checkoutID string) (forfeited int64, err error) {
-	return s.endHold(ctx, opForfeit, forfeitScript, sku, checkoutID)
+	return s.endHold(ctx, opForfeit, forfeitScript, sku, checkoutID, releaseCodes)
 }
 
-func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string) (int64, error) {
+// endHold runs a script that ends a hold; OK is the units, codes maps every other code.
+func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string, codes func(call, reply) error) (int64, error) {
 	c := call{op: o, sku: sku, checkoutID: holder}
 	if err := c.validate(); err != nil {
 		return 0, err
@@ -166,7 +207,7 @@ func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string
 		return 0, err
 	}
 	if r.code != codeOK {
-		return 0, nil
+		return 0, codes(c, r)
 	}
 	return r.value, nil
 }
@@ -207,7 +248,17 @@ func (s *Stock) StageChange(ctx context.Context, sku, changeID string, delta, ma
 	if err != nil {
 		return 0, err
 	}
-	return r.value, nil
+	switch r.code { // stage_change.lua's header
+	case codeOK, codeAlreadyHeld:
+		return r.value, nil
+	case codeNotStocked:
+		return 0, c.holdError(ErrNotStocked)
+	case codeHoldEnded:
+		return 0, c.holdError(ErrHoldEnded)
+	case codeOutOfStock:
+		return 0, &InsufficientStockError{SKU: sku, Delta: delta, Available: r.value}
+	}
+	return 0, c.unexpected(r)
 }
 
 // SetStock loads sku's on-hand count and per-order limit as an absolute value (benchmarks
@@ -224,6 +275,12 @@ func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder in
 		onHand, maxPerOrder)
 	if err != nil {
 		return Level{}, err
+	}
+	if r.code == codeOnHandBelowHeld { // set_stock.lua's header
+		return Level{}, &OnHandBelowHeldError{SKU: sku, OnHand: onHand, Held: r.value}
+	}
+	if r.code != codeOK {
+		return Level{}, c.unexpected(r)
 	}
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, nil
 }
@@ -255,6 +312,9 @@ func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int
 	r, err := s.run(ctx, rebuildScript, c, keys, args...)
 	if err != nil {
 		return Level{}, false, err
+	}
+	if r.code != codeOK && r.code != codeAlreadyStocked { // rebuild.lua's header
+		return Level{}, false, c.unexpected(r)
 	}
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, r.code == codeOK, nil
 }
@@ -314,8 +374,13 @@ func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []
 	}
 	keys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
 	r, err := s.run(ctx, reconcileScript, c, keys, args...)
-	if err != nil || r.code != codeOK {
+	switch {
+	case err != nil:
 		return Reconciled{}, err
+	case r.code == codeNotStocked: // reconcile.lua's header: nothing to reconcile
+		return Reconciled{}, nil
+	case r.code != codeOK:
+		return Reconciled{}, c.unexpected(r)
 	}
 	return Reconciled{Stocked: true, Before: r.value, After: r.extra, Gen: r.gen, Restored: r.more[0], RolledBack: r.more[1] == 1}, nil
 }
@@ -361,8 +426,11 @@ func (s *Stock) SweepHoldEnds(ctx context.Context, sku string) (int64, error) {
 			return nil
 		}
 		r, err := s.run(ctx, sweepScript, c, []string{HoldEndsKey(sku)}, batch...)
-		swept += r.value
 		batch = batch[:0]
+		if err == nil && r.code != codeOK {
+			err = c.unexpected(r)
+		}
+		swept += r.value
 		return err
 	}
 	now := time.Now().Unix()
@@ -468,7 +536,8 @@ func (s *Stock) eval(ctx context.Context, sc script, keys []string, args ...any)
 	return sc.Run(ctx, s.rdb, keys, args...)
 }
 
-// run runs sc and maps its reply; see call.outcome. Every reply's fourth value is the SKU's
+// run runs sc and returns its reply, or the error of a reply every script shares (see
+// call.shared); the caller maps the rest. Every reply's fourth value is the SKU's
 // gen, which this Stock remembers (see gens).
 func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args ...any) (reply, error) {
 	vals, err := s.eval(ctx, sc, keys, args...).Int64Slice()
@@ -486,7 +555,7 @@ func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args 
 	if r.code != codeRolledBack && r.code != codeInvalidArgument {
 		s.gens.observe(c.sku, r.gen)
 	}
-	return r, c.outcome(r)
+	return r, c.shared(r)
 }
 
 // op names a Stock operation, for messages and for reading return codes.
