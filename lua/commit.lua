@@ -18,43 +18,11 @@
 -- confirmation decrements on_hand in Postgres in the same step, which keeps
 -- available + held == on_hand.
 
-local function int_arg(s, max)
-  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < 1 or n > max then
-    return nil
-  end
-  return n
+local refusal, checkout, ttl, gen, quantity = end_args(KEYS[1], KEYS[2], KEYS[3])
+if refusal then
+  return refusal
 end
 
-local checkout = ARGV[1]
-if type(checkout) ~= 'string' or #checkout == 0 then
-  return {10, 1, 0, 0}
-end
-local ttl = int_arg(ARGV[2], 315360000)
-if ttl == nil then
-  return {10, 2, 0, 0}
-end
-local seen = ARGV[3]
-if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
-  return {10, 3, 0, 0}
-end
-seen = tonumber(seen)
-local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
-if gen < seen then
-  return {12, gen, seen, gen}
-end
-
-local ended = hold_end(KEYS[3], checkout)
-if ended == 'released' then
-  return {6, 0, 0, gen}
-elseif ended == 'committed' then
-  return {7, 0, 0, gen}
-end
-
-local quantity = tonumber(redis.call('HGET', KEYS[2], checkout))
 if quantity == nil then
   return {8, 0, 0, gen}
 end

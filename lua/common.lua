@@ -7,6 +7,26 @@
 -- in a Redis Cluster a script that declares a missing key gets TRYAGAIN for as long as its
 -- slot migrates, while every declared key that exists moves with the slot.
 
+-- int_arg parses a decimal integer argument from min to max, or returns nil.
+local function int_arg(s, min, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < min or n > max then
+    return nil
+  end
+  return n
+end
+
+-- gen_arg parses a gen (a count of changes, up to 15 digits), or returns nil.
+local function gen_arg(s)
+  if type(s) ~= 'string' or #s > 15 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  return tonumber(s)
+end
+
 -- hold_end returns holder's marker: 'released', 'committed', 'rebuilt' or nil.
 local function hold_end(ends, holder)
   local v = redis.call('HGET', ends, holder)
@@ -28,3 +48,95 @@ local function end_hold(ends, holder, how, ttl)
   redis.call('HSET', ends, holder, how .. ':' .. (now + ttl))
 end
 
+-- end_args checks the arguments of the scripts that end a hold (release, commit, forfeit):
+-- ARGV[1] holder, ARGV[2] tombstone TTL, ARGV[3] the gen the caller has seen, the gen of the
+-- stock hash against it, and the holder's hold-end marker. It returns the reply to refuse
+-- with (INVALID_ARGUMENT, ROLLED_BACK, ALREADY_RELEASED, ALREADY_COMMITTED); or nil, the
+-- holder, the TTL, the gen and the quantity held (nil: none).
+local function end_args(stock, holds, ends)
+  local holder = ARGV[1]
+  if type(holder) ~= 'string' or #holder == 0 then
+    return {10, 1, 0, 0}
+  end
+  local ttl = int_arg(ARGV[2], 1, 315360000)
+  if ttl == nil then
+    return {10, 2, 0, 0}
+  end
+  local seen = gen_arg(ARGV[3])
+  if seen == nil then
+    return {10, 3, 0, 0}
+  end
+  local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
+  if gen < seen then
+    return {12, gen, seen, gen}
+  end
+  local ended = hold_end(ends, holder)
+  if ended == 'released' then
+    return {6, 0, 0, gen}
+  elseif ended == 'committed' then
+    return {7, 0, 0, gen}
+  end
+  return nil, holder, ttl, gen, tonumber(redis.call('HGET', holds, holder))
+end
+
+-- start_hold is what the scripts that take a hold (reserve, stage_change) check first: the
+-- SKU is stocked, its gen is not below seen, and holder's hold did not end. It returns the
+-- reply to refuse with (NOT_STOCKED, ROLLED_BACK, HOLD_ENDED); or nil, the gen and the
+-- holder's marker (nil or 'rebuilt').
+local function start_hold(stock, ends, holder, seen)
+  if redis.call('EXISTS', stock) == 0 then
+    return {1, 0, 0, 0}
+  end
+  local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
+  if gen < seen then
+    return {12, gen, seen, gen}
+  end
+  keep_ends(ends)
+  local ended = hold_end(ends, holder)
+  if ended == 'released' then
+    return {2, 1, 0, gen}
+  elseif ended == 'committed' then
+    return {2, 2, 0, gen}
+  end
+  return nil, gen, ended
+end
+
+-- settle ends a live hold whose end Postgres already recorded, as its owner will: committed
+-- (a confirmed order, a recorded decrease) or released (a recorded increase, "~i...", or a
+-- checkout that ended without a sale, passed as "!<checkout>").
+local function settle(holds, ends, holder, ttl)
+  local how = 'committed'
+  if string.sub(holder, 1, 1) == '!' then
+    holder, how = string.sub(holder, 2), 'released'
+  elseif string.sub(holder, 1, 2) == '~i' then
+    how = 'released'
+  end
+  if redis.call('HDEL', holds, holder) == 1 then
+    end_hold(ends, holder, how, ttl)
+  end
+end
+
+-- restore gives an open checkout that has neither a hold nor a marker a placeholder hold,
+-- marked "rebuilt"; it reports whether it did.
+local function restore(holds, ends, holder, quantity)
+  if not hold_end(ends, holder) and redis.call('HSETNX', holds, holder, quantity) == 1 then
+    redis.call('HSET', ends, holder, 'rebuilt')
+    return true
+  end
+  return false
+end
+
+-- count_held sums the live holds, and apart the increases not yet recorded ("~i..."), which
+-- on_hand does not count yet.
+local function count_held(holds)
+  local held, unbacked = 0, 0
+  local all = redis.call('HGETALL', holds)
+  for i = 1, #all, 2 do
+    local q = tonumber(all[i + 1]) or 0
+    held = held + q
+    if string.sub(all[i], 1, 2) == '~i' then
+      unbacked = unbacked + q
+    end
+  end
+  return held, unbacked
+end

@@ -15,17 +15,6 @@
 -- through stage_change.lua instead (relative, and rebuilt from Postgres first when Redis
 -- lost the SKU); this absolute load is for benchmarks and tests.
 
-local function int_arg(s, min, max)
-  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < min or n > max then
-    return nil
-  end
-  return n
-end
-
 local on_hand = int_arg(ARGV[1], 0, 1000000000)
 if on_hand == nil then
   return {10, 1, 0, 0}

@@ -217,6 +217,12 @@ func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string
 // Commit and Forfeit accept it to finish or undo the change.
 func ChangeHoldID(changeID string) string { return "~" + changeID }
 
+// UnsoldHoldID names, among the settled holders Rebuild and Reconcile take, a checkout that
+// ended without a sale in Postgres while Redis still holds for it (its release was lost, as
+// in a failover to a lagging replica): its hold is released, not committed. The "!" cannot
+// start a checkout id (ValidID).
+func UnsoldHoldID(checkoutID string) string { return "!" + checkoutID }
+
 // IsChangeHold reports whether a holder id is an operator change's (ChangeHoldID), and
 // returns the change id.
 func IsChangeHold(holder string) (changeID string, ok bool) {
@@ -361,6 +367,7 @@ type Reconciled struct {
 // ChangeHoldID): Redis ends them as their owners will, instead of counting their units
 // against on_hand a second time. Call it while on_hand cannot change (the caller holds the
 // SKU's row lock). Its gen ends above genFloor and above every gen this Stock has seen.
+// A settled UnsoldHoldID(checkout) is released instead.
 func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []Hold, settled []string, genFloor int64) (Reconciled, error) {
 	c := call{op: opReconcile, sku: sku, onHand: onHand, maxPerOrder: 1}
 	if err := c.validate(); err != nil {
