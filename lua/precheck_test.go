@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-func TestPrecheck(t *testing.T) {
+func TestPrecheckRefusesShortCartsAndLetsRetriesThrough(t *testing.T) {
 	s, rdb, sku := stocked(t, 3, 3)
 	ctx := t.Context()
 	other := testSKU(t, rdb)

@@ -135,7 +135,7 @@ func TestForfeitEndsTheHoldWithoutReturningUnits(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 0, 0, 0)
 }
 
-func TestStageChange(t *testing.T) {
+func TestStageChangeHoldsAnOperatorsChangeUntilPostgresHasIt(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 2)
 	ctx := t.Context()
 	if _, err := s.Reserve(ctx, sku, "c-1", 2); err != nil {

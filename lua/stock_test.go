@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestReserve(t *testing.T) {
+func TestReserveHoldsOnlyWhatIsAvailableAndAllowed(t *testing.T) {
 	tests := []struct {
 		name          string
 		onHand        int64
@@ -189,7 +189,7 @@ func TestReleaseBeforeReserveRefusesReserve(t *testing.T) {
 	})
 }
 
-func TestCommit(t *testing.T) {
+func TestCommitTurnsAHoldIntoASale(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
@@ -254,7 +254,7 @@ func TestReleaseAfterCommitRefused(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 7, 0, 0)
 }
 
-func TestCommitWithoutHold(t *testing.T) {
+func TestCommitWithoutAHoldIsRefusedAndEndsNothing(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	n, err := s.Commit(ctx, sku, "c-1")
@@ -271,7 +271,7 @@ func TestCommitWithoutHold(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 9, 1, 1)
 }
 
-func TestTombstoneTTL(t *testing.T) {
+func TestHoldEndMarkersLastTheirTTL(t *testing.T) {
 	s, _, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	short := s.WithTombstoneTTL(90 * time.Second)
@@ -292,7 +292,7 @@ func TestTombstoneTTL(t *testing.T) {
 	}
 }
 
-func TestSetStock(t *testing.T) {
+func TestSetStockKeepsLiveHoldsAndRefusesBelowThem(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	if _, err := s.Reserve(ctx, sku, "c-1", 4); err != nil {
@@ -411,7 +411,7 @@ func TestInvalidArgumentsDoNotTouchRedis(t *testing.T) {
 	}
 }
 
-func TestValidID(t *testing.T) {
+func TestValidIDAcceptsOnlyKeySafeCharacters(t *testing.T) {
 	for s, want := range map[string]bool{
 		"PHONE-X": true, "a.b_c-9": true, strings.Repeat("z", 64): true,
 		"": false, strings.Repeat("z", 65): false, "a{b": false, "a}b": false,
