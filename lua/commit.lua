@@ -27,12 +27,4 @@ if quantity == nil then
   return {8, 0, 0, gen}
 end
 
-local available = 0
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'held', -quantity)
-  available = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
-  gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
-end
-redis.call('HDEL', KEYS[2], checkout)
-end_hold(KEYS[3], checkout, 'committed', ttl)
-return {0, quantity, available, gen}
+return drop_hold(KEYS, checkout, quantity, 0, 'committed', ttl, gen)

@@ -48,23 +48,34 @@ local function end_hold(ends, holder, how, ttl)
   redis.call('HSET', ends, holder, how .. ':' .. (now + ttl))
 end
 
+-- holder_args checks the arguments reserve, release, commit and forfeit share: ARGV[1] a
+-- holder id, ARGV[2] a decimal integer from 1 to max (quantity or TTL), ARGV[3] the gen the
+-- caller has seen. It returns nil, holder, the integer, seen; or the INVALID_ARGUMENT reply.
+local function holder_args(max)
+  local holder = ARGV[1]
+  if type(holder) ~= 'string' or #holder == 0 then
+    return {10, 1, 0, 0}
+  end
+  local n = int_arg(ARGV[2], 1, max)
+  if n == nil then
+    return {10, 2, 0, 0}
+  end
+  local seen = gen_arg(ARGV[3])
+  if seen == nil then
+    return {10, 3, 0, 0}
+  end
+  return nil, holder, n, seen
+end
+
 -- end_args checks the arguments of the scripts that end a hold (release, commit, forfeit):
 -- ARGV[1] holder, ARGV[2] tombstone TTL, ARGV[3] the gen the caller has seen, the gen of the
 -- stock hash against it, and the holder's hold-end marker. It returns the reply to refuse
 -- with (INVALID_ARGUMENT, ROLLED_BACK, ALREADY_RELEASED, ALREADY_COMMITTED); or nil, the
 -- holder, the TTL, the gen and the quantity held (nil: none).
 local function end_args(stock, holds, ends)
-  local holder = ARGV[1]
-  if type(holder) ~= 'string' or #holder == 0 then
-    return {10, 1, 0, 0}
-  end
-  local ttl = int_arg(ARGV[2], 1, 315360000)
-  if ttl == nil then
-    return {10, 2, 0, 0}
-  end
-  local seen = gen_arg(ARGV[3])
-  if seen == nil then
-    return {10, 3, 0, 0}
+  local refusal, holder, ttl, seen = holder_args(315360000)
+  if refusal then
+    return refusal
   end
   local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
   if gen < seen then
@@ -77,6 +88,28 @@ local function end_args(stock, holds, ends)
     return {7, 0, 0, gen}
   end
   return nil, holder, ttl, gen, tonumber(redis.call('HGET', holds, holder))
+end
+
+-- drop_hold ends holder's live hold of quantity units as how ('released' or 'committed'):
+-- held drops by quantity, available grows by back (the units given back: all of them for a
+-- release, none for a commit or a forfeit), gen is bumped and the marker written. keys are
+-- the script's KEYS (stock, holds, hold-ends). The stock hash is only touched if it exists,
+-- so a hold outliving it cannot recreate a partial hash with no max_per_order. It returns
+-- the OK reply {0, quantity, available after, gen}.
+local function drop_hold(keys, holder, quantity, back, how, ttl, gen)
+  local available = 0
+  if redis.call('EXISTS', keys[1]) == 1 then
+    if back > 0 then
+      available = redis.call('HINCRBY', keys[1], 'available', back)
+    else
+      available = tonumber(redis.call('HGET', keys[1], 'available')) or 0
+    end
+    redis.call('HINCRBY', keys[1], 'held', -quantity)
+    gen = redis.call('HINCRBY', keys[1], 'gen', 1)
+  end
+  redis.call('HDEL', keys[2], holder)
+  end_hold(keys[3], holder, how, ttl)
+  return {0, quantity, available, gen}
 end
 
 -- start_hold is what the scripts that take a hold (reserve, stage_change) check first: the

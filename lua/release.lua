@@ -30,14 +30,4 @@ if quantity == nil then
   return {8, 0, 0, gen}
 end
 
-local after = 0
--- Guarded so a hold outliving its stock hash cannot recreate a partial hash
--- with no max_per_order.
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  after = redis.call('HINCRBY', KEYS[1], 'available', quantity)
-  redis.call('HINCRBY', KEYS[1], 'held', -quantity)
-  gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
-end
-redis.call('HDEL', KEYS[2], checkout)
-end_hold(KEYS[3], checkout, 'released', ttl)
-return {0, quantity, after, gen}
+return drop_hold(KEYS, checkout, quantity, quantity, 'released', ttl, gen)

@@ -22,22 +22,15 @@
 -- replica) and may have lost holds: nothing is judged until the caller resynced the SKU
 -- from Postgres.
 
-local checkout = ARGV[1]
-if type(checkout) ~= 'string' or #checkout == 0 then
-  return {10, 1, 0, 0}
-end
-local quantity = int_arg(ARGV[2], 1, 1000000)
-if quantity == nil then
-  return {10, 2, 0, 0}
-end
-local seen = gen_arg(ARGV[3])
-if seen == nil then
-  return {10, 3, 0, 0}
+local refusal, checkout, quantity, seen = holder_args(1000000)
+if refusal then
+  return refusal
 end
 
 -- A hold-end marker means the saga already compensated (or completed) this
 -- checkout; a late or retried reserve must not hold units again.
-local refusal, gen, ended = start_hold(KEYS[1], KEYS[3], checkout, seen)
+local gen, ended
+refusal, gen, ended = start_hold(KEYS[1], KEYS[3], checkout, seen)
 if refusal then
   return refusal
 end
