@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -281,7 +282,7 @@ func TestAudit(t *testing.T) {
 		audit.CheckEndedHolds+"|"+expired+"|"+a+"||", audit.CheckEndedHolds+"|"+ghost+"|"+a+"||")
 
 	// The confirmed checkout's hold on a is marked released, as a stale release would.
-	s.rdb.Set(t.Context(), lua.HoldEndKey(a, confirmed), "released", time.Hour)
+	s.rdb.HSet(t.Context(), lua.HoldEndsKey(a), confirmed, fmt.Sprintf("released:%d", time.Now().Add(time.Hour).Unix()))
 	step("a confirmed order's hold released", audit.CheckConfirmedHolds+"|"+confirmed+"|"+a+"|"+shop.OrderID(confirmed)+"|")
 
 	// A checkout waiting for payment whose saga is terminated (the runbook says never do
