@@ -63,5 +63,5 @@ run-scale: $(TEMPORAL_SERVER) build
 # starts itself; writes BENCHMARKS.md and docs/bench/*.png. About 6 minutes on 2 cores.
 # Phony: bench/ is also the program's folder.
 .PHONY: bench
-bench: $(TEMPORAL)
+bench: $(TEMPORAL) $(TEMPORAL_SERVER)
 	cd bench && go run . -out ../BENCHMARKS.md -charts ../docs/bench -temporal $(CURDIR)/$(TEMPORAL)
