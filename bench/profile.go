@@ -61,6 +61,7 @@ type shapeResult struct {
 	losers    int
 	losersCPU time.Duration
 	losersFor time.Duration
+	losersPG  time.Duration  // Postgres's CPU meanwhile: each POST reads the catalog there first
 	notLosers map[string]int // answers other than 409, by code and problem
 }
 
@@ -447,7 +448,7 @@ func (r *scaleRun) losers(ctx context.Context, e *env, replicas []*stack, res *s
 	var mu sync.Mutex
 	res.notLosers = map[string]int{}
 	apiCPU := func() time.Duration { return r.cpu(ctx, e)["apis"] }
-	before, t0 := apiCPU(), time.Now()
+	before, pgBefore, t0 := apiCPU(), postgresCPU(), time.Now()
 	stop := t0.Add(sz.gateDuration)
 	var wg sync.WaitGroup
 	for w := range sz.gateConcurrency {
@@ -472,7 +473,7 @@ func (r *scaleRun) losers(ctx context.Context, e *env, replicas []*stack, res *s
 		}()
 	}
 	wg.Wait()
-	res.losersFor, res.losersCPU, res.losers = time.Since(t0), apiCPU()-before, int(answered.Load())
+	res.losersFor, res.losersCPU, res.losersPG, res.losers = time.Since(t0), apiCPU()-before, postgresCPU()-pgBefore, int(answered.Load())
 	if len(res.notLosers) > 0 {
 		progress("   sold-out POSTs: answers other than 409: %v", res.notLosers)
 	}
@@ -508,7 +509,7 @@ func scaleMarkdown(rs []shapeResult, sz sizes) string {
 		fmt.Fprintf(&b, "| %s | %.1f | %.2f | %s | %s | %d | %s = **%.1f** |\n", r.shape.name, r.rate(), ratio(r.rate(), rs[0].rate()),
 			fmtDur(r.post.pct(50)), fmtDur(r.post.pct(99)), r.shed, strings.Join(parts, " / "), ms(r.cpuPer("")))
 	}
-	b.WriteString("\n| shape | Temporal persistence requests per checkout (writes) | rows written in Temporal's database per checkout | sold-out 409s/s (both replicas) | 409s per API CPU-second | other answers to sold-out POSTs |\n|---|---|---|---|---|---|\n")
+	b.WriteString("\n| shape | Temporal persistence requests per checkout (writes) | rows written in Temporal's database per checkout | sold-out 409s/s (both replicas) | 409s per API CPU-second | Postgres CPU ms per 1,000 409s (the catalog read) | other answers to sold-out POSTs |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		pers, rows := "- (SQLite, not counted)", "-"
 		if r.shape.shards > 0 {
@@ -518,8 +519,9 @@ func scaleMarkdown(rs []shapeResult, sz sizes) string {
 		if len(r.notLosers) > 0 {
 			other = answersLine(r.notLosers)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.0f | %s |\n", r.shape.name, pers, rows,
-			float64(r.losers)/r.losersFor.Seconds(), float64(r.losers)/max(r.losersCPU.Seconds(), 0.001), other)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.0f | %.0f | %s |\n", r.shape.name, pers, rows,
+			float64(r.losers)/r.losersFor.Seconds(), float64(r.losers)/max(r.losersCPU.Seconds(), 0.001),
+			ms(r.losersPG)*1000/float64(max(r.losers, 1)), other)
 	}
 	b.WriteString("\nAll shapes share the machine's 2 cores: on a real deployment each process group has its own cores, so these rates are\n")
 	b.WriteString("the whole system's on one small box, and the CPU split (not the rate) is what carries over to capacity planning (docs/capacity.md).\n")
