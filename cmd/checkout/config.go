@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -55,6 +56,8 @@ type config struct {
 	StripeAPIURL       string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
 	MaxStarting        int64         // MAX_STARTING_CHECKOUTS: admission bound
 	AdmissionWait      time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
+	// CatalogTTL: CATALOG_CACHE_MS, how long the API's catalog check answers from memory (0: off)
+	CatalogTTL time.Duration
 	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
 	// stays bound to its request body (the contract asks for at least 24 h)
 	IdempotencyRetention time.Duration
@@ -108,6 +111,7 @@ func loadConfig(dev bool) (config, error) {
 		StripeAPIURL:       str("STRIPE_API_URL", ""),
 		MaxStarting:        integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
 		AdmissionWait:      time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
+		CatalogTTL:         time.Duration(integer("CATALOG_CACHE_MS", store.DefaultCatalogTTL.Milliseconds(), 0, 60_000)) * time.Millisecond,
 		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
 			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
 	}

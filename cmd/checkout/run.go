@@ -27,6 +27,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/worker"
@@ -286,6 +287,7 @@ func runAPI(ctx context.Context, cfg config) error {
 func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	ready := &api.Readiness{}
 	auditor := audit.New(d.pool, d.rdb, d.temporal, audit.Options{})
+	cat, inv := catalogAndInventory(d.store, d.stock, cfg.CatalogTTL)
 	e := api.New(api.Config{
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
@@ -302,8 +304,8 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 	}, api.Deps{
 		Temporal:  d.temporal,
-		Catalog:   d.store,
-		Inventory: &inventory.Inventory{Store: d.store, Stock: d.stock},
+		Catalog:   cat,
+		Inventory: inv,
 		Records:   d.store,
 		Owners:    d.store,
 		Payments:  d.store,
@@ -399,4 +401,27 @@ func ensureSchedule(ctx context.Context, c client.Client, id string, every time.
 		return fmt.Errorf("create schedule %s: %w", id, err)
 	}
 	return nil
+}
+
+// catalogAndInventory are the API's catalog check and the operators' inventory. The catalog
+// answers from memory for ttl (a sale's losers read Postgres once per ttl, not once per
+// request; 0: straight from Postgres), and a SKU set through this API is forgotten at once.
+func catalogAndInventory(s *store.Store, stock *lua.Stock, ttl time.Duration) (api.Catalog, api.Inventory) {
+	inv := &inventory.Inventory{Store: s, Stock: stock}
+	if ttl <= 0 {
+		return s, inv
+	}
+	cache := store.NewCatalogCache(s, ttl)
+	return cache, forgettingInventory{inv, cache}
+}
+
+// forgettingInventory tells the catalog cache of every SKU an operator sets.
+type forgettingInventory struct {
+	*inventory.Inventory
+	cache *store.CatalogCache
+}
+
+func (f forgettingInventory) Set(ctx context.Context, p shop.Product) (shop.InventoryView, error) {
+	defer f.cache.Forget(p.SKU)
+	return f.Inventory.Set(ctx, p)
 }
