@@ -53,10 +53,10 @@ var knownExceptions = []string{
 }
 
 // testSupport are the packages only tests may import.
-var testSupport = []string{"/internal/testenv", "/payments/stripetest"}
+var testSupport = []string{"/internal/checkouttest", "/internal/testenv", "/payments/stripetest"}
 
 // testOnly are the packages that are tests or tools, not the product.
-var testOnly = []string{"", "/bench", "/e2e", "/e2e/console", "/faults", "/internal/testenv", "/payments/stripetest"}
+var testOnly = []string{"", "/bench", "/e2e", "/e2e/console", "/faults", "/internal/checkouttest", "/internal/testenv", "/payments/stripetest"}
 
 func forbidden(from, imp string) string {
 	to := rel(imp)
