@@ -81,6 +81,8 @@ type Product struct {
 	// DevServer and UIURL are set by Start: the dev server and its Web UI ("" if headless).
 	DevServer *testsuite.DevServer
 	UIURL     string
+	// Logger is the API's and the SDK clients' logger.
+	Logger *slog.Logger
 
 	opts    Options
 	mu      sync.Mutex
@@ -93,7 +95,7 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	p := &Product{Services: svc, opts: opts, Store: activities.NewStore(svc.Pool), Stock: lua.New(svc.Redis)}
+	p := &Product{Services: svc, opts: opts, Logger: opts.Logger, Store: activities.NewStore(svc.Pool), Stock: lua.New(svc.Redis)}
 	p.Inventory = &activities.Inventory{Store: p.Store, Stock: p.Stock}
 	defer func() {
 		if err != nil {
@@ -104,15 +106,12 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 		return nil, fmt.Errorf("load lua scripts: %w", err)
 	}
 	if !opts.NoWorker {
-		stop, err := p.StartWorker()
-		if err != nil {
+		if _, err := p.startWorker(); err != nil {
 			return nil, err
 		}
-		p.onClose(stop)
 	}
 	if !opts.NoAPI {
-		url, stop := p.ServeAPI(opts.API, svc.Temporal, true)
-		p.onClose(stop)
+		url := p.ServeAPI(opts.API, svc.Temporal, true)
 		p.URL = url
 		p.Client = NewClient(url)
 		p.onClose(p.Client.HTTP.CloseIdleConnections)
@@ -160,21 +159,32 @@ func Dial(t testing.TB, hostPort string, logger *slog.Logger) client.Client {
 	return c
 }
 
-// StartWorker starts a worker of the product and returns its stop function (safe to call
-// twice).
-func (p *Product) StartWorker() (stop func(), err error) {
+// StartWorker starts another worker of the product and returns its stop function (safe to
+// call twice; Close calls it too).
+func (p *Product) StartWorker(t testing.TB) (stop func()) {
+	t.Helper()
+	stop, err := p.startWorker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stop
+}
+
+func (p *Product) startWorker() (stop func(), err error) {
 	w := worker.New(p.Temporal, &activities.Activities{Store: p.Store, Stock: p.Stock, Temporal: p.Temporal, Payments: p.opts.Payments})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	var once sync.Once
-	return func() { once.Do(w.Stop) }, nil
+	stop = func() { once.Do(w.Stop) }
+	p.onClose(stop)
+	return stop, nil
 }
 
-// ServeAPI starts an API server that talks to Temporal through tc, with the sold-out gate
-// when gate is set, and returns its base URL and its stop function. cfg's empty fields get
+// ServeAPI starts another API server that talks to Temporal through tc, with the sold-out
+// gate when gate is set, and returns its base URL; Close stops it. cfg's empty fields get
 // Options.API's, then the package defaults.
-func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url string, stop func()) {
+func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url string) {
 	def := p.opts.API
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = or(def.AdminToken, AdminToken)
@@ -203,7 +213,8 @@ func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url str
 		h = p.opts.Wrap(h)
 	}
 	hs := httptest.NewServer(h)
-	return hs.URL, hs.Close
+	p.onClose(hs.Close)
+	return hs.URL
 }
 
 func or(s, def string) string {
@@ -232,7 +243,7 @@ func CheckInvariants(ctx context.Context, a *audit.Auditor) (audit.Report, error
 	return report, errors.Join(errs...)
 }
 
-// Stock sets a SKU's stock through the operator inventory, at 1,999 cents (usd).
+// SetStock sets a SKU's stock through the operator inventory, at 1,999 cents (usd).
 func (p *Product) SetStock(ctx context.Context, sku string, onHand, maxPerOrder int64) error {
 	_, err := p.Inventory.Set(ctx, activities.Product{SKU: sku, OnHand: onHand, PriceCents: UnitPrice, Currency: "usd", MaxPerOrder: maxPerOrder})
 	if err != nil {
