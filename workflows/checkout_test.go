@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -461,6 +462,65 @@ func TestTransientRedisAndPostgresErrorsAreRetried(t *testing.T) {
 	}
 	if p := f.level(phone); p.Sold != 2 || p.Held != 0 {
 		t.Errorf("phone: %+v, want 2 sold and nothing held", p)
+	}
+}
+
+// A half-succeeded reserve: the real script ran in Redis and took the hold, then the
+// activity reported a failure (the reply was lost, the worker's deadline passed). This is why
+// the saga registers each release before its reserve runs: had it registered the release
+// only after a successful reserve, this hold would stay taken after the saga ended.
+func TestReserveThatHeldButReportedFailureIsReleasedWhenTheSagaEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(attempt int32) error // nil: report the real result
+		want workflows.Status
+		held int64 // after the reservation was answered
+	}{
+		{"failure for good", func(int32) error {
+			return temporal.NewNonRetryableApplicationError("reserve reply lost", "ReplyLost", nil)
+		}, workflows.StatusFailed, 0},
+		{"failure once, then a retry", func(attempt int32) error {
+			if attempt == 1 {
+				return errors.New("run reserve script: read tcp 127.0.0.1:6379: i/o timeout")
+			}
+			return nil
+		}, workflows.StatusExpired, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			phone := f.sku(10, 99_900, 2)
+			in := input(activities.Item{SKU: phone, Quantity: 2})
+			in.PaymentTimeoutSeconds = 60
+			var attempts atomic.Int32
+			f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
+				func(ctx context.Context, s activities.StockInput) (lua.ReserveResult, error) {
+					res, err := f.acts.ReserveStock(ctx, s) // the script runs for real
+					if err != nil {
+						return res, err
+					}
+					if err := tc.fail(attempts.Add(1)); err != nil {
+						return lua.ReserveResult{}, err
+					}
+					return res, nil
+				})
+			var heldWhileOpen int64 = -1
+			f.env.RegisterDelayedCallback(func() { heldWhileOpen = f.level(phone).Held }, 30*time.Second)
+
+			v := f.run(in)
+
+			if v.Status != tc.want {
+				t.Fatalf("status %s, want %s", v.Status, tc.want)
+			}
+			if tc.want != workflows.StatusFailed && heldWhileOpen != tc.held {
+				t.Errorf("held while waiting for payment: %d, want %d (the retry found its own hold)", heldWhileOpen, tc.held)
+			}
+			if p := f.level(phone); p.Held != 0 || p.Available != 10 {
+				t.Errorf("after the saga ended %s: %+v, want nothing held and all 10 available", v.Status, p)
+			}
+			if held, err := f.stock.Holds(context.Background(), phone); err != nil || len(held) != 0 {
+				t.Errorf("holds of %s after the saga ended: %v (err %v), want none", phone, held, err)
+			}
+		})
 	}
 }
 
