@@ -165,6 +165,14 @@ func (f *fixture) run(in workflows.Input) workflows.View {
 	return v
 }
 
+// phoneCheckout is the usual start of a saga test: a fixture, a phone SKU (10 units at
+// 999.00 USD, at most 2 per order) and a checkout of qty phones.
+func phoneCheckout(t *testing.T, qty int64) (*fixture, string, workflows.Input) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	return f, phone, input(activities.Item{SKU: phone, Quantity: qty})
+}
+
 func input(items ...activities.Item) workflows.Input {
 	return workflows.Input{
 		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-9", Items: cartLines(items),
@@ -242,9 +250,7 @@ func TestSecondSKUOutOfStockReleasesTheFirst(t *testing.T) {
 }
 
 func TestPaymentTimerExpiresAndReleases(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	in.PaymentTimeoutSeconds = 600
 	start := f.env.Now()
 
@@ -267,9 +273,7 @@ func TestPaymentTimerExpiresAndReleases(t *testing.T) {
 func TestCancelWhileWaitingStillReleases(t *testing.T) {
 	for _, how := range []string{"workflow cancellation", "cancel update"} {
 		t.Run(how, func(t *testing.T) {
-			f := newFixture(t)
-			phone := f.sku(10, 99_900, 2)
-			in := input(activities.Item{SKU: phone, Quantity: 2})
+			f, phone, in := phoneCheckout(t, 2)
 			f.env.RegisterDelayedCallback(func() {
 				if f.level(phone).Held != 2 {
 					t.Error("expected 2 units held while waiting for payment")
@@ -306,9 +310,7 @@ func TestCancelWhileWaitingStillReleases(t *testing.T) {
 func TestPaymentFailedThenSucceededPays(t *testing.T) {
 	// A declined card is one attempt: the buyer retries with another card while the
 	// checkout is open, and that payment confirms it.
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, _, in := phoneCheckout(t, 1)
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
 	f.payAt(2*time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_s", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_1", AmountCents: 99_900, Currency: "usd"})
 
@@ -318,9 +320,7 @@ func TestPaymentFailedThenSucceededPays(t *testing.T) {
 }
 
 func TestPaymentFailedReleasesAtDeadline(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, phone, in := phoneCheckout(t, 1)
 	in.PaymentTimeoutSeconds = 600
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
 	start := f.env.Now()
@@ -342,9 +342,7 @@ func TestPaymentFailedReleasesAtDeadline(t *testing.T) {
 }
 
 func TestPaymentCanceledReleasesAtOnce(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, phone, in := phoneCheckout(t, 1)
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_x", Outcome: workflows.PaymentCanceled, PaymentRef: "pi_1"})
 	start := f.env.Now()
 
@@ -359,9 +357,7 @@ func TestPaymentCanceledReleasesAtOnce(t *testing.T) {
 }
 
 func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	f.payAt(time.Minute, paid("evt_1", 199_800))
 	f.payAt(time.Minute, paid("evt_1", 199_800)) // the same event redelivered
 	reconciled := paid("reconcile-pi_evt_1", 199_800)
@@ -392,9 +388,7 @@ func TestWrongAmountNeverConfirms(t *testing.T) {
 		"currency": {Provider: "stripe", EventID: "evt_c", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_c", AmountCents: 99_900, Currency: "eur"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			phone := f.sku(10, 99_900, 2)
-			in := input(activities.Item{SKU: phone, Quantity: 1})
+			f, phone, in := phoneCheckout(t, 1)
 			in.PaymentTimeoutSeconds = 300
 			f.payAt(time.Minute, p)
 			f.env.RegisterDelayedCallback(func() {
@@ -430,9 +424,7 @@ func TestWrongAmountNeverConfirms(t *testing.T) {
 }
 
 func TestTransientRedisAndPostgresErrorsAreRetried(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	var reserveCalls, confirmCalls atomic.Int32
 	// First attempt of each step fails as a dropped connection would; later attempts run
 	// the real activity against the real stores.
@@ -487,9 +479,7 @@ func TestReserveThatHeldButReportedFailureIsReleasedWhenTheSagaEnds(t *testing.T
 		}, workflows.StatusExpired, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			phone := f.sku(10, 99_900, 2)
-			in := input(activities.Item{SKU: phone, Quantity: 2})
+			f, phone, in := phoneCheckout(t, 2)
 			in.PaymentTimeoutSeconds = 60
 			var attempts atomic.Int32
 			f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
