@@ -155,11 +155,11 @@ func (s *stack) audit() (audit.Report, []string) {
 	return rep, keys
 }
 
-// TestAudit runs the product through a confirmed checkout and a late, refunded payment, and
+// TestAuditNamesEachBrokenPromise runs the product through a confirmed checkout and a late, refunded payment, and
 // checks that this state audits clean; then breaks each promise for real, one at a time (the
 // product's own paths where one leads there, direct writes where only a bug or a person would),
 // and checks that the audit names exactly the new violation with the ids to act on it.
-func TestAudit(t *testing.T) {
+func TestAuditNamesEachBrokenPromise(t *testing.T) {
 	s := newStack(t)
 	a := s.sku(5)
 	confirmed := s.checkout(a, 900)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
@@ -27,7 +25,9 @@ func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
 		http: &http.Client{Timeout: 60 * time.Second},
 		sku:  testenv.RandomID("LATE-"),
 	}
-	require.NoError(t, p.SetStock(t.Context(), s.sku, 5, 2))
+	if err := p.SetStock(t.Context(), s.sku, 5, 2); err != nil {
+		t.Fatal(err)
+	}
 
 	id := testenv.RandomID("late-")
 	v := s.openCheckout(t, id, 5)

@@ -64,18 +64,22 @@ type cart struct {
 	requests []int // every status code this cart's requests got
 }
 
-// TestFlashSale sells 50 units of two SKUs to 200 concurrent carts over HTTP. Winners are
+// TestFlashSaleSellsExactlyTheStockOverHTTP sells 50 units of two SKUs to 200 concurrent carts over HTTP. Winners are
 // paid by signed webhooks (some delivered twice), left to expire on a 2 s timer, or
 // cancelled. Afterwards nothing may be oversold, every paid checkout must be confirmed in
 // Postgres, every other checkout's holds released, and available + held == on_hand.
-func TestFlashSale(t *testing.T) {
+func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 	p := checkouttest.Start(t, checkouttest.Options{})
 	ctx := t.Context()
 	run := testenv.RandomID("")
 	phone, cover := "PHONE-"+run, "COVER-"+run
 	const phoneUnits, coverUnits = 50, 20
-	require.NoError(t, p.SetStock(ctx, phone, phoneUnits, 2))
-	require.NoError(t, p.SetStock(ctx, cover, coverUnits, 2))
+	if err := p.SetStock(ctx, phone, phoneUnits, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetStock(ctx, cover, coverUnits, 2); err != nil {
+		t.Fatal(err)
+	}
 
 	const carts = 200
 	all := make([]*cart, carts)

@@ -126,7 +126,9 @@ func (e *supportEnv) call(method, path, token string, body any) answer {
 // stock puts onHand units of a SKU on sale at 1,999 cents, at most 2 per order.
 func (e *supportEnv) stock(sku string, onHand int64) {
 	e.t.Helper()
-	require.NoError(e.t, e.SetStock(e.t.Context(), sku, onHand, 2))
+	if err := e.SetStock(e.t.Context(), sku, onHand, 2); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // pay delivers a correctly signed payment_intent.succeeded for the checkout.
@@ -247,12 +249,12 @@ func (e *supportEnv) cli(args ...string) (string, error) {
 
 func item(sku string, qty int64) api.RequestItem { return api.RequestItem{SKU: sku, Quantity: qty} }
 
-// TestSupportQueries puts checkouts in every state support meets, then runs every List
+// TestRunbookQueriesFindExactlyTheirCheckouts puts checkouts in every state support meets, then runs every List
 // Filter query of the runbook through the SDK client and asserts the exact sets of workflow
 // ids. It also checks what the UI shows: the view's temporal_ui link answering on the dev
 // server's Web UI, the summaries, details and current details recorded for it, and how a
 // finished checkout is answered by the API.
-func TestSupportQueries(t *testing.T) {
+func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	e := newSupportEnv(t, true)
 	queries := runbookQueries(t)
 	run := testenv.RandomID("")
@@ -459,10 +461,10 @@ func sameString(a, b *string) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
-// TestSupportActions drives each support update end to end through the API with the admin
+// TestSupportActionsWorkThroughTheAdminAPI drives each support update end to end through the API with the admin
 // token: extend (and its validator's refusals), cancel by support (stock released), retry
 // with nothing stuck, and every action on a finished or unknown checkout.
-func TestSupportActions(t *testing.T) {
+func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 	e := newSupportEnv(t, false)
 	run := testenv.RandomID("")
 	phone := "PHONE-" + run

@@ -90,7 +90,9 @@ func newPayStack(t *testing.T) *payStack {
 		http:   &http.Client{Timeout: 60 * time.Second},
 		sku:    testenv.RandomID("PAY-"),
 	}
-	require.NoError(t, p.SetStock(t.Context(), s.sku, 1000, 2))
+	if err := p.SetStock(t.Context(), s.sku, 1000, 2); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { p.Redis.Del(context.Background(), lua.StockKey(s.sku), lua.HoldsKey(s.sku)) })
 	return s
 }
@@ -255,25 +257,18 @@ func (s *payStack) paymentSignals(t *testing.T, checkoutID string) int {
 	return n
 }
 
-// waitRefund waits for the refund workflow of a payment to finish and returns its view.
+// waitRefund waits for the refund workflow of a payment to finish and returns its view. The
+// saga starts it as an abandoned child as it ends: until then it is not found.
 func (s *payStack) waitRefund(t *testing.T, paymentIntent string) workflows.RefundView {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), settleWait)
-	defer cancel()
 	id := workflows.RefundWorkflowID("stripe", paymentIntent)
 	var v workflows.RefundView
-	for {
-		err := s.temporal.GetWorkflow(ctx, id, "").Get(ctx, &v)
-		var nf *serviceerror.NotFound
-		switch {
-		case err == nil:
-			return v
-		case errors.As(err, &nf) && ctx.Err() == nil:
-			time.Sleep(100 * time.Millisecond) // started by an abandoned child a moment later
-		default:
-			t.Fatalf("refund workflow %s: %v", id, err)
-		}
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(t.Context(), settleWait)
+		defer cancel()
+		require.NoError(c, s.temporal.GetWorkflow(ctx, id, "").Get(ctx, &v), "refund workflow %s", id)
+	}, settleWait, 100*time.Millisecond)
+	return v
 }
 
 // eventually polls cond until it holds or settleWait passes; the failure names what was
@@ -303,9 +298,9 @@ type webhookCase struct {
 	check            func(t *testing.T, s *payStack, id string) // extra assertions
 }
 
-// TestPaymentWebhooks runs every webhook case end to end over HTTP on one dev server: real
+// TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga runs every webhook case end to end over HTTP on one dev server: real
 // Postgres, Redis and Temporal, the worker refunding through a local scripted Stripe API.
-func TestPaymentWebhooks(t *testing.T) {
+func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 	started := time.Now()
 	s := newPayStack(t)
 	t.Logf("stack up in %s", time.Since(started).Round(time.Millisecond))

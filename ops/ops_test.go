@@ -35,7 +35,7 @@ const (
 // promtool checks the rules and runs their unit tests. Without promtool on PATH the test
 // skips, except in CI (CI=1 or PROMTOOL_REQUIRED=1, which .ci/run sets after installing
 // Debian's prometheus package), where a missing promtool fails it.
-func TestPrometheusRules(t *testing.T) {
+func TestAlertRulesPassPromtoolAndTheirUnitTests(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") == "1" || os.Getenv("PROMTOOL_REQUIRED") == "1" {
@@ -95,7 +95,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 
 // The dashboard covers what the issue asks of it, and every panel reads the dashboard's
 // Prometheus datasource variable.
-func TestDashboardPanels(t *testing.T) {
+func TestDashboardShowsTheKeyMetricsFromItsDatasource(t *testing.T) {
 	uses := map[string]bool{}
 	for _, p := range dashboardPanels(t) {
 		if p.Datasource.UID != "${datasource}" {

@@ -53,7 +53,7 @@ func (f *fixture) status() workflows.View {
 	return view
 }
 
-func TestExtendHold(t *testing.T) {
+func TestExtendMovesTheDeadlineWithinTheCap(t *testing.T) {
 	f, phone, in := phoneCheckout(t, 1)
 	in.PaymentTimeoutSeconds = 900
 	start := f.env.Now()

@@ -42,10 +42,10 @@ const (
 	uiDeadline = 60 * time.Second
 )
 
-// TestSupportConsole puts a few checkouts of two customers and two SKUs in different states,
+// TestSupportFindsAndReadsCheckoutsInTheWebUI puts a few checkouts of two customers and two SKUs in different states,
 // then, in the browser: lists them with the runbook's kind of query and checks which rows
 // show, and opens one to read what the runbook says support reads there.
-func TestSupportConsole(t *testing.T) {
+func TestSupportFindsAndReadsCheckoutsInTheWebUI(t *testing.T) {
 	browser := chromiumPath(t)
 	p := startProduct(t)
 

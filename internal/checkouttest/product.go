@@ -65,6 +65,8 @@ type Options struct {
 	Logger *slog.Logger
 	// UI serves the dev server's Web UI (Start only).
 	UI bool
+	// Ready are the checks the API's /readyz runs, by name (none: always ready).
+	Ready map[string]func(context.Context) error
 	// Wrap wraps the API's handler, e.g. with the OpenAPI check (Start does).
 	Wrap func(http.Handler) http.Handler
 }
@@ -204,7 +206,7 @@ func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url str
 		}
 	}
 	deps := api.Deps{Temporal: tc, Catalog: p.Store, Inventory: p.Inventory, Records: p.Store, Payments: p.Store,
-		Logger: p.opts.Logger, Audit: p.Auditor()}
+		Logger: p.opts.Logger, Audit: p.Auditor(), Ready: p.opts.Ready}
 	if gate {
 		deps.Gate = p.Stock
 	}
