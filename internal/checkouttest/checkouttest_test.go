@@ -101,3 +101,23 @@ func TestProxyCutsAndRestoresTheWayToItsTarget(t *testing.T) {
 		t.Errorf("after restore: %v", err)
 	}
 }
+
+// The scrape reads what a Prometheus handler serves, histograms by their sums.
+func TestScrapeMetricsReadsTheTextFormat(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "# TYPE state_transition_count histogram\n"+
+			"state_transition_count_bucket{le=\"+Inf\"} 2\nstate_transition_count_sum 19\nstate_transition_count_count 2\n"+
+			"# TYPE up gauge\nup 1\n")
+	}))
+	defer srv.Close()
+	families, err := ScrapeMetrics(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Sum(families["state_transition_count"]); got != 19 {
+		t.Errorf("state_transition_count sum %v, want 19", got)
+	}
+	if got := Sum(families["up"]); got != 1 {
+		t.Errorf("up %v, want 1", got)
+	}
+}
