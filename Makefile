@@ -11,6 +11,12 @@ STRIPE_MOCK_VERSION := v0.203.0
 STRIPE_MOCK := .tools/stripe-mock
 
 .PHONY: run test tools build vet
+# The scale profile (issue 12): the full Temporal server on the local Postgres, its SQL schema
+# tool and the Web UI server, pinned in tools/temporal-server/go.mod (server 1.29.1, UI 2.42.1,
+# the versions the CLI bundles). About 2 minutes and 1.6 GB cold, seconds warm; ~130 MB each.
+TEMPORAL_SERVER := .tools/temporal-server
+TEMPORAL_SQL_TOOL := .tools/temporal-sql-tool
+TEMPORAL_UI_SERVER := .tools/temporal-ui-server
 
 run: $(TEMPORAL) build
 	./bin/checkout dev
@@ -31,7 +37,7 @@ vet:
 build:
 	go build -o bin/checkout ./cmd/checkout
 
-tools: $(TEMPORAL) $(STRIPE_MOCK)
+tools: $(TEMPORAL) $(STRIPE_MOCK) $(TEMPORAL_SERVER)
 
 $(STRIPE_MOCK):
 	GOBIN=$(CURDIR)/.tools go install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
@@ -40,6 +46,18 @@ $(TEMPORAL): tools/temporal/go.mod tools/temporal/go.sum
 	cd tools/temporal && go build \
 		-ldflags "-X github.com/temporalio/cli/temporalcli.Version=$(TEMPORAL_VERSION)" \
 		-o $(CURDIR)/$(TEMPORAL) github.com/temporalio/cli/cmd/temporal
+
+$(TEMPORAL_SERVER): tools/temporal-server/go.mod tools/temporal-server/go.sum
+	cd tools/temporal-server && go build -o $(CURDIR)/$(TEMPORAL_SQL_TOOL) go.temporal.io/server/cmd/tools/sql \
+		&& go build -o $(CURDIR)/$(TEMPORAL_UI_SERVER) github.com/temporalio/ui-server/v2/cmd/server \
+		&& go build -o $(CURDIR)/$(TEMPORAL_SERVER) go.temporal.io/server/cmd/server
+
+# The production shape on this machine, until Ctrl-C: the Temporal server on Postgres (4
+# shards) with its Web UI on 8233, a Redis Cluster of 3 masters + 3 replicas on 7000-7005,
+# 2 workers and 2 API replicas (8080, 8081). State in .local/scale/; see README "Scale profile".
+.PHONY: run-scale
+run-scale: $(TEMPORAL_SERVER) build
+	tools/scale/run
 
 # The flash-sale benchmark (issue 5): one run against local Redis, Postgres and a dev server it
 # starts itself; writes BENCHMARKS.md and docs/bench/*.png. About 6 minutes on 2 cores.

@@ -1,11 +1,14 @@
-// Package activities holds every side effect of the checkout saga: stock holds in Redis
-// (through package lua), the checkout record, order confirmation and the inventory ledger in
-// Postgres. Each activity is keyed by the checkout, so Temporal may retry any of them.
+// Package activities holds the saga's Temporal activities: thin adapters that call the
+// Postgres store (package store), the stock scripts (package lua) and the payment providers
+// (package payments), and map what they answer to Temporal's terms. Each activity is keyed by
+// the checkout, so Temporal may retry any of them. Operators' stock changes are package
+// inventory's, not an activity.
 //
 // Errors follow one rule: "no" is not "broken". An answer that will not change on retry
-// (out of stock, a hold that already ended) is a non-retryable ApplicationError whose type is
-// one of the ErrType constants; the workflow branches on those types. Anything else (a
-// timeout, a dropped connection) is returned wrapped and Temporal retries it.
+// (out of stock, a hold that already ended, an order Postgres cannot fill) is a
+// non-retryable ApplicationError whose type is one of the shop.ErrType constants; the
+// workflow branches on those types. Anything else (a timeout, a dropped connection) is
+// returned wrapped and Temporal retries it.
 package activities
 
 import (
@@ -21,34 +24,12 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/store"
 )
-
-// Error types of non-retryable activity failures. Workflows branch on these, never on text.
-const (
-	ErrTypeOutOfStock     = "OutOfStock"
-	ErrTypeOverLimit      = "OverLimit"
-	ErrTypeNotStocked     = "NotStocked"
-	ErrTypeHoldEnded      = "HoldEnded"
-	ErrTypeHoldCommitted  = "HoldCommitted"
-	ErrTypeHoldReleased   = "HoldReleased"
-	ErrTypeNoHold         = "NoHold"
-	ErrTypeUnknownSKU     = "UnknownSKU"
-	ErrTypeMixedCurrency  = "MixedCurrency"
-	ErrTypeStockMismatch  = "StockMismatch"
-	ErrTypeInvalidRequest = "InvalidRequest"
-)
-
-// Item is one line of a cart. UnitPriceCents is filled in from the catalog when the
-// checkout is recorded.
-type Item struct {
-	SKU            string `json:"sku"`
-	Quantity       int64  `json:"quantity"`
-	UnitPriceCents int64  `json:"unit_price_cents"`
-}
 
 // Activities are the saga's steps. Register a *Activities with the worker.
 type Activities struct {
-	Store *Store
+	Store *store.Store
 	Stock *lua.Stock
 	// Payments are the configured payment providers by name ("stripe"), for refunds and
 	// reconciliation; a checkout whose refund has no provider is flagged for support.
@@ -97,7 +78,7 @@ func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput)
 		}
 		rec.AmountCents += it.Quantity * p.PriceCents
 	}
-	return a.Store.insertCheckout(ctx, rec, limits)
+	return a.Store.InsertCheckout(ctx, rec, limits)
 }
 
 // StockInput names one SKU of one checkout.
@@ -107,13 +88,6 @@ type StockInput struct {
 	Quantity   int64  `json:"quantity"`
 	// Reason is why a hold is released (expired, cancelled, ...); used for metrics and logs.
 	Reason string `json:"reason,omitempty"`
-}
-
-// Shortage is the detail of an OutOfStock failure.
-type Shortage struct {
-	SKU       string `json:"sku"`
-	Requested int64  `json:"requested"`
-	Available int64  `json:"available"`
 }
 
 // resynced runs a stock script once more after bringing the SKU back in line with Postgres,
@@ -278,15 +252,11 @@ type ConfirmOrderInput struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
-// OrderID is the id of the order that confirms a checkout: derived from the checkout, so a
-// retried confirmation can only ever name one order.
-func OrderID(checkoutID string) string { return "ord-" + checkoutID }
-
 // ConfirmOrder writes the order, takes its units from on_hand into sold, appends the ledger
 // and marks the checkout confirmed, in one transaction; idempotent per checkout.
 func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (string, error) {
-	orderID, created, err := a.Store.confirmOrder(ctx, in)
-	if errors.Is(err, errInsufficientOnHand) || errors.Is(err, errCheckoutEnded) || errors.Is(err, errPaidOtherwise) {
+	orderID, created, err := a.Store.ConfirmOrder(ctx, store.Order(in))
+	if errors.Is(err, store.ErrInsufficientOnHand) || errors.Is(err, store.ErrCheckoutEnded) || errors.Is(err, store.ErrPaidOtherwise) {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeStockMismatch, nil)
 	}
 	if err != nil {
@@ -311,7 +281,7 @@ type RecordOutcomeInput struct {
 
 // RecordOutcome stores how a checkout ended; only the first end is kept.
 func (a *Activities) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
-	if err := a.Store.recordOutcome(ctx, in); err != nil {
+	if err := a.Store.RecordOutcome(ctx, store.Outcome(in)); err != nil {
 		return err
 	}
 	metrics.Outcomes.WithLabelValues(in.Status).Inc()

@@ -10,7 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // The review's H4: 10 of 20 units held, Redis loses everything, an operator PUTs the same
@@ -101,7 +103,7 @@ func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 	rdb := testRedis(t)
 	rdb.HDel(ctx, lua.HoldsKey(f.sku), a)
 	rdb.HSet(ctx, lua.StockKey(f.sku), "available", 2, "held", 0)
-	if _, _, err := f.acts.Store.confirmOrder(ctx, ConfirmOrderInput{CheckoutID: a, CustomerID: "u-1",
+	if _, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: a, CustomerID: "u-1",
 		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +135,9 @@ func TestForfeitStockReturnsNoUnits(t *testing.T) {
 	}
 	// Both pay; a is confirmed, b's order is refused (on_hand 0).
 	for _, id := range []string{a, b} {
-		_, _, err := f.acts.Store.confirmOrder(ctx, ConfirmOrderInput{CheckoutID: id, CustomerID: "u",
+		_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: id, CustomerID: "u",
 			Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + id})
-		if id == b && !errors.Is(err, errInsufficientOnHand) {
+		if id == b && !errors.Is(err, store.ErrInsufficientOnHand) {
 			t.Fatalf("confirm of b: %v; want insufficient on hand", err)
 		}
 	}
@@ -174,7 +176,7 @@ func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
 	slow := redis.NewClient(opts)
 	t.Cleanup(func() { _ = slow.Close() })
 	slow.AddHook(stall)
-	inv := &Inventory{Store: f.acts.Store, Stock: lua.New(slow)}
+	inv := &inventory.Inventory{Store: f.acts.Store, Stock: lua.New(slow)}
 	setDone := make(chan error, 1)
 	go func() {
 		_, err := inv.Set(context.Background(), Product{SKU: f.sku, OnHand: 12, PriceCents: 100, Currency: "usd", MaxPerOrder: 5})
@@ -187,7 +189,7 @@ func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	_, _, err := f.acts.Store.confirmOrder(cctx, ConfirmOrderInput{CheckoutID: a, CustomerID: "u-1",
+	_, _, err := f.acts.Store.ConfirmOrder(cctx, store.Order{CheckoutID: a, CustomerID: "u-1",
 		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a})
 	stall.open()
 	if err != nil {
@@ -257,23 +259,5 @@ func restoreKeys(t *testing.T, rdb *redis.Client, dump map[string]string) {
 				t.Fatal(err)
 			}
 		}
-	}
-}
-
-// The review's M6: pgx's default pool is 4 connections on a 2-core box.
-func TestNewPoolSizesThePool(t *testing.T) {
-	url, _ := testenv.Postgres(t)
-	for _, tt := range []struct {
-		url  string
-		want int
-	}{{url, DefaultPoolMaxConns}, {url + "?pool_max_conns=7", 7}} {
-		pool, err := NewPool(t.Context(), tt.url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := NewStore(pool).MaxConns(); got != tt.want {
-			t.Errorf("pool of %s: %d connections, want %d", tt.url, got, tt.want)
-		}
-		pool.Close()
 	}
 }

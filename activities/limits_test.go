@@ -3,6 +3,9 @@ package activities
 import (
 	"sync"
 	"testing"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // A SKU's max_per_customer counts the customer's open and confirmed checkouts; an ended one
@@ -11,10 +14,10 @@ import (
 func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 	t.Parallel()
 	pool := testDB(t)
-	a := &Activities{Store: NewStore(pool)}
+	a := &Activities{Store: store.New(pool)}
 	sku, other := randomID("LIM-"), randomID("FREE-")
-	stock(t, pool, sku, 100, 100, "usd")
-	stock(t, pool, other, 100, 100, "usd")
+	testenv.PutSKU(t, pool, sku, 100, 100, "usd")
+	testenv.PutSKU(t, pool, other, 100, 100, "usd")
 	if _, err := pool.Exec(t.Context(), `UPDATE skus SET max_per_customer = 3 WHERE sku = $1`, sku); err != nil {
 		t.Fatal(err)
 	}
@@ -45,14 +48,14 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 		t.Errorf("a SKU without a limit: %+v, want open", r)
 	}
 	// An expired checkout gives its units back; a confirmed one keeps counting.
-	if err := a.Store.recordOutcome(t.Context(), RecordOutcomeInput{CheckoutID: first.CheckoutID, Status: "expired"}); err != nil {
+	if err := a.Store.RecordOutcome(t.Context(), store.Outcome{CheckoutID: first.CheckoutID, Status: "expired"}); err != nil {
 		t.Fatal(err)
 	}
 	second := record(2, sku)
 	if second.Status != StatusOpen {
 		t.Fatalf("after the first expired: %+v, want open", second)
 	}
-	if _, _, err := a.Store.confirmOrder(t.Context(), ConfirmOrderInput{CheckoutID: second.CheckoutID, CustomerID: customer,
+	if _, _, err := a.Store.ConfirmOrder(t.Context(), store.Order{CheckoutID: second.CheckoutID, CustomerID: customer,
 		Items: []Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	pool := testDB(t)
 	sku := randomID("LIM-")
-	stock(t, pool, sku, 10_000, 100, "usd")
+	testenv.PutSKU(t, pool, sku, 10_000, 100, "usd")
 	if _, err := pool.Exec(t.Context(), `UPDATE skus SET max_per_customer = 2 WHERE sku = $1`, sku); err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +90,9 @@ func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
 		{"open cap 1 under max_per_customer 2", 1, 1, 1, ReasonTooManyOpen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := NewStore(pool)
-			store.MaxOpenPerCustomer = tc.maxOpen
-			a := &Activities{Store: store}
+			db := store.New(pool)
+			db.MaxOpenPerCustomer = tc.maxOpen
+			a := &Activities{Store: db}
 			customer := randomID("u-")
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -112,7 +115,7 @@ func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
 			if got[StatusOpen+" "] != tc.wantOpen || got["out_of_stock "+tc.reason] != 1000-tc.wantOpen {
 				t.Errorf("1000 concurrent checkouts of one customer: %v; want %d open, the rest refused as %s", got, tc.wantOpen, tc.reason)
 			}
-			if n := count(t, pool, `SELECT count(*) FROM checkouts WHERE customer_id = $1 AND ended_at IS NULL`, customer); n != int64(tc.wantOpen) {
+			if n := testenv.Count(t, pool, `SELECT count(*) FROM checkouts WHERE customer_id = $1 AND ended_at IS NULL`, customer); n != int64(tc.wantOpen) {
 				t.Errorf("%d open checkouts in postgres, want %d", n, tc.wantOpen)
 			}
 		})

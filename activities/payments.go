@@ -5,18 +5,19 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // Error types of payment activities.
 const (
-	ErrTypeRefundRefused     = "RefundRefused"
-	ErrTypeNoPaymentProvider = "NoPaymentProvider"
+	ErrTypeRefundRefused     = shop.ErrTypeRefundRefused
+	ErrTypeNoPaymentProvider = shop.ErrTypeNoPaymentProvider
 )
 
 // RefundPaymentInput asks for one refund.
@@ -82,7 +83,7 @@ type RecordRefundInput struct {
 
 // RecordRefund writes a refund's current state (one row per refund, keyed by its idempotency key).
 func (a *Activities) RecordRefund(ctx context.Context, in RecordRefundInput) error {
-	return a.Store.recordRefund(ctx, in)
+	return a.Store.RecordRefund(ctx, store.Refund(in))
 }
 
 // FindPaymentInput names a checkout to ask a provider about.
@@ -147,44 +148,18 @@ type ClaimStaleOrphansInput struct {
 	Limit            int   `json:"limit"`
 }
 
-// StaleOrphan is a successful payment no checkout claimed: it must be refunded.
-type StaleOrphan struct {
-	RecordedPayment
-	CheckoutID string `json:"checkout_id"`
-}
+// StaleOrphan is a successful payment no checkout claimed: it must be refunded
+// (shop.StaleOrphan).
+type StaleOrphan = shop.StaleOrphan
 
 // ClaimStaleOrphans marks successful orphan payments that no checkout claimed in time as
 // being refunded (disposition orphan_refund) and returns them. The claim and a checkout's
 // own claim (matchOrphans) update the same row, so Postgres lets exactly one of them have
 // it: a payment is either refunded or kept by its checkout, never both.
 func (a *Activities) ClaimStaleOrphans(ctx context.Context, in ClaimStaleOrphansInput) ([]StaleOrphan, error) {
-	rows, err := a.Store.pool.Query(ctx, `
-		UPDATE payment_events e SET disposition = $3
-		WHERE (provider, event_id) IN (
-			SELECT provider, event_id FROM payment_events o
-			WHERE o.outcome = 'succeeded' AND (
-				-- an orphan no checkout claimed in time
-				o.disposition = $2 AND o.received_at < now() - make_interval(secs => $1)
-					AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = o.checkout_id)
-				-- or one claimed by a sweep that ended before its refund was recorded
-				OR o.disposition = $3 AND NOT EXISTS (
-					SELECT 1 FROM refunds r WHERE r.provider = o.provider AND r.payment_ref = o.payment_ref))
-			ORDER BY o.received_at LIMIT $4)
-			AND (e.disposition = $3 OR e.disposition = $2
-				AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = e.checkout_id))
-		RETURNING provider, event_id, outcome, coalesce(payment_ref, ''), coalesce(amount_cents, 0),
-			coalesce(currency, ''), coalesce(checkout_id, '')`,
-		in.OlderThanSeconds, DispositionOrphan, DispositionOrphanRefund, max(in.Limit, 1))
+	claimed, err := a.Store.ClaimStaleOrphans(ctx, in.OlderThanSeconds, in.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("claim stale orphan payments: %w", err)
-	}
-	claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StaleOrphan, error) {
-		var o StaleOrphan
-		err := row.Scan(&o.Provider, &o.EventID, &o.Outcome, &o.PaymentRef, &o.AmountCents, &o.Currency, &o.CheckoutID)
-		return o, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim stale orphan payments: %w", err)
+		return nil, err
 	}
 	if len(claimed) > 0 {
 		activity.GetLogger(ctx).Warn("orphan payments no checkout claimed will be refunded", "count", len(claimed))

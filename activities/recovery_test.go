@@ -4,9 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // recoveryFixture: a SKU with 10 on hand in Postgres and Redis, and helpers to create
@@ -14,16 +18,17 @@ import (
 type recoveryFixture struct {
 	t     *testing.T
 	acts  *Activities
+	pool  *pgxpool.Pool
 	sku   string
-	inv   *Inventory
+	inv   *inventory.Inventory
 	actEv *testsuite.TestActivityEnvironment
 }
 
 func newRecoveryFixture(t *testing.T) *recoveryFixture {
 	pool, rdb := testDB(t), testRedis(t)
-	store, stockRedis := NewStore(pool), lua.New(rdb)
-	f := &recoveryFixture{t: t, acts: &Activities{Store: store, Stock: stockRedis}, sku: randomID("REC-"),
-		inv: &Inventory{Store: store, Stock: stockRedis}}
+	db, stockRedis := store.New(pool), lua.New(rdb)
+	f := &recoveryFixture{t: t, acts: &Activities{Store: db, Stock: stockRedis}, pool: pool, sku: randomID("REC-"),
+		inv: &inventory.Inventory{Store: db, Stock: stockRedis}}
 	t.Cleanup(func() { rdb.Del(t.Context(), lua.StockKey(f.sku), lua.HoldsKey(f.sku)) })
 	if _, err := f.inv.Set(t.Context(), Product{SKU: f.sku, OnHand: 10, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)
@@ -78,16 +83,16 @@ func TestReserveRebuildsStockRedisLost(t *testing.T) {
 func TestReconcileStockRepairsAndFlags(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	pool := f.acts.Store.pool
+	pool := f.pool
 	f.checkout(2) // a live checkout: its hold must survive
 	expired := f.checkout(3)
 	confirmed := f.checkout(1)
 	// expired ended long ago but its release never ran (a lost worker, say).
-	if err := f.acts.Store.recordOutcome(ctx, RecordOutcomeInput{CheckoutID: expired, Status: "expired"}); err != nil {
+	if err := f.acts.Store.RecordOutcome(ctx, store.Outcome{CheckoutID: expired, Status: "expired"}); err != nil {
 		t.Fatal(err)
 	}
 	// confirmed was confirmed in Postgres, but its hold was never committed.
-	if _, _, err := f.acts.Store.confirmOrder(ctx, ConfirmOrderInput{CheckoutID: confirmed, CustomerID: "u-1",
+	if _, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: confirmed, CustomerID: "u-1",
 		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +128,7 @@ func TestReconcileStockRepairsAndFlags(t *testing.T) {
 	if len(res.Unexplained) != 1 || !strings.Contains(res.Unexplained[0], "c-stranger") {
 		t.Errorf("unexplained %v, want the stranger's hold", res.Unexplained)
 	}
-	notes := count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE sku = $1 AND reason LIKE 'reconcile:%'`, f.sku)
+	notes := testenv.Count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE sku = $1 AND reason LIKE 'reconcile:%'`, f.sku)
 	if notes != 3 || len(res.Corrections) != 3 {
 		t.Errorf("%d ledger notes, corrections %v; want 3 (release, commit, available)", notes, res.Corrections)
 	}

@@ -7,13 +7,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/checkout-saga/checkout-saga/audit"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Auditor checks the product's promises across Postgres, Redis and Temporal (package audit;
 // the binary wires an *audit.Auditor).
 type Auditor interface {
-	Run(ctx context.Context) (audit.Report, error)
+	Run(ctx context.Context) (shop.AuditReport, error)
 }
 
 // getAudit is GET /v1/admin/audit: the audit's report as JSON, 200 whether or not it found
@@ -33,7 +33,7 @@ func (s *Server) getAudit(c echo.Context) error {
 }
 
 // failedChecks names the checks a report lists as errors.
-func failedChecks(rep audit.Report) []string {
+func failedChecks(rep shop.AuditReport) []string {
 	names := make([]string, 0, len(rep.Errors))
 	for _, e := range rep.Errors {
 		names = append(names, e.Check)

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"reflect"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -24,8 +23,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -34,9 +33,6 @@ const (
 	maxCartLines         = 50
 	maxIdempotencyKeyLen = 255
 )
-
-// idPattern is the contract's id syntax: 1 to 64 letters, digits, '-', '_' and '.'.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // CheckoutRequest is the body of POST /v1/checkouts.
 type CheckoutRequest struct {
@@ -54,25 +50,25 @@ type RequestItem struct {
 
 // CheckoutView is the checkout as the API returns it (the contract's view).
 type CheckoutView struct {
-	CheckoutID  string            `json:"checkout_id"`
-	WorkflowID  string            `json:"workflow_id"`
-	Status      workflows.Status  `json:"status"`
-	CustomerID  string            `json:"customer_id"`
-	Currency    string            `json:"currency"`
-	AmountCents int64             `json:"amount_cents"`
-	Items       []activities.Item `json:"items"`
-	ExpiresAt   *time.Time        `json:"expires_at"`
-	OrderID     *string           `json:"order_id"`
+	CheckoutID  string           `json:"checkout_id"`
+	WorkflowID  string           `json:"workflow_id"`
+	Status      workflows.Status `json:"status"`
+	CustomerID  string           `json:"customer_id"`
+	Currency    string           `json:"currency"`
+	AmountCents int64            `json:"amount_cents"`
+	Items       []shop.Item      `json:"items"`
+	ExpiresAt   *time.Time       `json:"expires_at"`
+	OrderID     *string          `json:"order_id"`
 	// Reason is human text for the buyer; ReasonCode is its stable code (see publicReason).
 	Reason         *string `json:"reason"`
 	ReasonCode     *string `json:"reason_code,omitempty"`
 	NeedsAttention bool    `json:"needs_attention"`
 	// Attention is a fixed sentence in the public view; support reads the step and its error
 	// in the saga (Temporal UI, status query).
-	Attention string                `json:"attention,omitempty"`
-	Refunds   []string              `json:"refunds,omitempty"`
-	Shortages []activities.Shortage `json:"shortages,omitempty"`
-	Links     Links                 `json:"links"`
+	Attention string          `json:"attention,omitempty"`
+	Refunds   []string        `json:"refunds,omitempty"`
+	Shortages []shop.Shortage `json:"shortages,omitempty"`
+	Links     Links           `json:"links"`
 }
 
 // Links point at the checkout in the API and in the Temporal Web UI.
@@ -83,7 +79,7 @@ type Links struct {
 
 func (s *Server) present(v workflows.View) CheckoutView {
 	if v.Items == nil {
-		v.Items = []activities.Item{}
+		v.Items = []shop.Item{}
 	}
 	code, reason := publicReason(v)
 	attention := ""
@@ -186,7 +182,7 @@ func (s *Server) claimKey(ctx context.Context, key, cartID, hash string) *Proble
 	if s.Keys == nil {
 		return nil
 	}
-	held, err := s.Keys.ClaimIdempotencyKey(ctx, activities.IdempotencyClaim{Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
+	held, err := s.Keys.ClaimIdempotencyKey(ctx, shop.IdempotencyClaim{Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
 	if err != nil {
 		return unavailable("postgres", err)
 	}
@@ -294,8 +290,8 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 // saga's result, or from Postgres once Temporal no longer keeps the history.
 func (s *Server) getCheckout(c echo.Context) error {
 	id := c.Param("cart_id")
-	if !idPattern.MatchString(id) {
-		return invalid("invalid_request", FieldError{"cart_id", "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	if !shop.ValidID(id) {
+		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
 	}
 	c.Set(ctxCheckoutID, id)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
@@ -344,7 +340,7 @@ func (s *Server) finishedView(ctx context.Context, checkoutID string) (workflows
 
 func (s *Server) recordedView(ctx context.Context, checkoutID string) (workflows.View, error) {
 	rec, err := s.Records.Checkout(ctx, checkoutID)
-	if activities.IsNotFound(err) {
+	if errors.Is(err, shop.ErrNotFound) {
 		return workflows.View{}, problem(http.StatusNotFound, "not_found", "no checkout "+checkoutID)
 	}
 	if err != nil {
@@ -357,8 +353,8 @@ func (s *Server) recordedView(ctx context.Context, checkoutID string) (workflows
 // checkout answers 409.
 func (s *Server) cancelCheckout(c echo.Context) error {
 	id := c.Param("cart_id")
-	if !idPattern.MatchString(id) {
-		return invalid("invalid_request", FieldError{"cart_id", "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	if !shop.ValidID(id) {
+		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
 	}
 	c.Set(ctxCheckoutID, id)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
@@ -471,12 +467,11 @@ func jsonKind(t reflect.Type) string {
 func validateCheckout(req CheckoutRequest, key string, maxTimeout int64) *Problem {
 	var errs []FieldError
 	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
-	const idRule = "must be 1 to 64 letters, digits, '-', '_' or '.'"
-	if !idPattern.MatchString(req.CartID) {
-		bad("cart_id", idRule)
+	if !shop.ValidID(req.CartID) {
+		bad("cart_id", shop.IDRule)
 	}
-	if !idPattern.MatchString(req.CustomerID) {
-		bad("customer_id", idRule)
+	if !shop.ValidID(req.CustomerID) {
+		bad("customer_id", shop.IDRule)
 	}
 	switch {
 	case len(req.Items) == 0:
@@ -487,8 +482,8 @@ func validateCheckout(req CheckoutRequest, key string, maxTimeout int64) *Proble
 	seen := map[string]int{}
 	for i, it := range req.Items {
 		field := fmt.Sprintf("items[%d]", i)
-		if !idPattern.MatchString(it.SKU) {
-			bad(field+".sku", idRule)
+		if !shop.ValidID(it.SKU) {
+			bad(field+".sku", shop.IDRule)
 		} else if j, dup := seen[it.SKU]; dup {
 			bad(field+".sku", fmt.Sprintf("duplicates items[%d]: one line per SKU", j))
 		}
@@ -531,7 +526,7 @@ func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) *Problem {
 	metrics.SoldOut.Inc()
 	p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
 	for _, sh := range pre.Shortages {
-		p.Shortages = append(p.Shortages, activities.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
+		p.Shortages = append(p.Shortages, shop.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
 	}
 	sort.Slice(p.Shortages, func(i, j int) bool { return p.Shortages[i].SKU < p.Shortages[j].SKU })
 	return p

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // CheckoutOwners binds each cart id to the client (a shop backend) that started it, when
@@ -34,7 +36,7 @@ func ParseClientTokens(s string) (map[string]string, error) {
 		}
 		client, token, ok := strings.Cut(pair, "=")
 		switch {
-		case !ok || !idPattern.MatchString(client):
+		case !ok || !shop.ValidID(client):
 			return nil, fmt.Errorf("%q: want client=token, the client 1 to 64 letters, digits, '-', '_' or '.'", pair)
 		case len(token) < 16:
 			return nil, fmt.Errorf("the token of client %s must be at least 16 characters", client)

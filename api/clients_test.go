@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // With client authentication on, a client needs its bearer token, and another client's cart
@@ -15,13 +15,13 @@ func TestClientTokensKeepCartsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var store *activities.Store
+	var records *store.Store
 	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
 		cfg.ClientTokens = tokens
-		store = deps.Records.(*activities.Store)
-		deps.Owners = store
+		records = deps.Records.(*store.Store)
+		deps.Owners = records
 	})
-	if owner, err := store.ClaimCheckout(t.Context(), "cart-of-a", "shop-a"); err != nil || owner != "shop-a" {
+	if owner, err := records.ClaimCheckout(t.Context(), "cart-of-a", "shop-a"); err != nil || owner != "shop-a" {
 		t.Fatalf("claim: %q %v", owner, err)
 	}
 	sku := h.stockSKU(t, "CLI-", 5, 100, 2, "usd")

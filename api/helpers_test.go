@@ -12,11 +12,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 const testAdminToken = "test-admin-token"
@@ -27,7 +29,7 @@ const testAdminToken = "test-admin-token"
 type harness struct {
 	e      *echo.Echo
 	pool   *pgxpool.Pool
-	inv    *activities.Inventory
+	inv    *inventory.Inventory
 	stock  *lua.Stock
 	logger *slog.Logger
 }
@@ -36,9 +38,9 @@ func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
 	t.Helper()
 	_, pool := testenv.Postgres(t)
 	rdb := testenv.Redis(t)
-	store := activities.NewStore(pool)
+	db := store.New(pool)
 	stock := lua.New(rdb)
-	inv := &activities.Inventory{Store: store, Stock: stock}
+	inv := &inventory.Inventory{Store: db, Stock: stock}
 	cfg := api.Config{
 		AdminToken:                   testAdminToken,
 		StripeWebhookSecrets:         []string{"whsec_a", "whsec_b"},
@@ -46,11 +48,11 @@ func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
 		TemporalUIURL:                "http://localhost:8233",
 	}
 	deps := api.Deps{
-		Catalog:   store,
+		Catalog:   db,
 		Inventory: inv,
-		Records:   store,
-		Payments:  store,
-		Keys:      store,
+		Records:   db,
+		Payments:  db,
+		Keys:      db,
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
 	if configure != nil {
@@ -72,7 +74,7 @@ func (h *harness) sku(t *testing.T, prefix string) string {
 func (h *harness) stockSKU(t *testing.T, prefix string, onHand, priceCents, maxPerOrder int64, currency string) string {
 	t.Helper()
 	sku := h.sku(t, prefix)
-	if _, err := h.inv.Set(t.Context(), activities.Product{
+	if _, err := h.inv.Set(t.Context(), shop.Product{
 		SKU: sku, OnHand: onHand, PriceCents: priceCents, Currency: currency, MaxPerOrder: maxPerOrder,
 	}); err != nil {
 		t.Fatalf("stock %s: %v", sku, err)

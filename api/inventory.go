@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Bounds on what an operator may set; beyond them a typo is likelier than a real stock level.
@@ -35,13 +35,13 @@ type InventoryRequest struct {
 }
 
 // InventoryChanges are the safe forms of an operator's change of stock (CONTRACT.md,
-// "Inventory"). *activities.Inventory implements them; an Inventory that does not answers
+// "Inventory"). *shop.Inventory implements them; an Inventory that does not answers
 // 501 on If-Match and adjustments.
 type InventoryChanges interface {
-	// SetIfMatch is Set as a compare-and-set on the SKU's ETag (activities.ErrVersionMismatch).
-	SetIfMatch(ctx context.Context, p activities.Product, ifMatch string) (activities.InventoryView, error)
+	// SetIfMatch is Set as a compare-and-set on the SKU's ETag (shop.ErrVersionMismatch).
+	SetIfMatch(ctx context.Context, p shop.Product, ifMatch string) (shop.InventoryView, error)
 	// Adjust changes on_hand by a delta in one step.
-	Adjust(ctx context.Context, a activities.Adjustment) (activities.InventoryView, error)
+	Adjust(ctx context.Context, a shop.Adjustment) (shop.InventoryView, error)
 }
 
 // AdjustmentRequest is the body of POST /v1/inventory/{sku}/adjustments.
@@ -75,8 +75,8 @@ func (s *Server) putInventory(c echo.Context) error {
 	}
 	var errs []FieldError
 	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
-	if !idPattern.MatchString(sku) {
-		bad("sku", "must be 1 to 64 letters, digits, '-', '_' or '.'")
+	if !shop.ValidID(sku) {
+		bad("sku", shop.IDRule)
 	}
 	if req.OnHand == nil || *req.OnHand < 0 || *req.OnHand > maxOnHand {
 		bad("on_hand", "is required, between 0 and 1000000000")
@@ -96,7 +96,7 @@ func (s *Server) putInventory(c echo.Context) error {
 	if len(errs) > 0 {
 		return invalid("invalid_request", errs...)
 	}
-	p := activities.Product{
+	p := shop.Product{
 		SKU: sku, OnHand: *req.OnHand, PriceCents: *req.PriceCents,
 		Currency: strings.ToLower(*req.Currency), MaxPerOrder: *req.MaxPerOrder,
 	}
@@ -104,7 +104,7 @@ func (s *Server) putInventory(c echo.Context) error {
 		p.MaxPerCustomer = *req.MaxPerCustomer
 	}
 	ctx := c.Request().Context()
-	var view activities.InventoryView
+	var view shop.InventoryView
 	var err error
 	if ifMatch := c.Request().Header.Get("If-Match"); ifMatch != "" {
 		changes, ok := s.Inventory.(InventoryChanges)
@@ -116,10 +116,10 @@ func (s *Server) putInventory(c echo.Context) error {
 		view, err = s.Inventory.Set(ctx, p)
 	}
 	switch {
-	case errors.Is(err, activities.ErrVersionMismatch):
+	case errors.Is(err, shop.ErrVersionMismatch):
 		return problem(http.StatusPreconditionFailed, "version_mismatch",
 			"the SKU changed since the ETag in If-Match was read (a sale changes on_hand too); GET it again and decide anew, or use POST /v1/inventory/"+sku+"/adjustments")
-	case errors.Is(err, activities.ErrOnHandBelowHeld):
+	case errors.Is(err, shop.ErrOnHandBelowHeld):
 		return problem(http.StatusConflict, "on_hand_below_held",
 			"on_hand is lower than the units open checkouts hold; wait for them to end or set a higher value")
 	case err != nil:
@@ -129,7 +129,7 @@ func (s *Server) putInventory(c echo.Context) error {
 }
 
 // inventoryView answers a SKU's view with its ETag.
-func inventoryView(c echo.Context, view activities.InventoryView) error {
+func inventoryView(c echo.Context, view shop.InventoryView) error {
 	if view.ETag != "" {
 		c.Response().Header().Set("ETag", view.ETag)
 	}
@@ -146,8 +146,8 @@ func (s *Server) adjustInventory(c echo.Context) error {
 	key := c.Request().Header.Get("Idempotency-Key")
 	var errs []FieldError
 	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
-	if !idPattern.MatchString(sku) {
-		bad("sku", "must be 1 to 64 letters, digits, '-', '_' or '.'")
+	if !shop.ValidID(sku) {
+		bad("sku", shop.IDRule)
 	}
 	if req.Delta == nil || *req.Delta == 0 || *req.Delta < -maxOnHand || *req.Delta > maxOnHand {
 		bad("delta", "is required, a non-zero whole number between -1000000000 and 1000000000")
@@ -165,14 +165,14 @@ func (s *Server) adjustInventory(c echo.Context) error {
 	if !ok {
 		return problem(http.StatusNotImplemented, "not_implemented", "this inventory cannot adjust stock")
 	}
-	view, err := changes.Adjust(c.Request().Context(), activities.Adjustment{SKU: sku, Delta: *req.Delta, Reason: *req.Reason, IdempotencyKey: key})
+	view, err := changes.Adjust(c.Request().Context(), shop.Adjustment{SKU: sku, Delta: *req.Delta, Reason: *req.Reason, IdempotencyKey: key})
 	switch {
-	case activities.IsNotFound(err):
+	case errors.Is(err, shop.ErrNotFound):
 		return problem(http.StatusNotFound, "not_found", "no SKU "+sku)
-	case errors.Is(err, activities.ErrIdempotencyKeyReused):
+	case errors.Is(err, shop.ErrIdempotencyKeyReused):
 		return problem(http.StatusUnprocessableEntity, "idempotency_key_reused",
 			"Idempotency-Key "+key+" was already used with a different request body")
-	case errors.Is(err, activities.ErrInsufficientStock):
+	case errors.Is(err, shop.ErrInsufficientStock):
 		return problem(http.StatusConflict, "insufficient_stock",
 			"the delta takes more units than are on hand and not held by open checkouts; nothing changed")
 	case err != nil:
@@ -184,12 +184,12 @@ func (s *Server) adjustInventory(c echo.Context) error {
 // getInventory shows a SKU's stock in Postgres and Redis side by side.
 func (s *Server) getInventory(c echo.Context) error {
 	sku := c.Param("sku")
-	if !idPattern.MatchString(sku) {
-		return invalid("invalid_request", FieldError{"sku", "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	if !shop.ValidID(sku) {
+		return invalid("invalid_request", FieldError{"sku", shop.IDRule})
 	}
 	view, err := s.Inventory.Get(c.Request().Context(), sku)
 	switch {
-	case activities.IsNotFound(err):
+	case errors.Is(err, shop.ErrNotFound):
 		return problem(http.StatusNotFound, "not_found", "no SKU "+sku)
 	case err != nil:
 		return unavailable("inventory store", err)

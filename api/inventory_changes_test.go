@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // The review's H1: an operator reads on_hand 100, ten units are sold, and they PUT 200
@@ -36,7 +36,7 @@ func TestPutInventoryIfMatchRefusesAStaleETag(t *testing.T) {
 	cur := h.do(t, request{method: http.MethodGet, path: "/v1/inventory/" + sku, header: admin}).Header().Get("ETag")
 	hdr["If-Match"] = cur
 	rec := h.do(t, request{method: http.MethodPut, path: "/v1/inventory/" + sku, body: body(put), header: hdr})
-	var v activities.InventoryView
+	var v shop.InventoryView
 	decodeJSON(t, rec, &v)
 	if rec.Code != http.StatusOK || v.OnHand != 200 || rec.Header().Get("ETag") == cur || rec.Header().Get("ETag") == "" {
 		t.Fatalf("PUT with the current ETag: %d %+v ETag %q; want 200, on_hand 200, a new ETag", rec.Code, v, rec.Header().Get("ETag"))
@@ -47,13 +47,13 @@ func TestPutInventoryIfMatchRefusesAStaleETag(t *testing.T) {
 func TestAdjustInventory(t *testing.T) {
 	h := newHarness(t, nil)
 	sku := h.stockSKU(t, "PHONE-", 10, 99900, 5, "usd")
-	adjust := func(key, b string) (int, activities.InventoryView, string) {
+	adjust := func(key, b string) (int, shop.InventoryView, string) {
 		hdr := bearer(testAdminToken)
 		if key != "" {
 			hdr["Idempotency-Key"] = key
 		}
 		rec := h.do(t, request{method: http.MethodPost, path: "/v1/inventory/" + sku + "/adjustments", body: body(b), header: hdr})
-		var v activities.InventoryView
+		var v shop.InventoryView
 		if rec.Code == http.StatusOK {
 			decodeJSON(t, rec, &v)
 		}

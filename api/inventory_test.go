@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 func TestInventoryRequiresTheAdminToken(t *testing.T) {
@@ -115,9 +115,9 @@ func TestPutThenGetInventory(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("PUT status = %d, want 200; body %s", rec.Code, rec.Body)
 	}
-	var put activities.InventoryView
+	var put shop.InventoryView
 	decodeJSON(t, rec, &put)
-	want := activities.InventoryView{SKU: sku, OnHand: 100, Available: 100, PriceCents: 99900, Currency: "usd", MaxPerOrder: 2}
+	want := shop.InventoryView{SKU: sku, OnHand: 100, Available: 100, PriceCents: 99900, Currency: "usd", MaxPerOrder: 2}
 	if put != want {
 		t.Errorf("PUT view = %+v, want %+v", put, want)
 	}
@@ -137,7 +137,7 @@ func TestPutThenGetInventory(t *testing.T) {
 			t.Errorf("GET body %s lacks %q", rec.Body, k)
 		}
 	}
-	var view activities.InventoryView
+	var view shop.InventoryView
 	decodeJSON(t, rec, &view)
 	if view.OnHand != view.Available+view.Held || view.Held != 2 || view.Available != 98 || view.Sold != 0 {
 		t.Errorf("GET view = %+v, want on_hand 100 = available 98 + held 2", view)
@@ -191,7 +191,7 @@ func TestPutInventoryBelowHeldIsRefused(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("PUT on_hand = held: status %d, want 200; body %s", rec.Code, rec.Body)
 	}
-	var view activities.InventoryView
+	var view shop.InventoryView
 	decodeJSON(t, rec, &view)
 	if view.OnHand != 5 || view.Available != 0 || view.Held != 5 {
 		t.Errorf("view = %+v, want on_hand 5, available 0, held 5", view)

@@ -8,19 +8,19 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Problem is an RFC 9457 problem detail with the contract's stable code.
 type Problem struct {
-	Type      string                `json:"type"`
-	Title     string                `json:"title"`
-	Status    int                   `json:"status"`
-	Code      string                `json:"code"`
-	Detail    string                `json:"detail"`
-	Errors    []FieldError          `json:"errors,omitempty"`
-	Shortages []activities.Shortage `json:"shortages,omitempty"`
+	Type      string          `json:"type"`
+	Title     string          `json:"title"`
+	Status    int             `json:"status"`
+	Code      string          `json:"code"`
+	Detail    string          `json:"detail"`
+	Errors    []FieldError    `json:"errors,omitempty"`
+	Shortages []shop.Shortage `json:"shortages,omitempty"`
 
 	retryAfter int   // seconds; set for 503
 	cause      error // logged, never sent

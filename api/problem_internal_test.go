@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
-
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 )

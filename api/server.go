@@ -17,46 +17,45 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
-	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Catalog reads SKUs' prices and limits.
 type Catalog interface {
-	Products(ctx context.Context, skus []string) (map[string]activities.Product, error)
+	Products(ctx context.Context, skus []string) (map[string]shop.Product, error)
 }
 
 // Inventory sets and reads stock (Postgres and Redis together).
 type Inventory interface {
-	Set(ctx context.Context, p activities.Product) (activities.InventoryView, error)
-	Get(ctx context.Context, sku string) (activities.InventoryView, error)
+	Set(ctx context.Context, p shop.Product) (shop.InventoryView, error)
+	Get(ctx context.Context, sku string) (shop.InventoryView, error)
 }
 
 // CheckoutRecords reads checkouts from Postgres, for those whose saga is no longer in Temporal.
 type CheckoutRecords interface {
-	Checkout(ctx context.Context, checkoutID string) (activities.CheckoutRecord, error)
+	Checkout(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
 }
 
 // PaymentEvents records verified webhook events once and remembers their delivery.
 type PaymentEvents interface {
-	RecordPaymentEvent(ctx context.Context, ev activities.PaymentEvent) (activities.RecordedEvent, error)
+	RecordPaymentEvent(ctx context.Context, ev shop.PaymentEvent) (shop.RecordedEvent, error)
 	MarkPaymentEventDelivered(ctx context.Context, provider, eventID, disposition string) error
 }
 
 // Gate answers, from Redis and without starting a saga, whether a cart can be refused as sold
 // out right now (see lua.Stock.Precheck).
 type Gate interface {
-	Precheck(ctx context.Context, checkoutID string, items map[string]int64) (lua.Precheck, error)
+	Precheck(ctx context.Context, checkoutID string, items map[string]int64) (shop.Precheck, error)
 	// MarkStarted lets later retries of the checkout's request through the gate.
 	MarkStarted(ctx context.Context, checkoutID string) error
 }
 
 // IdempotencyKeys binds each Idempotency-Key to the first request body it was used with,
-// across carts (Postgres, see activities.Store.ClaimIdempotencyKey).
+// across carts (Postgres, see shop.Store.ClaimIdempotencyKey).
 type IdempotencyKeys interface {
-	ClaimIdempotencyKey(ctx context.Context, c activities.IdempotencyClaim, retention time.Duration) (activities.IdempotencyClaim, error)
+	ClaimIdempotencyKey(ctx context.Context, c shop.IdempotencyClaim, retention time.Duration) (shop.IdempotencyClaim, error)
 }
 
 // Config is the API's behaviour, from the environment (see cmd/checkout).
@@ -185,7 +184,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 		e.Use(deps.Trace)
 	}
 	e.Use(middleware.Recover())
-	e.Use(s.logRequests)
+	e.Use(s.requestLog())
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -229,32 +228,39 @@ func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
 	}
 }
 
-// logRequests writes one structured line per request, with the checkout and workflow ids
-// when the handler set them.
-func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		if err != nil {
-			c.Error(err)
+// requestLog writes one structured line per request (Echo's RequestLogger), with the checkout
+// and workflow ids when the handler set them. The error handler answers first (HandleError),
+// so the line has the final status and problem code. The answered error is not passed on, so
+// the middleware above (tracing) sees an answered request, not a second error to handle.
+func (s *Server) requestLog() echo.MiddlewareFunc {
+	logged := middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		HandleError: true, LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true,
+		LogValuesFunc: s.logRequest,
+	})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := logged(next)
+		return func(c echo.Context) error {
+			_ = h(c)
+			return nil
 		}
-		attrs := []any{
-			"method", c.Request().Method, "path", c.Request().URL.Path,
-			"status", c.Response().Status, "duration_ms", time.Since(start).Milliseconds(),
-		}
-		if id, ok := c.Get(ctxCheckoutID).(string); ok {
-			attrs = append(attrs, "checkout_id", id, "workflow_id", c.Get(ctxWorkflowID))
-		}
-		if code, ok := c.Get(ctxProblemCode).(string); ok {
-			attrs = append(attrs, "code", code)
-		}
-		level := slog.LevelInfo
-		if c.Response().Status >= 500 {
-			level = slog.LevelError
-		}
-		s.Logger.Log(c.Request().Context(), level, "http request", attrs...)
-		return nil
 	}
+}
+
+// logRequest is the request log's line.
+func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
+	attrs := []any{"method", v.Method, "path", v.URIPath, "status", v.Status, "duration_ms", v.Latency.Milliseconds()}
+	if id, ok := c.Get(ctxCheckoutID).(string); ok {
+		attrs = append(attrs, "checkout_id", id, "workflow_id", c.Get(ctxWorkflowID))
+	}
+	if code, ok := c.Get(ctxProblemCode).(string); ok {
+		attrs = append(attrs, "code", code)
+	}
+	level := slog.LevelInfo
+	if v.Status >= 500 {
+		level = slog.LevelError
+	}
+	s.Logger.Log(c.Request().Context(), level, "http request", attrs...)
+	return nil
 }
 
 // Keys of values handlers leave on the echo.Context for the request log.

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
 
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -46,8 +47,8 @@ func (s *Server) supportAcknowledge(c echo.Context) error {
 // supportUpdate sends a support update to a checkout's saga and answers with its view.
 func (s *Server) supportUpdate(c echo.Context, name string, arg any) error {
 	id := c.Param("cart_id")
-	if !idPattern.MatchString(id) {
-		return invalid("invalid_request", FieldError{"cart_id", "must be 1 to 64 letters, digits, '-', '_' or '.'"})
+	if !shop.ValidID(id) {
+		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
 	}
 	c.Set(ctxCheckoutID, id)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(id))

@@ -14,6 +14,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -25,9 +26,9 @@ func TestSupportRetriesRefundOfLongStandardRef(t *testing.T) {
 	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
 	tc := srv.Client()
 	_, pool := testenv.Postgres(t)
-	store := activities.NewStore(pool)
+	db := store.New(pool)
 	// No payment provider is configured: the refund gets stuck and waits for support.
-	w := worker.New(tc, &activities.Activities{Store: store, Stock: lua.New(testenv.Redis(t))})
+	w := worker.New(tc, &activities.Activities{Store: db, Stock: lua.New(testenv.Redis(t))})
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}

@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -99,7 +99,7 @@ type verifiedEvent struct {
 // and the retry delivers what this attempt could not.
 func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 	checkoutID := ev.CheckoutID
-	if !idPattern.MatchString(checkoutID) {
+	if !shop.ValidID(checkoutID) {
 		checkoutID = ""
 	}
 	if checkoutID != "" {
@@ -111,12 +111,12 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 	if ev.Acted {
 		outcome = string(ev.Outcome)
 	}
-	rec, err := s.Payments.RecordPaymentEvent(ctx, activities.PaymentEvent{
+	rec, err := s.Payments.RecordPaymentEvent(ctx, shop.PaymentEvent{
 		Provider: ev.Provider, EventID: ev.EventID, Type: ev.Type, CheckoutID: checkoutID,
 		PaymentRef: ev.PaymentRef, AmountCents: ev.AmountCents, Currency: ev.Currency, Outcome: outcome, Payload: ev.Payload,
 	})
 	switch {
-	case errors.Is(err, activities.ErrUnstorableEvent):
+	case errors.Is(err, shop.ErrUnstorableEvent):
 		// Signed, but Postgres cannot store it (a NUL character, a lone surrogate, a number
 		// beyond its range): no retry can change that, so say so instead of asking for one.
 		return problem(http.StatusBadRequest, "invalid_payload", "event cannot be stored: it holds characters or numbers that are not allowed")
@@ -126,12 +126,12 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "duplicate"})
 	}
 
-	disposition := activities.DispositionSignalled
+	disposition := shop.DispositionSignalled
 	switch {
 	case !ev.Acted:
-		disposition = activities.DispositionIgnored
+		disposition = shop.DispositionIgnored
 	case checkoutID == "":
-		disposition = activities.DispositionOrphan
+		disposition = shop.DispositionOrphan
 	default:
 		disposition, err = s.deliver(ctx, checkoutID, workflows.Payment{
 			Provider: ev.Provider, EventID: ev.EventID, Outcome: ev.Outcome,
@@ -141,7 +141,7 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 			return err
 		}
 	}
-	if disposition == activities.DispositionOrphan {
+	if disposition == shop.DispositionOrphan {
 		metrics.OrphanPayments.WithLabelValues(ev.Provider, string(ev.Outcome)).Inc()
 	}
 	if err := s.Payments.MarkPaymentEventDelivered(ctx, ev.Provider, ev.EventID, disposition); err != nil {
@@ -155,46 +155,46 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 
 // deliver signals a payment to its saga. A payment for a checkout nobody knows yet is an
 // orphan: the saga of that checkout claims it when it records the checkout (see
-// Store.matchOrphans), and the orphan sweeper refunds one that no checkout claims in time. A successful payment for a checkout whose saga already finished is routed to
+// store.Store.matchOrphans), and the orphan sweeper refunds one that no checkout claims in time. A successful payment for a checkout whose saga already finished is routed to
 // a refund: it never confirms units that were released.
 func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Payment) (string, error) {
 	err := s.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(checkoutID), "", workflows.SignalPayment, p)
 	switch {
 	case err == nil:
-		return activities.DispositionSignalled, nil
+		return shop.DispositionSignalled, nil
 	case !isNotFound(err):
 		return "", temporalProblem(err)
 	}
 	rec, err := s.Records.Checkout(ctx, checkoutID)
 	switch {
-	case activities.IsNotFound(err):
-		return activities.DispositionOrphan, nil
+	case errors.Is(err, shop.ErrNotFound):
+		return shop.DispositionOrphan, nil
 	case err != nil:
 		return "", unavailable("postgres", err)
-	case rec.Status == activities.StatusOpen:
+	case rec.Status == shop.RecordOpen:
 		// Recorded but no saga: one is starting (its record step claims this event) or it
 		// was lost, which the audit reports. Never refund money an open checkout may take.
-		return activities.DispositionOrphan, nil
+		return shop.DispositionOrphan, nil
 	case p.Outcome != workflows.PaymentSucceeded:
-		return activities.DispositionIgnored, nil // a failure for a finished checkout changes nothing
+		return shop.DispositionIgnored, nil // a failure for a finished checkout changes nothing
 	case rec.Status == string(workflows.StatusConfirmed) && rec.OrderID != "" && s.paidBy(ctx, rec, p):
-		return activities.DispositionIgnored, nil // the payment that confirmed it, redelivered late
+		return shop.DispositionIgnored, nil // the payment that confirmed it, redelivered late
 	}
 	if err := s.startRefund(ctx, rec, p, "payment arrived after the checkout ended as "+rec.Status); err != nil {
 		return "", err
 	}
-	return activities.DispositionLate, nil
+	return shop.DispositionLate, nil
 }
 
 // paidBy reports whether p is the payment recorded on the checkout's order.
-func (s *Server) paidBy(ctx context.Context, rec activities.CheckoutRecord, p workflows.Payment) bool {
+func (s *Server) paidBy(ctx context.Context, rec shop.CheckoutRecord, p workflows.Payment) bool {
 	ref, err := s.Records.OrderPaymentRef(ctx, rec.CheckoutID)
 	return err == nil && ref == p.PaymentRef
 }
 
 // startRefund starts the Refund workflow of a payment; its id is derived from the payment, so
 // a redelivered event or a saga that started it already never causes a second refund.
-func (s *Server) startRefund(ctx context.Context, rec activities.CheckoutRecord, p workflows.Payment, reason string) error {
+func (s *Server) startRefund(ctx context.Context, rec shop.CheckoutRecord, p workflows.Payment, reason string) error {
 	in := workflows.RefundInput{
 		CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Provider: p.Provider, PaymentRef: p.PaymentRef,
 		EventID: p.EventID, AmountCents: p.AmountCents, Currency: strings.ToLower(p.Currency), Reason: reason,

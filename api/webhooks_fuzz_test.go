@@ -19,10 +19,11 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // The fuzz tests run their seed corpus (f.Add and testdata/fuzz) as ordinary tests in CI; run
@@ -35,7 +36,7 @@ import (
 // most) and is delivered to a Temporal stand-in for which every saga is gone, so the handler
 // runs to the end (orphan, ignored or late) without a server.
 //
-// testdata/fuzz holds the inputs that failed before: signed events Postgres cannot store (a
+// testdata/fuzz holds the inputs that failed before: signed events Postgres cannot db (a
 // \u0000 escape, a lone surrogate, a number beyond numeric's range, invalid UTF-8) were answered
 // 503, so the provider would have retried them for days; they are now 400 invalid_payload.
 
@@ -80,7 +81,7 @@ type fuzzServer struct {
 func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
 	_, pool := testenv.Postgres(f)
-	store := activities.NewStore(pool)
+	db := store.New(pool)
 	temporal := &goneTemporal{}
 	e := api.New(api.Config{
 		AdminToken:                   testAdminToken,
@@ -89,8 +90,8 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		DefaultPaymentTimeoutSeconds: 900,
 		TemporalUIURL:                "http://localhost:8233",
 	}, api.Deps{
-		Temporal: temporal, Catalog: store, Records: store, Payments: store,
-		Inventory: &activities.Inventory{Store: store, Stock: nil},
+		Temporal: temporal, Catalog: db, Records: db, Payments: db,
+		Inventory: &inventory.Inventory{Store: db, Stock: nil},
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	return &fuzzServer{e: e, pool: pool, temporal: temporal}

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Names of the checks, as they appear in Violation.Check.
@@ -79,42 +80,14 @@ func New(pool *pgxpool.Pool, rdb redis.UniversalClient, temporal client.Client, 
 	return &Auditor{pool: pool, rdb: rdb, stock: lua.New(rdb), temporal: temporal, grace: grace}
 }
 
-// Violation is one broken promise and the ids to act on it. Only the ids that apply are set.
-type Violation struct {
-	Check  string `json:"check"`
-	Detail string `json:"detail"` // a sentence: what is wrong, with the numbers
-	IDs
-}
-
-// IDs name what a violation is about.
-type IDs struct {
-	CheckoutID string   `json:"checkout_id,omitempty"`
-	WorkflowID string   `json:"workflow_id,omitempty"`
-	SKU        string   `json:"sku,omitempty"`
-	OrderID    string   `json:"order_id,omitempty"`
-	Provider   string   `json:"provider,omitempty"`
-	PaymentRef string   `json:"payment_ref,omitempty"`
-	EventIDs   []string `json:"event_ids,omitempty"`
-	RefundKeys []string `json:"refund_keys,omitempty"`
-}
-
-// Report is the outcome of one audit.
-type Report struct {
-	CheckedAt  time.Time   `json:"checked_at"`
-	Checks     []string    `json:"checks"`
-	Violations []Violation `json:"violations"` // never null: [] when clean
-	// Errors are checks that could not run (a store unreachable): such a report is not clean.
-	Errors []CheckError `json:"errors,omitempty"`
-}
-
-// CheckError is a check that could not run, and why.
-type CheckError struct {
-	Check string `json:"check"`
-	Error string `json:"error"`
-}
-
-// Clean reports whether every check ran and found nothing.
-func (r Report) Clean() bool { return len(r.Violations) == 0 && len(r.Errors) == 0 }
+// The report's types are the vocabulary's (package shop), so the API and the operator
+// monitor present a report without importing this package and its Postgres and Redis clients.
+type (
+	Report     = shop.AuditReport
+	Violation  = shop.AuditViolation
+	IDs        = shop.AuditIDs
+	CheckError = shop.AuditCheckError
+)
 
 // Run runs every check. A check that cannot run is listed in Report.Errors and returned
 // joined as the error; the other checks still run, so one store down hides nothing else.

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
@@ -21,6 +20,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -199,7 +199,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 	// given back.
 	s.exec(`INSERT INTO refunds (refund_key, checkout_id, provider, payment_ref, amount_cents, currency, reason, status)
 		VALUES ($1, $2, 'stripe', $3, 1000, 'usd', 'test', 'refunded')`, "refund-x-"+confirmedPI, confirmed, confirmedPI)
-	step("a refund of a confirmed order's payment", audit.CheckPayments+"|"+confirmed+"||"+activities.OrderID(confirmed)+"|"+confirmedPI)
+	step("a refund of a confirmed order's payment", audit.CheckPayments+"|"+confirmed+"||"+shop.OrderID(confirmed)+"|"+confirmedPI)
 
 	// on_hand changed behind the ledger's back: the ledger no longer adds up, and Redis no
 	// longer agrees at rest.
@@ -220,7 +220,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 
 	// The confirmed checkout's hold on a is marked released, as a stale release would.
 	s.rdb.Set(t.Context(), lua.HoldEndKey(a, confirmed), "released", time.Hour)
-	step("a confirmed order's hold released", audit.CheckConfirmedHolds+"|"+confirmed+"|"+a+"|"+activities.OrderID(confirmed)+"|")
+	step("a confirmed order's hold released", audit.CheckConfirmedHolds+"|"+confirmed+"|"+a+"|"+shop.OrderID(confirmed)+"|")
 
 	// A checkout waiting for payment whose saga is terminated (the runbook says never do
 	// that: the clean-up does not run), and a checkout row no saga was ever started for.
@@ -249,7 +249,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 	}
 }
 
-// An audit that cannot reach a store says so instead of reading as clean.
+// An audit that cannot reach a db says so instead of reading as clean.
 func TestAuditWithRedisDownIsNotClean(t *testing.T) {
 	_, pool := testenv.Postgres(t)
 	s := &stack{t: t, pool: pool}

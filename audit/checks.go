@@ -52,9 +52,9 @@ func (a *Auditor) payments(ctx context.Context) ([]Violation, error) {
 	var ids IDs
 	var orders []string
 	_, err = pgx.ForEachRow(rows, []any{&ids.Provider, &ids.PaymentRef, &ids.EventIDs, &ids.CheckoutID, &orders, &ids.RefundKeys}, func() error {
-		v := Violation{Check: CheckPayments, IDs: ids}
-		v.IDs.EventIDs = append([]string(nil), ids.EventIDs...)
-		v.IDs.RefundKeys = append([]string(nil), ids.RefundKeys...)
+		v := Violation{Check: CheckPayments, AuditIDs: ids}
+		v.AuditIDs.EventIDs = append([]string(nil), ids.EventIDs...)
+		v.AuditIDs.RefundKeys = append([]string(nil), ids.RefundKeys...)
 		if len(orders) > 0 {
 			v.OrderID = strings.Join(orders, ",")
 		}
@@ -100,7 +100,7 @@ func (a *Auditor) ledger(ctx context.Context) ([]Violation, error) {
 	var sku string
 	var onHand, sold, ledgerOnHand, ledgerSold int64
 	_, err = pgx.ForEachRow(rows, []any{&sku, &onHand, &sold, &ledgerOnHand, &ledgerSold}, func() error {
-		vs = append(vs, Violation{Check: CheckLedger, IDs: IDs{SKU: sku}, Detail: fmt.Sprintf(
+		vs = append(vs, Violation{Check: CheckLedger, AuditIDs: IDs{SKU: sku}, Detail: fmt.Sprintf(
 			"sku %s has on_hand %d and sold %d (total %d), but its ledger sums to on_hand %d and sold %d (total %d)",
 			sku, onHand, sold, onHand+sold, ledgerOnHand, ledgerSold, ledgerOnHand+ledgerSold)})
 		return nil
@@ -157,7 +157,7 @@ func (a *Auditor) endedHolds(ctx context.Context) ([]Violation, error) {
 	}
 	var vs []Violation
 	for _, h := range holds {
-		v := Violation{Check: CheckEndedHolds, IDs: IDs{SKU: h.sku, CheckoutID: h.CheckoutID, WorkflowID: workflows.WorkflowID(h.CheckoutID)}}
+		v := Violation{Check: CheckEndedHolds, AuditIDs: IDs{SKU: h.sku, CheckoutID: h.CheckoutID, WorkflowID: workflows.WorkflowID(h.CheckoutID)}}
 		if r, known := records[h.CheckoutID]; known && r.ended {
 			v.Detail = fmt.Sprintf("checkout %s ended %s but still holds %d x %s in Redis", h.CheckoutID, r.status, h.Quantity, h.sku)
 		} else if !known {
@@ -203,7 +203,7 @@ func (a *Auditor) sagas(ctx context.Context) ([]Violation, error) {
 			}
 		}
 		if detail != "" {
-			vs = append(vs, Violation{Check: CheckSagas, Detail: detail, IDs: IDs{CheckoutID: id, WorkflowID: wid}})
+			vs = append(vs, Violation{Check: CheckSagas, Detail: detail, AuditIDs: IDs{CheckoutID: id, WorkflowID: wid}})
 		}
 	}
 	return vs, nil
@@ -251,11 +251,11 @@ func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
 	for _, l := range lines {
 		ids := IDs{OrderID: l.orderID, CheckoutID: l.checkoutID, WorkflowID: workflows.WorkflowID(l.checkoutID), SKU: l.sku}
 		if end, _ := l.end.Result(); end == "released" {
-			vs = append(vs, Violation{Check: CheckConfirmedHolds, IDs: ids, Detail: fmt.Sprintf(
+			vs = append(vs, Violation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
 				"order %s of checkout %s is confirmed but its hold on %s was released: the units it sold went back to stock",
 				l.orderID, l.checkoutID, l.sku)})
 		} else if live, _ := l.live.Result(); live && l.judged {
-			vs = append(vs, Violation{Check: CheckConfirmedHolds, IDs: ids, Detail: fmt.Sprintf(
+			vs = append(vs, Violation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
 				"order %s of checkout %s is confirmed but its hold on %s is still live: the commit never ran",
 				l.orderID, l.checkoutID, l.sku)})
 		}
@@ -306,7 +306,7 @@ func (a *Auditor) stockAtRest(ctx context.Context) ([]Violation, error) {
 			inHolds += h.Quantity
 		}
 		if level.Available+level.Held != s.OnHand || level.Held != inHolds {
-			vs = append(vs, Violation{Check: CheckStockAtRest, IDs: IDs{SKU: s.Name}, Detail: fmt.Sprintf(
+			vs = append(vs, Violation{Check: CheckStockAtRest, AuditIDs: IDs{SKU: s.Name}, Detail: fmt.Sprintf(
 				"sku %s at rest: Redis has available %d + held %d = %d and %d units in live holds, Postgres has on_hand %d",
 				s.Name, level.Available, level.Held, level.Available+level.Held, inHolds, s.OnHand)})
 		}

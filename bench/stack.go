@@ -20,7 +20,9 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -38,9 +40,9 @@ type stack struct {
 	tc    client.Client
 	rdb   *redis.Client
 	pool  *pgxpool.Pool
-	store *activities.Store
+	store *store.Store
 	stock *lua.Stock
-	inv   *activities.Inventory
+	inv   *inventory.Inventory
 	url   string
 	http  *http.Client
 

@@ -25,9 +25,12 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -55,8 +58,8 @@ const settleWait = 60 * time.Second
 type payStack struct {
 	temporal client.Client
 	pool     *pgxpool.Pool
-	store    *activities.Store
-	inv      *activities.Inventory
+	store    *store.Store
+	inv      *inventory.Inventory
 	fake     *stripetest.Server
 	api      string // base URL of the API with the direct client
 	cutAPI   string // base URL of the API behind the proxy
@@ -216,7 +219,7 @@ func (s *payStack) pgStatus(t *testing.T, checkoutID string) (status string, ord
 	t.Helper()
 	rec, err := s.store.Checkout(t.Context(), checkoutID)
 	switch {
-	case activities.IsNotFound(err):
+	case errors.Is(err, shop.ErrNotFound):
 	case err != nil:
 		t.Fatalf("read checkout %s: %v", checkoutID, err)
 	default:

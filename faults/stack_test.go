@@ -21,6 +21,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -126,7 +127,7 @@ func newStack(t *testing.T) *stack {
 			AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, RequestTimeout: requestTimeout,
 		},
 		Ready: map[string]func(context.Context) error{
-			"postgres": activities.NewStore(s.pool).Ping,
+			"postgres": store.New(s.pool).Ping,
 			"redis":    func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() },
 			"temporal": func(ctx context.Context) error {
 				_, err := apiClient.CheckHealth(ctx, &client.CheckHealthRequest{})

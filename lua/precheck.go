@@ -8,29 +8,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// Shortage is a SKU that cannot be held right now.
-type Shortage struct {
-	SKU       string
-	Requested int64
-	Available int64
-}
-
-// Precheck is the sold-out gate's answer for one cart.
-type Precheck struct {
-	// Shortages lists the SKUs whose available units are below the requested quantity.
-	Shortages []Shortage
-	// Known is false when a SKU has no stock hash (never stocked, or Redis lost it): the
-	// gate then has no opinion and the saga must decide.
-	Known bool
-	// Seen is true when the checkout already holds, or held, one of the SKUs: a retry of a
-	// checkout that exists must reach its saga, whatever the stock says now.
-	Seen bool
-}
-
-// SoldOut reports whether the cart can be refused without starting a saga.
-func (p Precheck) SoldOut() bool { return p.Known && !p.Seen && len(p.Shortages) > 0 }
+// Shortage and Precheck are the vocabulary's (package shop): the gate answers in the terms
+// the API's Gate interface declares, so the API needs no adapter and never imports lua.
+type (
+	Shortage = shop.Shortage
+	Precheck = shop.Precheck
+)
 
 // Precheck reads, in one pipelined round trip, whether each SKU could be held now. It only
 // reads: the reserve script stays the judge, and a Precheck that says "available" may

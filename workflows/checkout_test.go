@@ -18,7 +18,9 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -32,7 +34,7 @@ type fixture struct {
 	refunds []workflows.RefundInput // Refund children the saga started (the child is tested on its own)
 	env     *testsuite.TestWorkflowEnvironment
 	acts    *activities.Activities
-	inv     *activities.Inventory
+	inv     *inventory.Inventory
 	pool    *pgxpool.Pool
 	stock   *lua.Stock
 }
@@ -68,11 +70,11 @@ func newFixtureOver(t *testing.T, earlier *fixture) *fixture {
 }
 
 func newFixtureOn(t *testing.T, pool *pgxpool.Pool, stock *lua.Stock) *fixture {
-	store := activities.NewStore(pool)
+	store := store.New(pool)
 	f := &fixture{
 		t:     t,
 		acts:  &activities.Activities{Store: store, Stock: stock},
-		inv:   &activities.Inventory{Store: store, Stock: stock},
+		inv:   &inventory.Inventory{Store: store, Stock: stock},
 		pool:  pool,
 		stock: stock,
 	}

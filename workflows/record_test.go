@@ -1,3 +1,5 @@
+//go:build record
+
 package workflows_test
 
 import (
@@ -17,9 +19,11 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -31,11 +35,11 @@ import (
 // exactly as the API starts them, so the histories hold the reservation update's events.
 //
 // Re-record only when the recorded behaviour is meant to be retired, never to make a failing
-// replay pass (see "Changing the saga safely" in the README).
+// replay pass (see "Changing the saga safely" in the README). It is built only with the
+// record tag, so `go test ./...` never runs it:
+//
+//	TEMPORAL_CLI=$PWD/.tools/temporal STRIPE_MOCK=$PWD/.tools/stripe-mock go test -tags record -count=1 -run TestRecordHistories ./workflows/
 func TestRecordHistories(t *testing.T) {
-	if os.Getenv("RECORD_HISTORIES") != "1" {
-		t.Skip("generator of workflows/testdata/*.json, not a check; record with: RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/")
-	}
 	r := newRecorder(t)
 	paths := map[string]func(r *recorder) string{
 		"confirmed":                     recordConfirmed,
@@ -70,7 +74,7 @@ func TestRecordHistories(t *testing.T) {
 type recorder struct {
 	t      *testing.T
 	c      client.Client
-	inv    *activities.Inventory
+	inv    *inventory.Inventory
 	stock  *lua.Stock
 	stripe *stripetest.Server
 }
@@ -87,7 +91,7 @@ func newRecorder(t *testing.T) *recorder {
 	t.Cleanup(c.Close)
 
 	stripe := stripetest.New(t)
-	store := activities.NewStore(pool)
+	store := store.New(pool)
 	w := worker.New(c, &activities.Activities{
 		Store: store, Stock: stock, Temporal: c,
 		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(stripe.Key(), payments.WithStripeAPIURL(stripe.URL()))},
@@ -96,7 +100,7 @@ func newRecorder(t *testing.T) *recorder {
 		t.Fatalf("start worker: %v", err)
 	}
 	t.Cleanup(w.Stop)
-	return &recorder{t: t, c: c, inv: &activities.Inventory{Store: store, Stock: stock}, stock: stock, stripe: stripe}
+	return &recorder{t: t, c: c, inv: &inventory.Inventory{Store: store, Stock: stock}, stock: stock, stripe: stripe}
 }
 
 func (r *recorder) ctx() context.Context {
@@ -113,22 +117,6 @@ func (r *recorder) sku(onHand int64) string {
 		r.t.Fatalf("stock %s: %v", sku, err)
 	}
 	return sku
-}
-
-// checkoutInput is a cart of the given SKUs, two units of the first and one of each other.
-func checkoutInput(checkoutID string, timeoutSeconds int64, skus ...string) workflows.Input {
-	in := workflows.Input{
-		CheckoutID: checkoutID, CustomerID: "u-record", PaymentTimeoutSeconds: timeoutSeconds,
-		RequestID: "req-" + checkoutID, RequestHash: "hash-" + checkoutID, IdempotencyKey: checkoutID,
-	}
-	for i, sku := range skus {
-		quantity := int64(1)
-		if i == 0 {
-			quantity = 2
-		}
-		in.Items = append(in.Items, workflows.CartLine{SKU: sku, Quantity: quantity})
-	}
-	return in
 }
 
 // start starts a checkout the way the API does (api/checkouts.go, Server.reserve): the same
@@ -396,11 +384,4 @@ func (r *recorder) waitListed(query string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -1,11 +1,9 @@
 package workflows
 
 import (
-	"time"
-
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // TaskQueue is where checkout workflows and their activities run.
@@ -30,12 +28,23 @@ const (
 	UpdateAcknowledge = "acknowledge"
 )
 
+// The vocabulary's words under the names the saga's code uses. They are aliases (the same
+// types and values as package shop's), kept so the saga reads as before; new code,
+// and every package outside workflows, names package shop directly.
+type (
+	Status      = shop.Status
+	CartLine    = shop.CartLine
+	View        = shop.View
+	Payment     = shop.Payment
+	PaymentKind = shop.PaymentKind
+)
+
 // Error types of refused support updates; the API maps them to HTTP answers.
 const (
-	ErrTypeAlreadyPaid           = "AlreadyPaid"
-	ErrTypeNotExtendable         = "NotExtendable"
-	ErrTypeInvalidSupportRequest = "InvalidSupportRequest"
-	ErrTypeNothingToRetry        = "NothingToRetry"
+	ErrTypeAlreadyPaid           = shop.ErrTypeAlreadyPaid
+	ErrTypeNotExtendable         = shop.ErrTypeNotExtendable
+	ErrTypeInvalidSupportRequest = shop.ErrTypeInvalidSupportRequest
+	ErrTypeNothingToRetry        = shop.ErrTypeNothingToRetry
 )
 
 // ExtendRequest is the argument of the extend update.
@@ -49,41 +58,21 @@ type RetryRequest struct{}
 // AcknowledgeRequest is the argument of the acknowledge update.
 type AcknowledgeRequest struct{}
 
-// WorkflowID is the id of the saga of a checkout: one saga per cart.
-func WorkflowID(checkoutID string) string { return "checkout-" + checkoutID }
+// WorkflowID is the id of the saga of a checkout (shop.WorkflowID).
+func WorkflowID(checkoutID string) string { return shop.WorkflowID(checkoutID) }
 
-// Status is a checkout's state. See the contract for the diagram.
-type Status string
-
-// The checkout states.
+// The checkout states (shop.Status).
 const (
-	StatusReserving       Status = "reserving"
-	StatusAwaitingPayment Status = "awaiting_payment"
-	StatusConfirming      Status = "confirming"
-	StatusConfirmed       Status = "confirmed"
-	StatusOutOfStock      Status = "out_of_stock"
-	StatusExpired         Status = "expired"
-	StatusCancelled       Status = "cancelled"
-	StatusPaymentFailed   Status = "payment_failed"
-	StatusFailed          Status = "failed"
+	StatusReserving       = shop.StatusReserving
+	StatusAwaitingPayment = shop.StatusAwaitingPayment
+	StatusConfirming      = shop.StatusConfirming
+	StatusConfirmed       = shop.StatusConfirmed
+	StatusOutOfStock      = shop.StatusOutOfStock
+	StatusExpired         = shop.StatusExpired
+	StatusCancelled       = shop.StatusCancelled
+	StatusPaymentFailed   = shop.StatusPaymentFailed
+	StatusFailed          = shop.StatusFailed
 )
-
-// rank orders the states so that a state never moves backwards: every end ranks highest.
-func (s Status) rank() int {
-	switch s {
-	case StatusReserving:
-		return 0
-	case StatusAwaitingPayment:
-		return 1
-	case StatusConfirming:
-		return 2
-	default:
-		return 3
-	}
-}
-
-// Final reports whether s is an end state.
-func (s Status) Final() bool { return s.rank() == 3 }
 
 // Input starts a checkout saga.
 type Input struct {
@@ -103,81 +92,21 @@ type Input struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
-// CartLine is one line of the cart as the client sent it. It has no price field: the UI shows
-// the saga's input as it was started, and an `"unit_price_cents": 0` there, before
-// RecordCheckout priced the cart, read as a free item. Histories recorded with that field
-// still decode (encoding/json ignores it) and replay: the input is not a command.
-type CartLine struct {
-	SKU      string `json:"sku"`
-	Quantity int64  `json:"quantity"`
-}
+// unpriced is the cart as Items, before RecordCheckout prices it.
+func unpriced(lines []CartLine) []shop.Item { return shop.Unpriced(lines) }
 
-// unpriced is the cart as activities.Items, before RecordCheckout prices it.
-func unpriced(lines []CartLine) []activities.Item {
-	items := make([]activities.Item, len(lines))
-	for i, l := range lines {
-		items[i] = activities.Item{SKU: l.SKU, Quantity: l.Quantity}
-	}
-	return items
-}
+// ViewFromRecord rebuilds a finished checkout's view from its Postgres record
+// (shop.ViewFromRecord).
+func ViewFromRecord(rec shop.CheckoutRecord) View { return shop.ViewFromRecord(rec) }
 
-// View is the checkout as clients and support see it.
-type View struct {
-	CheckoutID     string                `json:"checkout_id"`
-	WorkflowID     string                `json:"workflow_id"`
-	Status         Status                `json:"status"`
-	CustomerID     string                `json:"customer_id"`
-	Currency       string                `json:"currency"`
-	AmountCents    int64                 `json:"amount_cents"`
-	Items          []activities.Item     `json:"items"`
-	ExpiresAt      *time.Time            `json:"expires_at"`
-	OrderID        *string               `json:"order_id"`
-	Reason         *string               `json:"reason"`
-	Shortages      []activities.Shortage `json:"shortages,omitempty"`
-	NeedsAttention bool                  `json:"needs_attention"`
-	// Attention says, while NeedsAttention is set by a stuck step, what is wrong and what to do.
-	Attention string `json:"attention,omitempty"`
-	// Refunds are the ids of the Refund workflows this checkout started.
-	Refunds []string `json:"refunds,omitempty"`
-
-	// RequestHash and IdempotencyKey identify the request that started the saga, so the
-	// API can tell a retry from a reused key even after the saga finished. Not for clients.
-	RequestHash    string `json:"request_hash,omitempty"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-}
-
-// ViewFromRecord rebuilds a finished checkout's view from its Postgres record, for when
-// Temporal no longer keeps its history.
-func ViewFromRecord(rec activities.CheckoutRecord) View {
-	v := View{
-		CheckoutID: rec.CheckoutID, WorkflowID: WorkflowID(rec.CheckoutID), Status: Status(rec.Status),
-		CustomerID: rec.CustomerID, Currency: rec.Currency, AmountCents: rec.AmountCents,
-		Items: rec.Items, ExpiresAt: rec.ExpiresAt,
-	}
-	if rec.Status == activities.StatusOpen {
-		// The saga is gone but never recorded an end: say so rather than guess.
-		v.Status, v.NeedsAttention = StatusFailed, true
-		v.Reason = ptr("the checkout's saga is no longer running and recorded no end; support must look")
-	}
-	if rec.OrderID != "" {
-		v.OrderID = &rec.OrderID
-	}
-	if rec.Reason != "" {
-		v.Reason = &rec.Reason
-	}
-	return v
-}
-
-// Reject codes say why a checkout was refused at reservation, for the API's error body.
+// Reject codes say why a checkout was refused at reservation (shop.Reject...).
 const (
-	RejectOutOfStock    = "out_of_stock"
-	RejectOverLimit     = "quantity_over_limit"
-	RejectUnknownSKU    = "unknown_sku"
-	RejectMixedCurrency = "mixed_currency"
-	// RejectCustomerLimit: the cart would take the customer over a SKU's max_per_customer.
-	RejectCustomerLimit = "customer_limit"
-	// RejectTooManyOpen: the customer already has the most open checkouts allowed.
-	RejectTooManyOpen = "too_many_open_checkouts"
+	RejectOutOfStock    = shop.RejectOutOfStock
+	RejectOverLimit     = shop.RejectOverLimit
+	RejectUnknownSKU    = shop.RejectUnknownSKU
+	RejectMixedCurrency = shop.RejectMixedCurrency
+	RejectCustomerLimit = shop.RejectCustomerLimit
+	RejectTooManyOpen   = shop.RejectTooManyOpen
 )
 
 // ReservationRequest is the argument of the reservation update.
@@ -198,26 +127,11 @@ type ReservationResult struct {
 	RejectCode string `json:"reject_code,omitempty"`
 }
 
-// Payment is a verified payment event, as the webhook handler signals it.
-type Payment struct {
-	Provider    string      `json:"provider"`
-	EventID     string      `json:"event_id"`
-	Outcome     PaymentKind `json:"outcome"`
-	PaymentRef  string      `json:"payment_ref"`
-	AmountCents int64       `json:"amount_cents"`
-	Currency    string      `json:"currency"`
-}
-
-// PaymentKind is what a payment event means for the checkout.
-type PaymentKind string
-
-// Payment outcomes.
+// Payment outcomes (shop.PaymentKind).
 const (
-	PaymentSucceeded PaymentKind = "succeeded"
-	// PaymentFailed is one failed attempt (a declined card); the buyer may still retry.
-	PaymentFailed PaymentKind = "failed"
-	// PaymentCanceled means the payment will not happen (the intent was canceled).
-	PaymentCanceled PaymentKind = "canceled"
+	PaymentSucceeded = shop.PaymentSucceeded
+	PaymentFailed    = shop.PaymentFailed
+	PaymentCanceled  = shop.PaymentCanceled
 )
 
 // CancelRequest is the argument of the cancel update.

@@ -69,7 +69,7 @@ func runAudit(ctx context.Context, cfg config, args []string, stdout io.Writer) 
 // then a summary.
 func writeReport(w io.Writer, rep audit.Report) {
 	for _, v := range rep.Violations {
-		fmt.Fprintf(w, "%s: %s%s\n", v.Check, v.Detail, idList(v.IDs))
+		fmt.Fprintf(w, "%s: %s%s\n", v.Check, v.Detail, idList(v.AuditIDs))
 	}
 	for _, e := range rep.Errors {
 		fmt.Fprintf(w, "%s: could not run: %s\n", e.Check, e.Error)

@@ -14,14 +14,15 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // demoStock is what a fresh local stack sells. SKUs that already exist keep their stock, so
 // restarting the stack never resets what was sold.
-var demoStock = []activities.Product{
+var demoStock = []shop.Product{
 	{SKU: "PHONE-X", OnHand: 100, PriceCents: 99_900, Currency: "usd", MaxPerOrder: 2},
 	{SKU: "CASE-X", OnHand: 500, PriceCents: 2_900, Currency: "usd", MaxPerOrder: 5},
 	{SKU: "CHARGER-X", OnHand: 250, PriceCents: 3_900, Currency: "usd", MaxPerOrder: 3},
@@ -141,11 +142,11 @@ func temporalAnswers(ctx context.Context, cfg config) bool {
 }
 
 func stockDemo(ctx context.Context, d *deps) error {
-	inv := &activities.Inventory{Store: d.store, Stock: d.stock}
+	inv := &inventory.Inventory{Store: d.store, Stock: d.stock}
 	for _, p := range demoStock {
 		if _, err := inv.Get(ctx, p.SKU); err == nil {
 			continue
-		} else if !activities.IsNotFound(err) {
+		} else if !errors.Is(err, shop.ErrNotFound) {
 			return fmt.Errorf("read demo sku %s: %w", p.SKU, err)
 		}
 		if _, err := inv.Set(ctx, p); err != nil {

@@ -21,11 +21,13 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/audit"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -38,7 +40,7 @@ type deps struct {
 	pool     *pgxpool.Pool
 	rdb      redis.UniversalClient
 	temporal client.Client
-	store    *activities.Store
+	store    *store.Store
 	stock    *lua.Stock
 	closers  []func()
 }
@@ -58,7 +60,7 @@ func newLogger(cfg config) *slog.Logger {
 // With tr (nil: tracing off) every Postgres query, Redis command and Temporal call is traced.
 func open(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Tracing) (*deps, error) {
 	d := &deps{logger: logger, tracing: tr}
-	pool, err := activities.NewPool(ctx, cfg.DatabaseURL, tr.PgxTracer())
+	pool, err := store.NewPool(ctx, cfg.DatabaseURL, tr.PgxTracer())
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -67,7 +69,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Trac
 		d.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	d.pool, d.store = pool, activities.NewStore(pool)
+	d.pool, d.store = pool, store.New(pool)
 	d.store.MaxOpenPerCustomer = int(cfg.MaxOpenPerCustomer)
 
 	d.rdb, err = newRedis(cfg.RedisURL, cfg.RedisCluster)
@@ -301,7 +303,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	}, api.Deps{
 		Temporal:  d.temporal,
 		Catalog:   d.store,
-		Inventory: &activities.Inventory{Store: d.store, Stock: d.stock},
+		Inventory: &inventory.Inventory{Store: d.store, Stock: d.stock},
 		Records:   d.store,
 		Owners:    d.store,
 		Payments:  d.store,
@@ -338,7 +340,7 @@ const pruneEvery = time.Hour
 
 // pruneIdempotencyKeys deletes keys older than retention, now and every pruneEvery, until
 // ctx ends.
-func pruneIdempotencyKeys(ctx context.Context, store *activities.Store, retention time.Duration, logger *slog.Logger) {
+func pruneIdempotencyKeys(ctx context.Context, store *store.Store, retention time.Duration, logger *slog.Logger) {
 	ticker := time.NewTicker(pruneEvery)
 	defer ticker.Stop()
 	for {

@@ -20,8 +20,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -69,8 +70,8 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 	t.Cleanup(func() { stop(); running.Wait(); d.Close() })
 
 	sku := testenv.RandomID("TRACE-")
-	inv := &activities.Inventory{Store: d.store, Stock: d.stock}
-	if _, err := inv.Set(t.Context(), activities.Product{SKU: sku, OnHand: 10, PriceCents: 1500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	inv := &inventory.Inventory{Store: d.store, Stock: d.stock}
+	if _, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 1500, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + cfg.APIAddr

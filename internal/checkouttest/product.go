@@ -30,8 +30,11 @@ import (
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/openapitest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -74,9 +77,9 @@ type Options struct {
 // Product is the product running in this process.
 type Product struct {
 	Services
-	Store     *activities.Store
+	Store     *store.Store
 	Stock     *lua.Stock
-	Inventory *activities.Inventory
+	Inventory *inventory.Inventory
 	// URL is the base URL of the API Open started (empty with NoAPI); Client talks to it.
 	URL    string
 	Client *Client
@@ -97,8 +100,8 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	p := &Product{Services: svc, opts: opts, Logger: opts.Logger, Store: activities.NewStore(svc.Pool), Stock: lua.New(svc.Redis)}
-	p.Inventory = &activities.Inventory{Store: p.Store, Stock: p.Stock}
+	p := &Product{Services: svc, opts: opts, Logger: opts.Logger, Store: store.New(svc.Pool), Stock: lua.New(svc.Redis)}
+	p.Inventory = &inventory.Inventory{Store: p.Store, Stock: p.Stock}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -247,7 +250,7 @@ func CheckInvariants(ctx context.Context, a *audit.Auditor) (audit.Report, error
 
 // SetStock sets a SKU's stock through the operator inventory, at 1,999 cents (usd).
 func (p *Product) SetStock(ctx context.Context, sku string, onHand, maxPerOrder int64) error {
-	_, err := p.Inventory.Set(ctx, activities.Product{SKU: sku, OnHand: onHand, PriceCents: UnitPrice, Currency: "usd", MaxPerOrder: maxPerOrder})
+	_, err := p.Inventory.Set(ctx, shop.Product{SKU: sku, OnHand: onHand, PriceCents: UnitPrice, Currency: "usd", MaxPerOrder: maxPerOrder})
 	if err != nil {
 		return fmt.Errorf("stock %s: %w", sku, err)
 	}

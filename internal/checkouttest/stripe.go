@@ -10,7 +10,7 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // StripeEvent is a Stripe PaymentIntent event, as the webhook endpoint receives it.
@@ -73,7 +73,7 @@ func (c *Client) Pay(ctx context.Context, checkoutID string, amount int64, secre
 	if err != nil {
 		return fmt.Errorf("pay %s: %w", checkoutID, err)
 	}
-	if a.Code != http.StatusOK || (status != activities.DispositionSignalled && status != "duplicate") {
+	if a.Code != http.StatusOK || (status != shop.DispositionSignalled && status != "duplicate") {
 		return fmt.Errorf("pay %s: webhook answered %d %s", checkoutID, a.Code, a.Body)
 	}
 	return nil

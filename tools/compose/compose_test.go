@@ -25,6 +25,16 @@ const composeFile = "docker-compose.yml"
 // searchAttributeJob is the one-shot service that registers the contract's search attributes.
 const searchAttributeJob = "temporal-create-namespace"
 
+// redisClusterJob is the one-shot service that joins the Redis nodes into a cluster.
+const redisClusterJob = "redis-cluster-create"
+
+// The production shape's replicated services.
+var (
+	apis       = []string{"api-1", "api-2"}
+	workers    = []string{"worker-1", "worker-2"}
+	redisNodes = []string{"redis-1", "redis-2", "redis-3", "redis-4", "redis-5", "redis-6"}
+)
+
 // contractSearchAttributes are the search attributes docs/contract.md names ("Every checkout
 // workflow carries search attributes ..."), read from the page itself so the compose file is
 // checked against the specification, with the type names of
@@ -93,9 +103,15 @@ func TestComposeFile(t *testing.T) {
 
 	t.Run("services", func(t *testing.T) {
 		for _, name := range []string{
-			"postgresql", "redis", "temporal-admin-tools", "temporal", searchAttributeJob,
-			"temporal-ui", "migrate", "api", "worker",
+			"postgresql", "temporal-admin-tools", "temporal", searchAttributeJob,
+			"temporal-ui", "migrate", redisClusterJob,
 		} {
+			if _, ok := project.Services[name]; !ok {
+				t.Errorf("service %q missing; have %v", name, project.ServiceNames())
+			}
+		}
+		// The production shape (issue 12): 2 API replicas, 2 workers, 6 Redis Cluster nodes.
+		for _, name := range append(append(slices.Clone(apis), workers...), redisNodes...) {
 			if _, ok := project.Services[name]; !ok {
 				t.Errorf("service %q missing; have %v", name, project.ServiceNames())
 			}
@@ -132,13 +148,17 @@ func TestComposeFile(t *testing.T) {
 			searchAttributeJob:     {"temporal": types.ServiceConditionHealthy},
 			"migrate":              {"postgresql": types.ServiceConditionHealthy},
 		}
-		for _, app := range []string{"api", "worker"} {
+		for _, app := range append(slices.Clone(apis), workers...) {
 			want[app] = map[string]string{
 				"postgresql":       types.ServiceConditionHealthy,
-				"redis":            types.ServiceConditionHealthy,
+				redisClusterJob:    types.ServiceConditionCompletedSuccessfully,
 				"migrate":          types.ServiceConditionCompletedSuccessfully,
 				searchAttributeJob: types.ServiceConditionCompletedSuccessfully,
 			}
+		}
+		want[redisClusterJob] = map[string]string{}
+		for _, node := range redisNodes {
+			want[redisClusterJob][node] = types.ServiceConditionHealthy
 		}
 		for name, deps := range want {
 			for target, condition := range deps {
@@ -159,7 +179,8 @@ func TestComposeFile(t *testing.T) {
 			published string
 			target    uint32
 		}{
-			"api":         {"8080", 8080},
+			"api-1":       {"8080", 8080},
+			"api-2":       {"8081", 8080},
 			"temporal-ui": {"8233", 8080},
 			"temporal":    {"7233", 7233},
 		} {
@@ -172,11 +193,20 @@ func TestComposeFile(t *testing.T) {
 		}
 	})
 
-	t.Run("redis", func(t *testing.T) {
-		cmd := strings.Join(project.Services["redis"].Command, " ")
-		for _, flag := range []string{"--maxmemory-policy noeviction", "--appendonly yes"} {
-			if !strings.Contains(cmd, flag) {
-				t.Errorf("redis command %q lacks %q", cmd, flag)
+	t.Run("redis cluster", func(t *testing.T) {
+		for _, node := range redisNodes {
+			cmd := strings.Join(project.Services[node].Command, " ")
+			for _, flag := range []string{"--maxmemory-policy noeviction", "--appendonly yes", "--cluster-enabled yes"} {
+				if !strings.Contains(cmd, flag) {
+					t.Errorf("%s command %q lacks %q", node, cmd, flag)
+				}
+			}
+		}
+		job := project.Services[redisClusterJob]
+		script := strings.Join(append(slices.Clone(job.Entrypoint), job.Command...), "\n")
+		for _, want := range []string{"redis-cli --cluster create", "--cluster-replicas 1", "cluster_state:ok"} {
+			if !strings.Contains(script, want) {
+				t.Errorf("%s never runs %q:\n%s", redisClusterJob, want, script)
 			}
 		}
 	})
@@ -212,7 +242,7 @@ func TestComposeFile(t *testing.T) {
 	})
 
 	t.Run("app environment", func(t *testing.T) {
-		for _, name := range []string{"api", "worker", "migrate"} {
+		for _, name := range append(append([]string{"migrate"}, apis...), workers...) {
 			svc := project.Services[name]
 			if svc.Build == nil {
 				t.Errorf("%s has no build section", name)
@@ -222,35 +252,46 @@ func TestComposeFile(t *testing.T) {
 			if got := env(t, svc, "TEMPORAL_ADDRESS"); got != "temporal:7233" {
 				t.Errorf("%s TEMPORAL_ADDRESS = %q, want temporal:7233", name, got)
 			}
-			checkURLHost(t, project, name, "REDIS_URL", "redis", "redis", "6379")
+			checkURLHost(t, project, name, "REDIS_URL", "redis", "redis-1", "6379")
+			if seeds := env(t, project.Services[name], "REDIS_URL"); !strings.Contains(seeds, "addr=redis-2:6379") || !strings.Contains(seeds, "addr=redis-3:6379") {
+				t.Errorf("%s REDIS_URL = %q, want the three masters' seeds (addr=redis-2:6379&addr=redis-3:6379)", name, seeds)
+			}
 			checkURLHost(t, project, name, "DATABASE_URL", "postgres", "postgresql", "5432")
 		}
-		api := project.Services["api"]
-		if got := env(t, api, "API_ADDR"); got != "0.0.0.0:8080" {
-			t.Errorf("api API_ADDR = %q, want 0.0.0.0:8080 (a container must listen beyond loopback)", got)
+		for _, name := range apis {
+			checkAPI(t, project.Services[name])
 		}
-		// The secrets come from the caller's environment, never from the file.
-		for key, want := range composeEnv() {
-			if got := env(t, api, key); got != want {
-				t.Errorf("api %s = %q, want the caller's value %q", key, got, want)
-			}
-		}
-		if got := env(t, api, "API_METRICS_ADDR"); got != "0.0.0.0:9090" {
-			t.Errorf("api API_METRICS_ADDR = %q, want 0.0.0.0:9090 (metrics are off the public port)", got)
-		}
-		// Longer than the API's drain (5 s + 20 s) and the worker's stop timeout (15 s).
-		for name, atLeast := range map[string]time.Duration{"api": 25 * time.Second, "worker": 15 * time.Second} {
+		for name, atLeast := range map[string]time.Duration{"api-1": 25 * time.Second, "api-2": 25 * time.Second, "worker-1": 15 * time.Second, "worker-2": 15 * time.Second} {
 			if g := project.Services[name].StopGracePeriod; g == nil || time.Duration(*g) <= atLeast {
 				t.Errorf("%s stop_grace_period = %v, want more than %s", name, g, atLeast)
 			}
 		}
-		if got := env(t, project.Services["worker"], "WORKER_METRICS_ADDR"); got != "0.0.0.0:9091" {
-			t.Errorf("worker WORKER_METRICS_ADDR = %q, want 0.0.0.0:9091", got)
+		for _, name := range workers {
+			if got := env(t, project.Services[name], "WORKER_METRICS_ADDR"); got != "0.0.0.0:9091" {
+				t.Errorf("%s WORKER_METRICS_ADDR = %q, want 0.0.0.0:9091", name, got)
+			}
 		}
 		if got := strings.Join(project.Services["migrate"].Command, " "); got != "migrate" {
 			t.Errorf("migrate command = %q, want migrate", got)
 		}
 	})
+}
+
+// checkAPI checks an API replica's listen addresses and secrets.
+func checkAPI(t *testing.T, api types.ServiceConfig) {
+	t.Helper()
+	if got := env(t, api, "API_ADDR"); got != "0.0.0.0:8080" {
+		t.Errorf("%s API_ADDR = %q, want 0.0.0.0:8080 (a container must listen beyond loopback)", api.Name, got)
+	}
+	// The secrets come from the caller's environment, never from the file.
+	for key, want := range composeEnv() {
+		if got := env(t, api, key); got != want {
+			t.Errorf("%s %s = %q, want the caller's value %q", api.Name, key, got, want)
+		}
+	}
+	if got := env(t, api, "API_METRICS_ADDR"); got != "0.0.0.0:9090" {
+		t.Errorf("%s API_METRICS_ADDR = %q, want 0.0.0.0:9090 (metrics are off the public port)", api.Name, got)
+	}
 }
 
 func TestComposeRequiresSecrets(t *testing.T) {

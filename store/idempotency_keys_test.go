@@ -1,28 +1,34 @@
-package activities
+package store_test
 
 import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
-func TestClaimIdempotencyKey(t *testing.T) {
-	pool := testDB(t)
-	s := NewStore(pool)
+// An Idempotency-Key binds to the first body it is used with, exactly once however many
+// requests race for it, until retention frees it; pruning deletes only expired keys.
+func TestIdempotencyKeyBindsToTheFirstBodyUntilRetention(t *testing.T) {
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
 	ctx := t.Context()
 	const retention = time.Hour
-	key := randomID("key-")
-	first := IdempotencyClaim{Key: key, CartID: "a", RequestHash: "hash-a"}
+	key := testenv.RandomID("key-")
+	first := shop.IdempotencyClaim{Key: key, CartID: "a", RequestHash: "hash-a"}
 
 	// Twenty requests race for one key with different bodies: exactly one body wins and every
 	// request is told the same winner.
 	var wg sync.WaitGroup
-	won := make([]IdempotencyClaim, 20)
+	won := make([]shop.IdempotencyClaim, 20)
 	for i := range won {
 		wg.Go(func() {
 			c := first
 			if i > 0 {
-				c = IdempotencyClaim{Key: key, CartID: "other", RequestHash: randomID("hash-")}
+				c = shop.IdempotencyClaim{Key: key, CartID: "other", RequestHash: testenv.RandomID("hash-")}
 			}
 			held, err := s.ClaimIdempotencyKey(ctx, c, retention)
 			if err != nil {
@@ -43,7 +49,7 @@ func TestClaimIdempotencyKey(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '2 hours' WHERE key = $1`, key); err != nil {
 		t.Fatalf("age the key: %v", err)
 	}
-	again := IdempotencyClaim{Key: key, CartID: "b", RequestHash: "hash-b"}
+	again := shop.IdempotencyClaim{Key: key, CartID: "b", RequestHash: "hash-b"}
 	if winner == again {
 		t.Fatal("test bug: the new body must differ from the winner")
 	}
@@ -52,7 +58,7 @@ func TestClaimIdempotencyKey(t *testing.T) {
 	}
 
 	// Pruning deletes only keys older than retention.
-	old := randomID("old-")
+	old := testenv.RandomID("old-")
 	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys (key, cart_id, request_hash, created_at) VALUES ($1, 'c', 'h', now() - interval '2 hours')`, old); err != nil {
 		t.Fatalf("insert an old key: %v", err)
 	}

@@ -1,4 +1,4 @@
-package activities
+package store
 
 import (
 	"context"
@@ -7,20 +7,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// IdempotencyClaim is the body an Idempotency-Key belongs to.
-type IdempotencyClaim struct {
-	Key         string
-	CartID      string
-	RequestHash string
-}
+	"github.com/checkout-saga/checkout-saga/shop"
+)
 
 // ClaimIdempotencyKey binds key to the cart and request hash of c unless it is already bound
 // to a body younger than retention, and returns the binding that holds afterwards: c itself,
 // or the body the key was first used with. A key older than retention counts as free even
 // before PruneIdempotencyKeys deletes it, so a key's life does not depend on when pruning ran.
-func (s *Store) ClaimIdempotencyKey(ctx context.Context, c IdempotencyClaim, retention time.Duration) (IdempotencyClaim, error) {
+func (s *Store) ClaimIdempotencyKey(ctx context.Context, c shop.IdempotencyClaim, retention time.Duration) (shop.IdempotencyClaim, error) {
 	// Two statements, not one: a statement reads one snapshot, so when a concurrent request
 	// inserts the same key first, only a new statement sees its row. A row pruned in between
 	// makes the key free again; three rounds are plenty.
@@ -31,23 +26,23 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, c IdempotencyClaim, ret
 			WHERE idempotency_keys.created_at < now() - make_interval(secs => $4)`,
 			c.Key, c.CartID, c.RequestHash, retention.Seconds())
 		if err != nil {
-			return IdempotencyClaim{}, fmt.Errorf("claim idempotency key %s for cart %s: %w", c.Key, c.CartID, err)
+			return shop.IdempotencyClaim{}, fmt.Errorf("claim idempotency key %s for cart %s: %w", c.Key, c.CartID, err)
 		}
 		if tag.RowsAffected() == 1 {
 			return c, nil
 		}
-		held := IdempotencyClaim{Key: c.Key}
+		held := shop.IdempotencyClaim{Key: c.Key}
 		err = s.pool.QueryRow(ctx, `SELECT cart_id, request_hash FROM idempotency_keys WHERE key = $1`, c.Key).
 			Scan(&held.CartID, &held.RequestHash)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
-			return IdempotencyClaim{}, fmt.Errorf("read idempotency key %s: %w", c.Key, err)
+			return shop.IdempotencyClaim{}, fmt.Errorf("read idempotency key %s: %w", c.Key, err)
 		}
 		return held, nil
 	}
-	return IdempotencyClaim{}, fmt.Errorf("claim idempotency key %s for cart %s: the key kept disappearing while it was claimed", c.Key, c.CartID)
+	return shop.IdempotencyClaim{}, fmt.Errorf("claim idempotency key %s for cart %s: the key kept disappearing while it was claimed", c.Key, c.CartID)
 }
 
 // pruneBatch bounds one DELETE, so pruning a large backlog never holds many row locks or

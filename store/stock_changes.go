@@ -1,4 +1,4 @@
-package activities
+package store
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // An operator's change of on_hand runs in three steps, so that Redis never runs ahead of
@@ -28,27 +29,27 @@ import (
 // If step 2 refuses, step 3 undoes the stage instead (release a decrease, forfeit an
 // increase). If the process dies or Redis fails between the steps, the reconciler finds the
 // change's hold and finishes it from stock_changes, or undoes it when Postgres never
-// recorded it (finishChange).
+// recorded it (FinishChange).
 
-// stockChange is step 2's input.
-type stockChange struct {
-	id     string
-	sku    string
-	delta  int64
-	reason string
-	// set is a PUT's new row; nil for an adjustment, which only adds delta.
-	set *Product
-	// version is the row version a PUT computed delta from; the write happens only if the
+// StockChange is step 2's input.
+type StockChange struct {
+	ID     string
+	SKU    string
+	Delta  int64
+	Reason string
+	// Set is a PUT's new row; nil for an adjustment, which only adds Delta.
+	Set *shop.Product
+	// Version is the row version a PUT computed Delta from; the write happens only if the
 	// row is still at it.
-	version        int64
-	idempotencyKey string
-	requestHash    string
+	Version        int64
+	IdempotencyKey string
+	RequestHash    string
 }
 
-// newChangeID names a change: its direction (so the reconciler can undo it without
+// NewChangeID names a change: its direction (so the reconciler can undo it without
 // Postgres), when it started (so the reconciler leaves a change in flight alone) and 8
 // random bytes.
-func newChangeID(delta int64) string {
+func NewChangeID(delta int64) string {
 	dir := "i"
 	if delta < 0 {
 		dir = "d"
@@ -78,22 +79,22 @@ func parseChangeID(id string) (dir int, started time.Time, ok bool) {
 	return dir, time.UnixMilli(ms), true
 }
 
-// errKeyTaken means another change already holds the idempotency key.
-var errKeyTaken = errors.New("idempotency key already used")
+// ErrKeyTaken means another change already holds the idempotency key.
+var ErrKeyTaken = errors.New("idempotency key already used")
 
-// applyChange is step 2. It reports false, changing nothing, when a PUT's row is no longer
+// ApplyChange is step 2. It reports false, changing nothing, when a PUT's row is no longer
 // at the version it read.
-func (s *Store) applyChange(ctx context.Context, ch stockChange) (bool, error) {
+func (s *Store) ApplyChange(ctx context.Context, ch StockChange) (bool, error) {
 	applied := true
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var tag pgconn.CommandTag
 		var err error
-		if p := ch.set; p != nil {
+		if p := ch.Set; p != nil {
 			tag, err = tx.Exec(ctx, `
 				UPDATE skus SET on_hand = on_hand + $2, price_cents = $3, currency = $4, max_per_order = $5, max_per_customer = $7, updated_at = now()
-				WHERE sku = $1 AND version = $6`, ch.sku, ch.delta, p.PriceCents, p.Currency, p.MaxPerOrder, ch.version, p.MaxPerCustomer)
+				WHERE sku = $1 AND version = $6`, ch.SKU, ch.Delta, p.PriceCents, p.Currency, p.MaxPerOrder, ch.Version, p.MaxPerCustomer)
 		} else {
-			tag, err = tx.Exec(ctx, `UPDATE skus SET on_hand = on_hand + $2, updated_at = now() WHERE sku = $1`, ch.sku, ch.delta)
+			tag, err = tx.Exec(ctx, `UPDATE skus SET on_hand = on_hand + $2, updated_at = now() WHERE sku = $1`, ch.SKU, ch.Delta)
 		}
 		if err != nil {
 			return fmt.Errorf("write sku: %w", err)
@@ -102,19 +103,19 @@ func (s *Store) applyChange(ctx context.Context, ch stockChange) (bool, error) {
 			applied = false
 			return nil
 		}
-		if ch.delta != 0 {
+		if ch.Delta != 0 {
 			if _, err := tx.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason) VALUES ($1, $2, 0, $3)`,
-				ch.sku, ch.delta, ch.reason); err != nil {
+				ch.SKU, ch.Delta, ch.Reason); err != nil {
 				return fmt.Errorf("append ledger: %w", err)
 			}
 		}
 		_, err = tx.Exec(ctx, `
 			INSERT INTO stock_changes (change_id, sku, delta_on_hand, reason, idempotency_key, request_hash)
 			VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''))`,
-			ch.id, ch.sku, ch.delta, ch.reason, ch.idempotencyKey, ch.requestHash)
+			ch.ID, ch.SKU, ch.Delta, ch.Reason, ch.IdempotencyKey, ch.RequestHash)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "stock_changes_idempotency_key_key" {
-			return errKeyTaken
+			return ErrKeyTaken
 		}
 		if err != nil {
 			return fmt.Errorf("record change: %w", err)
@@ -122,47 +123,47 @@ func (s *Store) applyChange(ctx context.Context, ch stockChange) (bool, error) {
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("change on hand of %s by %+d: %w", ch.sku, ch.delta, err)
+		return false, fmt.Errorf("change on hand of %s by %+d: %w", ch.SKU, ch.Delta, err)
 	}
 	return applied, nil
 }
 
-// keyedChange is what Postgres knows of an adjustment's idempotency key.
-type keyedChange struct {
-	found       bool
-	requestHash string
-	response    []byte // nil until the first answer was stored
+// KeyedChange is what Postgres knows of an adjustment's idempotency key.
+type KeyedChange struct {
+	Found       bool
+	RequestHash string
+	Response    []byte // nil until the first answer was stored
 }
 
-func (s *Store) changeByKey(ctx context.Context, key string) (keyedChange, error) {
-	var k keyedChange
+func (s *Store) ChangeByKey(ctx context.Context, key string) (KeyedChange, error) {
+	var k KeyedChange
 	var hash *string
-	err := s.pool.QueryRow(ctx, `SELECT request_hash, response FROM stock_changes WHERE idempotency_key = $1`, key).Scan(&hash, &k.response)
+	err := s.pool.QueryRow(ctx, `SELECT request_hash, response FROM stock_changes WHERE idempotency_key = $1`, key).Scan(&hash, &k.Response)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, nil
 	}
 	if err != nil {
 		return k, fmt.Errorf("read stock change of idempotency key %q: %w", key, err)
 	}
-	k.found = true
+	k.Found = true
 	if hash != nil {
-		k.requestHash = *hash
+		k.RequestHash = *hash
 	}
 	return k, nil
 }
 
-func (s *Store) storeChangeResponse(ctx context.Context, changeID string, response []byte) error {
+func (s *Store) StoreChangeResponse(ctx context.Context, changeID string, response []byte) error {
 	if _, err := s.pool.Exec(ctx, `UPDATE stock_changes SET response = $2 WHERE change_id = $1`, changeID, response); err != nil {
 		return fmt.Errorf("store the answer to stock change %s: %w", changeID, err)
 	}
 	return nil
 }
 
-// finishChange is the reconciler's step 3 for a change whose hold it found in Redis: finish
+// FinishChange is the reconciler's step 3 for a change whose hold it found in Redis: finish
 // it if Postgres recorded it, undo it if Postgres did not and it started more than grace ago
 // (an operator request is long over by then), leave it otherwise. It returns a note for the
 // ledger and the run's corrections, or "".
-func (s *Store) finishChange(ctx context.Context, stock *lua.Stock, sku, changeID string, grace time.Duration) (string, error) {
+func (s *Store) FinishChange(ctx context.Context, stock *lua.Stock, sku, changeID string, grace time.Duration) (string, error) {
 	holder := lua.ChangeHoldID(changeID)
 	var delta int64
 	err := s.pool.QueryRow(ctx, `SELECT delta_on_hand FROM stock_changes WHERE change_id = $1`, changeID).Scan(&delta)
@@ -191,7 +192,7 @@ func (s *Store) finishChange(ctx context.Context, stock *lua.Stock, sku, changeI
 	if err != nil {
 		return "", fmt.Errorf("reconcile stock change %s of %s: %w", changeID, sku, err)
 	}
-	if err := s.ledgerNote(ctx, sku, "", note); err != nil {
+	if err := s.LedgerNote(ctx, sku, "", note); err != nil {
 		return "", err
 	}
 	return note, nil

@@ -1,0 +1,146 @@
+package activities
+
+// These tests run the activities against a real Postgres (a fresh, migrated database per
+// test) and a real Redis, from internal/testenv. The store's own SQL is proven in package
+// store's tests, the operators' changes in package inventory's.
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/store"
+)
+
+// The activities' tests use the same real services as every other package (internal/testenv).
+func randomID(prefix string) string { return testenv.RandomID(prefix) }
+
+func testDB(t *testing.T) *pgxpool.Pool {
+	_, pool := testenv.Postgres(t)
+	return pool
+}
+
+func testRedis(t *testing.T) *redis.Client { return testenv.Redis(t) }
+
+func requireAppError(t *testing.T, err error, wantType string) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		t.Fatalf("error = %v (%T), want a temporal ApplicationError of type %s", err, err, wantType)
+	}
+	if appErr.Type() != wantType {
+		t.Errorf("error type = %q, want %q (error: %v)", appErr.Type(), wantType, err)
+	}
+	if !appErr.NonRetryable() {
+		t.Errorf("error %v is retryable, want non-retryable", err)
+	}
+}
+
+func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
+	t.Parallel()
+	pool := testDB(t)
+	db := store.New(pool)
+	a := &Activities{Store: db}
+	skuA, skuB := randomID("A-"), randomID("B-")
+	testenv.PutSKU(t, pool, skuA, 10, 250, "usd")
+	testenv.PutSKU(t, pool, skuB, 10, 1000, "usd")
+
+	in := RecordCheckoutInput{
+		CheckoutID: randomID("c-"),
+		CustomerID: "u-1",
+		// The client's prices are ignored: the catalog prices the cart.
+		Items: []Item{{SKU: skuA, Quantity: 3, UnitPriceCents: 1}, {SKU: skuB, Quantity: 1, UnitPriceCents: 1}},
+	}
+	first, err := a.RecordCheckout(t.Context(), in)
+	if err != nil {
+		t.Fatalf("record checkout: %v", err)
+	}
+	if first.CheckoutID != in.CheckoutID || first.CustomerID != "u-1" || first.Status != StatusOpen ||
+		first.Currency != "usd" || first.AmountCents != 3*250+1000 {
+		t.Errorf("recorded %+v; want checkout %s of u-1, status open, usd, 1750 cents", first, in.CheckoutID)
+	}
+	wantItems := map[string]Item{
+		skuA: {SKU: skuA, Quantity: 3, UnitPriceCents: 250},
+		skuB: {SKU: skuB, Quantity: 1, UnitPriceCents: 1000},
+	}
+	if len(first.Items) != len(wantItems) {
+		t.Fatalf("recorded items %+v, want %+v", first.Items, wantItems)
+	}
+	for _, it := range first.Items {
+		if it != wantItems[it.SKU] {
+			t.Errorf("recorded item %+v, want %+v", it, wantItems[it.SKU])
+		}
+	}
+	if first.EndedAt != nil || first.OrderID != "" || first.CreatedAt.IsZero() {
+		t.Errorf("new checkout has ended_at %v, order %q, created_at %v", first.EndedAt, first.OrderID, first.CreatedAt)
+	}
+
+	// A retry after the price changed still sees the cart as first recorded.
+	testenv.PutSKU(t, pool, skuA, 10, 999, "usd")
+	again, err := a.RecordCheckout(t.Context(), in)
+	if err != nil {
+		t.Fatalf("record checkout again: %v", err)
+	}
+	if again.AmountCents != first.AmountCents || !again.CreatedAt.Equal(first.CreatedAt) ||
+		fmt.Sprint(again.Items) != fmt.Sprint(first.Items) {
+		t.Errorf("second record = %+v, want the first %+v", again, first)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM checkouts WHERE checkout_id = $1`, in.CheckoutID); n != 1 {
+		t.Errorf("%d checkout rows, want 1", n)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM checkout_items WHERE checkout_id = $1`, in.CheckoutID); n != 2 {
+		t.Errorf("%d checkout item rows, want 2", n)
+	}
+}
+
+func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
+	t.Parallel()
+	pool := testDB(t)
+	db := store.New(pool)
+	a := &Activities{Store: db}
+	usd, eur := randomID("USD-"), randomID("EUR-")
+	testenv.PutSKU(t, pool, usd, 10, 100, "usd")
+	testenv.PutSKU(t, pool, eur, 10, 100, "eur")
+
+	tests := []struct {
+		name     string
+		items    []Item
+		wantType string
+	}{
+		{"unknown sku", []Item{{SKU: usd, Quantity: 1}, {SKU: randomID("NOPE-"), Quantity: 1}}, ErrTypeUnknownSKU},
+		{"mixed currency", []Item{{SKU: usd, Quantity: 1}, {SKU: eur, Quantity: 1}}, ErrTypeMixedCurrency},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := randomID("c-")
+			_, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: tt.items})
+			requireAppError(t, err, tt.wantType)
+			if _, err := db.Checkout(t.Context(), id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("refused checkout was recorded: read it back with err %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// Postgres holding fewer units than an order needs (store.ErrInsufficientOnHand) is a "no"
+// the saga branches on, not an error Temporal retries. The activity returns before
+// activity.GetLogger on this path, so it runs outside a worker.
+func TestConfirmOrderRefusesAStockMismatchForGood(t *testing.T) {
+	t.Parallel()
+	pool := testDB(t)
+	a := &Activities{Store: store.New(pool)}
+	sku := randomID("A-")
+	testenv.PutSKU(t, pool, sku, 1, 300, "usd")
+	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []Item{{SKU: sku, Quantity: 2}}})
+	if err != nil {
+		t.Fatalf("record checkout: %v", err)
+	}
+	_, err = a.ConfirmOrder(t.Context(), ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
+		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "fakepay", PaymentRef: "pay-1"})
+	requireAppError(t, err, ErrTypeStockMismatch)
+}

@@ -1,0 +1,246 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
+)
+
+// recordCart stocks two SKUs and records a checkout for qa x A (300 each) and qb x B (700 each).
+func recordCart(t *testing.T, pool *pgxpool.Pool, onHandA, onHandB, qa, qb int64) (skuA, skuB string, rec shop.CheckoutRecord) {
+	t.Helper()
+	skuA, skuB = testenv.RandomID("A-"), testenv.RandomID("B-")
+	testenv.PutSKU(t, pool, skuA, onHandA, 300, "usd")
+	testenv.PutSKU(t, pool, skuB, onHandB, 700, "usd")
+	rec, err := store.New(pool).InsertCheckout(t.Context(), shop.CheckoutRecord{
+		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-2", Currency: "usd", AmountCents: qa*300 + qb*700,
+		Items: []shop.Item{{SKU: skuA, Quantity: qa, UnitPriceCents: 300}, {SKU: skuB, Quantity: qb, UnitPriceCents: 700}},
+	}, nil)
+	if err != nil {
+		t.Fatalf("record checkout: %v", err)
+	}
+	return skuA, skuB, rec
+}
+
+func confirmInput(rec shop.CheckoutRecord) store.Order {
+	return store.Order{
+		CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
+		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "fakepay", PaymentRef: "pay-1",
+	}
+}
+
+func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	skuA, skuB, rec := recordCart(t, pool, 10, 4, 3, 4)
+
+	orderID, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
+	if err != nil {
+		t.Fatalf("confirm order: %v", err)
+	}
+	if orderID != shop.OrderID(rec.CheckoutID) || !created {
+		t.Errorf("confirm = (%q, created %v), want (%q, true)", orderID, created, shop.OrderID(rec.CheckoutID))
+	}
+
+	var o struct {
+		CheckoutID, CustomerID, Currency, Provider, Ref string
+		Amount                                          int64
+	}
+	if err := pool.QueryRow(t.Context(), `
+		SELECT checkout_id, customer_id, currency, payment_provider, payment_ref, amount_cents FROM orders WHERE order_id = $1`,
+		orderID).Scan(&o.CheckoutID, &o.CustomerID, &o.Currency, &o.Provider, &o.Ref, &o.Amount); err != nil {
+		t.Fatalf("read order %s: %v", orderID, err)
+	}
+	if o.CheckoutID != rec.CheckoutID || o.CustomerID != "u-2" || o.Currency != "usd" ||
+		o.Provider != "fakepay" || o.Ref != "pay-1" || o.Amount != 3*300+4*700 {
+		t.Errorf("order row %+v does not match the checkout %+v", o, rec)
+	}
+	for _, line := range []struct {
+		sku          string
+		q, unitPrice int64
+	}{{skuA, 3, 300}, {skuB, 4, 700}} {
+		var q, price int64
+		if err := pool.QueryRow(t.Context(), `SELECT quantity, unit_price_cents FROM order_lines WHERE order_id = $1 AND sku = $2`,
+			orderID, line.sku).Scan(&q, &price); err != nil {
+			t.Fatalf("read order line %s: %v", line.sku, err)
+		}
+		if q != line.q || price != line.unitPrice {
+			t.Errorf("order line %s = %d x %d, want %d x %d", line.sku, q, price, line.q, line.unitPrice)
+		}
+		var dOnHand, dSold int64
+		if err := pool.QueryRow(t.Context(), `
+			SELECT delta_on_hand, delta_sold FROM inventory_ledger WHERE sku = $1 AND checkout_id = $2`,
+			line.sku, rec.CheckoutID).Scan(&dOnHand, &dSold); err != nil {
+			t.Fatalf("read the one ledger row of %s for the checkout: %v", line.sku, err)
+		}
+		if dOnHand != -line.q || dSold != line.q {
+			t.Errorf("ledger row for %s: delta_on_hand %d, delta_sold %d; want %d, %d", line.sku, dOnHand, dSold, -line.q, line.q)
+		}
+	}
+	wantA := testenv.SKURow{OnHand: 7, Sold: 3, LedgerRows: 2, LedgerOnHand: 7, LedgerSold: 3}
+	wantB := testenv.SKURow{OnHand: 0, Sold: 4, LedgerRows: 2, LedgerOnHand: 0, LedgerSold: 4}
+	if got := testenv.ReadSKU(t, pool, skuA); got != wantA {
+		t.Errorf("%s after confirm: %+v, want %+v", skuA, got, wantA)
+	}
+	if got := testenv.ReadSKU(t, pool, skuB); got != wantB {
+		t.Errorf("%s after confirm (sells its last unit): %+v, want %+v", skuB, got, wantB)
+	}
+	confirmed, err := s.Checkout(t.Context(), rec.CheckoutID)
+	if err != nil {
+		t.Fatalf("read checkout: %v", err)
+	}
+	if confirmed.Status != "confirmed" || confirmed.OrderID != orderID || confirmed.EndedAt == nil {
+		t.Errorf("checkout after confirm: status %q, order %q, ended_at %v; want confirmed, %s, set",
+			confirmed.Status, confirmed.OrderID, confirmed.EndedAt, orderID)
+	}
+
+	// A retry finds the order and changes nothing.
+	again, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
+	if err != nil {
+		t.Fatalf("confirm order again: %v", err)
+	}
+	if again != orderID || created {
+		t.Errorf("second confirm = (%q, created %v), want (%q, false)", again, created, orderID)
+	}
+	if got := testenv.ReadSKU(t, pool, skuA); got != wantA {
+		t.Errorf("%s after second confirm: %+v, want unchanged %+v", skuA, got, wantA)
+	}
+	if got := testenv.ReadSKU(t, pool, skuB); got != wantB {
+		t.Errorf("%s after second confirm: %+v, want unchanged %+v", skuB, got, wantB)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM order_lines WHERE order_id = $1`, orderID); n != 2 {
+		t.Errorf("%d order lines after second confirm, want 2", n)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM orders`); n != 1 {
+		t.Errorf("%d orders after second confirm, want 1", n)
+	}
+	after, err := s.Checkout(t.Context(), rec.CheckoutID)
+	if err != nil {
+		t.Fatalf("read checkout: %v", err)
+	}
+	if !after.EndedAt.Equal(*confirmed.EndedAt) {
+		t.Errorf("second confirm moved ended_at from %v to %v", confirmed.EndedAt, after.EndedAt)
+	}
+}
+
+// A confirm for another payment of a checkout whose order exists is refused, so that payment
+// is refunded instead of being matched to the old order and kept (issue 9, defect 2: a
+// second saga after retention). Before the fix it answered the old order as a success.
+func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	skuA, _, rec := recordCart(t, pool, 10, 4, 3, 4)
+	if _, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec)); err != nil {
+		t.Fatalf("confirm order: %v", err)
+	}
+	other := confirmInput(rec)
+	other.PaymentRef = "pay-2"
+	if _, _, err := s.ConfirmOrder(t.Context(), other); !errors.Is(err, store.ErrPaidOtherwise) {
+		t.Errorf("confirm with a second payment: %v, want %v", err, store.ErrPaidOtherwise)
+	}
+	if got := testenv.ReadSKU(t, pool, skuA); got.Sold != 3 {
+		t.Errorf("%s: %+v, want the 3 units of the first order sold, nothing more", skuA, got)
+	}
+}
+
+func TestConfirmOrderRollsBackWhenOneLineIsShort(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	// A is processed first and has plenty; B has 1 on hand for a line of 2.
+	skuA, skuB, rec := recordCart(t, pool, 10, 1, 2, 2)
+	beforeA, beforeB := testenv.ReadSKU(t, pool, skuA), testenv.ReadSKU(t, pool, skuB)
+
+	_, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
+	if !errors.Is(err, store.ErrInsufficientOnHand) {
+		t.Fatalf("confirm with a short line: err = %v, want store.ErrInsufficientOnHand", err)
+	}
+	if created {
+		t.Errorf("confirm that failed says created")
+	}
+	if got := testenv.ReadSKU(t, pool, skuA); got != beforeA {
+		t.Errorf("%s after rolled-back confirm: %+v, want unchanged %+v", skuA, got, beforeA)
+	}
+	if got := testenv.ReadSKU(t, pool, skuB); got != beforeB {
+		t.Errorf("%s after rolled-back confirm: %+v, want unchanged %+v", skuB, got, beforeB)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM orders`); n != 0 {
+		t.Errorf("%d orders after rolled-back confirm, want 0", n)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM order_lines`); n != 0 {
+		t.Errorf("%d order lines after rolled-back confirm, want 0", n)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM inventory_ledger WHERE checkout_id = $1`, rec.CheckoutID); n != 0 {
+		t.Errorf("%d ledger rows for the checkout after rolled-back confirm, want 0", n)
+	}
+	if c, err := s.Checkout(t.Context(), rec.CheckoutID); err != nil || c.Status != shop.RecordOpen || c.EndedAt != nil {
+		t.Errorf("checkout after rolled-back confirm: %+v, %v; want still open", c, err)
+	}
+}
+
+func TestRecordOutcomeKeepsTheFirstEnd(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
+
+	if err := s.RecordOutcome(t.Context(), store.Outcome{CheckoutID: rec.CheckoutID, Status: "expired", Reason: "payment timed out"}); err != nil {
+		t.Fatalf("record expired: %v", err)
+	}
+	expired, err := s.Checkout(t.Context(), rec.CheckoutID)
+	if err != nil {
+		t.Fatalf("read checkout: %v", err)
+	}
+	if expired.Status != "expired" || expired.Reason != "payment timed out" || expired.EndedAt == nil {
+		t.Fatalf("after expiry: status %q, reason %q, ended_at %v", expired.Status, expired.Reason, expired.EndedAt)
+	}
+	for _, late := range []store.Outcome{
+		{CheckoutID: rec.CheckoutID, Status: "expired", Reason: "payment timed out"},
+		{CheckoutID: rec.CheckoutID, Status: "cancelled", Reason: "customer cancelled"},
+	} {
+		if err := s.RecordOutcome(t.Context(), late); err != nil {
+			t.Fatalf("record %s: %v", late.Status, err)
+		}
+		got, err := s.Checkout(t.Context(), rec.CheckoutID)
+		if err != nil {
+			t.Fatalf("read checkout: %v", err)
+		}
+		if got.Status != "expired" || got.Reason != "payment timed out" || !got.EndedAt.Equal(*expired.EndedAt) {
+			t.Errorf("after a late %s: status %q, reason %q, ended_at %v; want the first end kept (expired at %v)",
+				late.Status, got.Status, got.Reason, got.EndedAt, expired.EndedAt)
+		}
+	}
+}
+
+func TestRecordOutcomeLeavesConfirmedCheckout(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
+	orderID, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
+	if err != nil {
+		t.Fatalf("confirm order: %v", err)
+	}
+	before, err := s.Checkout(t.Context(), rec.CheckoutID)
+	if err != nil {
+		t.Fatalf("read checkout: %v", err)
+	}
+	if err := s.RecordOutcome(t.Context(), store.Outcome{CheckoutID: rec.CheckoutID, Status: "cancelled", Reason: "late cancel"}); err != nil {
+		t.Fatalf("record cancelled: %v", err)
+	}
+	got, err := s.Checkout(t.Context(), rec.CheckoutID)
+	if err != nil {
+		t.Fatalf("read checkout: %v", err)
+	}
+	if got.Status != "confirmed" || got.OrderID != orderID || got.Reason != "" || !got.EndedAt.Equal(*before.EndedAt) {
+		t.Errorf("confirmed checkout after a late cancel: status %q, order %q, reason %q, ended_at %v; want it untouched",
+			got.Status, got.OrderID, got.Reason, got.EndedAt)
+	}
+}

@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+)
+
+// RecordPaymentEvent stores a verified event once per provider and event id.
+func (s *Store) RecordPaymentEvent(ctx context.Context, ev shop.PaymentEvent) (shop.RecordedEvent, error) {
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO payment_events (provider, event_id, event_type, checkout_id, payment_ref, amount_cents, currency, payload, outcome)
+		VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, ''), $6, NULLIF($7, ''), $8, NULLIF($9, ''))
+		ON CONFLICT (provider, event_id) DO NOTHING`,
+		ev.Provider, ev.EventID, ev.Type, ev.CheckoutID, ev.PaymentRef, ev.AmountCents, ev.Currency, ev.Payload, ev.Outcome)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		return shop.RecordedEvent{}, fmt.Errorf("record %s event %q: %w: %w", ev.Provider, ev.EventID, shop.ErrUnstorableEvent, err)
+	}
+	if err != nil {
+		return shop.RecordedEvent{}, fmt.Errorf("record %s event %s: %w", ev.Provider, ev.EventID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return shop.RecordedEvent{New: true}, nil
+	}
+	var deliveredAt *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT delivered_at FROM payment_events WHERE provider = $1 AND event_id = $2`,
+		ev.Provider, ev.EventID).Scan(&deliveredAt); err != nil {
+		return shop.RecordedEvent{}, fmt.Errorf("read %s event %s: %w", ev.Provider, ev.EventID, err)
+	}
+	return shop.RecordedEvent{Delivered: deliveredAt != nil}, nil
+}
+
+// MarkPaymentEventDelivered records that an event reached its end (a saga, or a decision
+// not to send it anywhere) so a redelivery changes nothing.
+func (s *Store) MarkPaymentEventDelivered(ctx context.Context, provider, eventID, disposition string) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE payment_events SET delivered_at = now(), disposition = $3
+		WHERE provider = $1 AND event_id = $2 AND delivered_at IS NULL`, provider, eventID, disposition)
+	if err != nil {
+		return fmt.Errorf("mark %s event %s delivered: %w", provider, eventID, err)
+	}
+	return nil
+}
+
+// matchOrphans claims the payment events recorded for a checkout that its saga has not been
+// told about: webhooks that came before the checkout existed (disposition orphan), and any
+// still being handled (pending; the saga ignores the second delivery by event id). Claiming
+// sets the disposition to matched, so the orphan sweeper never refunds a payment a saga
+// has; a retried call claims the same events again.
+func (s *Store) matchOrphans(ctx context.Context, checkoutID string) ([]shop.RecordedPayment, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE payment_events SET disposition = $2
+		WHERE checkout_id = $1 AND outcome IS NOT NULL AND disposition IN ($2, $3, $4)
+		RETURNING provider, event_id, outcome, coalesce(payment_ref, ''), coalesce(amount_cents, 0), coalesce(currency, '')`,
+		checkoutID, shop.DispositionMatched, shop.DispositionOrphan, shop.DispositionPending)
+	if err != nil {
+		return nil, fmt.Errorf("match orphan payments of checkout %s: %w", checkoutID, err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[shop.RecordedPayment])
+	if err != nil {
+		return nil, fmt.Errorf("match orphan payments of checkout %s: %w", checkoutID, err)
+	}
+	return found, nil
+}
+
+// ClaimStaleOrphans marks successful orphan payments that no checkout claimed for
+// olderThanSeconds as being refunded (disposition orphan_refund) and returns at most limit
+// of them, with those a sweep claimed before but never recorded a refund for. The claim and
+// a checkout's own claim (matchOrphans) update the same row, so Postgres lets exactly one of
+// them have it: a payment is either refunded or kept by its checkout, never both.
+func (s *Store) ClaimStaleOrphans(ctx context.Context, olderThanSeconds int64, limit int) ([]shop.StaleOrphan, error) {
+	rows, err := s.pool.Query(ctx, `
+		UPDATE payment_events e SET disposition = $3
+		WHERE (provider, event_id) IN (
+			SELECT provider, event_id FROM payment_events o
+			WHERE o.outcome = 'succeeded' AND (
+				-- an orphan no checkout claimed in time
+				o.disposition = $2 AND o.received_at < now() - make_interval(secs => $1)
+					AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = o.checkout_id)
+				-- or one claimed by a sweep that ended before its refund was recorded
+				OR o.disposition = $3 AND NOT EXISTS (
+					SELECT 1 FROM refunds r WHERE r.provider = o.provider AND r.payment_ref = o.payment_ref))
+			ORDER BY o.received_at LIMIT $4)
+			AND (e.disposition = $3 OR e.disposition = $2
+				AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = e.checkout_id))
+		RETURNING provider, event_id, outcome, coalesce(payment_ref, ''), coalesce(amount_cents, 0),
+			coalesce(currency, ''), coalesce(checkout_id, '')`,
+		olderThanSeconds, shop.DispositionOrphan, shop.DispositionOrphanRefund, max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("claim stale orphan payments: %w", err)
+	}
+	claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (shop.StaleOrphan, error) {
+		var o shop.StaleOrphan
+		err := row.Scan(&o.Provider, &o.EventID, &o.Outcome, &o.PaymentRef, &o.AmountCents, &o.Currency, &o.CheckoutID)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim stale orphan payments: %w", err)
+	}
+	return claimed, nil
+}

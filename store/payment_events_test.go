@@ -1,0 +1,66 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
+)
+
+// A provider's event is recorded once however often it is delivered, and marked delivered
+// once: the first disposition stays.
+func TestPaymentEventIsRecordedOnceAndDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	ev := shop.PaymentEvent{
+		Provider: "fakepay", EventID: testenv.RandomID("evt-"), Type: "payment.succeeded",
+		CheckoutID: "c-1", PaymentRef: "pay-1", AmountCents: 1750, Currency: "usd",
+		Payload: []byte(`{"id":"evt"}`),
+	}
+	check := func(step string, want shop.RecordedEvent) {
+		t.Helper()
+		got, err := s.RecordPaymentEvent(t.Context(), ev)
+		if err != nil {
+			t.Fatalf("%s: record event: %v", step, err)
+		}
+		if got != want {
+			t.Errorf("%s: recorded %+v, want %+v", step, got, want)
+		}
+	}
+	disposition := func() (string, *time.Time) {
+		t.Helper()
+		var d string
+		var at *time.Time
+		if err := pool.QueryRow(t.Context(), `SELECT disposition, delivered_at FROM payment_events WHERE provider = $1 AND event_id = $2`,
+			ev.Provider, ev.EventID).Scan(&d, &at); err != nil {
+			t.Fatalf("read event: %v", err)
+		}
+		return d, at
+	}
+
+	check("first", shop.RecordedEvent{New: true})
+	check("redelivered before delivery", shop.RecordedEvent{New: false, Delivered: false})
+	if d, at := disposition(); d != "pending" || at != nil {
+		t.Errorf("undelivered event: disposition %q, delivered_at %v; want pending, null", d, at)
+	}
+	if err := s.MarkPaymentEventDelivered(t.Context(), ev.Provider, ev.EventID, shop.DispositionSignalled); err != nil {
+		t.Fatalf("mark delivered: %v", err)
+	}
+	check("redelivered after delivery", shop.RecordedEvent{New: false, Delivered: true})
+	d1, at1 := disposition()
+	if d1 != shop.DispositionSignalled || at1 == nil {
+		t.Fatalf("delivered event: disposition %q, delivered_at %v; want %s, set", d1, at1, shop.DispositionSignalled)
+	}
+	if err := s.MarkPaymentEventDelivered(t.Context(), ev.Provider, ev.EventID, shop.DispositionLate); err != nil {
+		t.Fatalf("mark delivered again: %v", err)
+	}
+	if d2, at2 := disposition(); d2 != shop.DispositionSignalled || at2 == nil || !at2.Equal(*at1) {
+		t.Errorf("after a second mark: disposition %q, delivered_at %v; want the first (%s, %v)", d2, at2, d1, at1)
+	}
+	if n := testenv.Count(t, pool, `SELECT count(*) FROM payment_events`); n != 1 {
+		t.Errorf("%d payment events, want 1", n)
+	}
+}

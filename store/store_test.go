@@ -1,0 +1,26 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/store"
+)
+
+// The review's M6: pgx's default pool is 4 connections on a 2-core box.
+func TestNewPoolSizesThePool(t *testing.T) {
+	url, _ := testenv.Postgres(t)
+	for _, tt := range []struct {
+		url  string
+		want int
+	}{{url, store.DefaultPoolMaxConns}, {url + "?pool_max_conns=7", 7}} {
+		pool, err := store.NewPool(t.Context(), tt.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := store.New(pool).MaxConns(); got != tt.want {
+			t.Errorf("pool of %s: %d connections, want %d", tt.url, got, tt.want)
+		}
+		pool.Close()
+	}
+}
