@@ -6,6 +6,10 @@
 //
 // Open takes services the caller already runs and returns errors (the benchmark is a
 // program); Start is Open for a test, on testenv's dev server, database and Redis.
+//
+// bench is a module of its own, yet it may import this internal package: Go's internal rule
+// is on import paths, and bench's path (.../checkout-saga/bench) lies under this package's
+// parent, as gopls imports golang.org/x/tools/internal.
 package checkouttest
 
 import (
