@@ -48,7 +48,7 @@ $(TEMPORAL): tools/temporal/go.mod tools/temporal/go.sum
 		-o $(CURDIR)/$(TEMPORAL) github.com/temporalio/cli/cmd/temporal
 
 $(TEMPORAL_SERVER): tools/temporal-server/go.mod tools/temporal-server/go.sum
-	cd tools/temporal-server && go build -o $(CURDIR)/$(TEMPORAL_SQL_TOOL) go.temporal.io/server/cmd/tools/sql \
+	mkdir -p .tools && cd tools/temporal-server && go build -o $(CURDIR)/$(TEMPORAL_SQL_TOOL) go.temporal.io/server/cmd/tools/sql \
 		&& go build -o $(CURDIR)/$(TEMPORAL_UI_SERVER) github.com/temporalio/ui-server/v2/cmd/server \
 		&& go build -o $(CURDIR)/$(TEMPORAL_SERVER) go.temporal.io/server/cmd/server
 
@@ -63,5 +63,5 @@ run-scale: $(TEMPORAL_SERVER) build
 # starts itself; writes BENCHMARKS.md and docs/bench/*.png. About 6 minutes on 2 cores.
 # Phony: bench/ is also the program's folder.
 .PHONY: bench
-bench: $(TEMPORAL)
+bench: $(TEMPORAL) $(TEMPORAL_SERVER)
 	cd bench && go run . -out ../BENCHMARKS.md -charts ../docs/bench -temporal $(CURDIR)/$(TEMPORAL)

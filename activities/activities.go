@@ -24,6 +24,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -40,39 +41,39 @@ type Activities struct {
 
 // RecordCheckoutInput is the cart as the client sent it.
 type RecordCheckoutInput struct {
-	CheckoutID string `json:"checkout_id"`
-	CustomerID string `json:"customer_id"`
-	Items      []Item `json:"items"`
+	CheckoutID string      `json:"checkout_id"`
+	CustomerID string      `json:"customer_id"`
+	Items      []shop.Item `json:"items"`
 }
 
 // RecordCheckout prices the cart from the catalog and records the checkout in Postgres.
 // Recording the same checkout again returns what was recorded the first time.
-func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput) (CheckoutRecord, error) {
+func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput) (shop.CheckoutRecord, error) {
 	skus := make([]string, len(in.Items))
 	for i, it := range in.Items {
 		skus[i] = it.SKU
 	}
 	products, err := a.Store.Products(ctx, skus)
 	if err != nil {
-		return CheckoutRecord{}, fmt.Errorf("price checkout %s: %w", in.CheckoutID, err)
+		return shop.CheckoutRecord{}, fmt.Errorf("price checkout %s: %w", in.CheckoutID, err)
 	}
-	rec := CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID}
+	rec := shop.CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID}
 	limits := map[string]int64{}
 	for _, it := range in.Items {
 		p, ok := products[it.SKU]
 		if !ok {
-			return CheckoutRecord{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("price checkout %s: unknown sku %s", in.CheckoutID, it.SKU), ErrTypeUnknownSKU, nil, it.SKU)
+			return shop.CheckoutRecord{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("price checkout %s: unknown sku %s", in.CheckoutID, it.SKU), shop.ErrTypeUnknownSKU, nil, it.SKU)
 		}
 		if rec.Currency == "" {
 			rec.Currency = p.Currency
 		}
 		if p.Currency != rec.Currency {
-			return CheckoutRecord{}, temporal.NewNonRetryableApplicationError(
+			return shop.CheckoutRecord{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("price checkout %s: sku %s is priced in %s, the cart in %s", in.CheckoutID, it.SKU, p.Currency, rec.Currency),
-				ErrTypeMixedCurrency, nil, it.SKU)
+				shop.ErrTypeMixedCurrency, nil, it.SKU)
 		}
-		rec.Items = append(rec.Items, Item{SKU: it.SKU, Quantity: it.Quantity, UnitPriceCents: p.PriceCents})
+		rec.Items = append(rec.Items, shop.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPriceCents: p.PriceCents})
 		if p.MaxPerCustomer > 0 {
 			limits[it.SKU] = p.MaxPerCustomer
 		}
@@ -126,14 +127,14 @@ func (a *Activities) ReserveStock(ctx context.Context, in StockInput) (lua.Reser
 		activity.GetLogger(ctx).Info("stock held", "checkout_id", in.CheckoutID, "sku", in.SKU, "quantity", in.Quantity)
 		return res, nil
 	case errors.As(err, &oos):
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutOfStock, nil,
-			Shortage{SKU: in.SKU, Requested: in.Quantity, Available: oos.Available})
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeOutOfStock, nil,
+			shop.Shortage{SKU: in.SKU, Requested: in.Quantity, Available: oos.Available})
 	case errors.As(err, &over):
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOverLimit, nil,
-			Shortage{SKU: in.SKU, Requested: in.Quantity, Available: over.MaxPerOrder})
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeOverLimit, nil,
+			shop.Shortage{SKU: in.SKU, Requested: in.Quantity, Available: over.MaxPerOrder})
 	case errors.Is(err, lua.ErrNotStocked):
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNotStocked, nil,
-			Shortage{SKU: in.SKU, Requested: in.Quantity})
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeNotStocked, nil,
+			shop.Shortage{SKU: in.SKU, Requested: in.Quantity})
 	default:
 		return res, holdRefusal(err)
 	}
@@ -148,13 +149,13 @@ func holdRefusal(err error) error {
 	var typ string
 	switch {
 	case errors.Is(err, lua.ErrHoldEnded):
-		typ = ErrTypeHoldEnded
+		typ = shop.ErrTypeHoldEnded
 	case errors.Is(err, lua.ErrHoldCommitted):
-		typ = ErrTypeHoldCommitted
+		typ = shop.ErrTypeHoldCommitted
 	case errors.Is(err, lua.ErrHoldReleased):
-		typ = ErrTypeHoldReleased
+		typ = shop.ErrTypeHoldReleased
 	case errors.Is(err, lua.ErrInvalidArgument):
-		typ = ErrTypeInvalidRequest
+		typ = shop.ErrTypeInvalidRequest
 	default:
 		return err
 	}
@@ -186,7 +187,7 @@ func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, er
 // CommitStock turns the checkout's hold on SKU into a sale. Run it only after the order is
 // confirmed in Postgres.
 //
-// No hold to commit (ErrTypeNoHold, non-retryable) means Redis lost it: the order is
+// No hold to commit (shop.ErrTypeNoHold, non-retryable) means Redis lost it: the order is
 // confirmed and its units already left on_hand in Postgres, but if the SKU's Redis copy
 // survived, available still counts them (a phantom unit another buyer would pay for and be
 // refunded). CommitStock reconciles the SKU from Postgres first, which removes them, then
@@ -206,7 +207,7 @@ func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, err
 			return 0, fmt.Errorf("%w; then: %w", err, rerr) // retried: the repair must run
 		}
 		activity.GetLogger(ctx).Warn("no hold to commit: redis lost it; stock reconciled", "checkout_id", in.CheckoutID, "sku", in.SKU, "repair", note)
-		return 0, temporal.NewNonRetryableApplicationError(err.Error()+" (redis lost the hold; the order stands and the sku was reconciled)", ErrTypeNoHold, nil)
+		return 0, temporal.NewNonRetryableApplicationError(err.Error()+" (redis lost the hold; the order stands and the sku was reconciled)", shop.ErrTypeNoHold, nil)
 	default:
 		return 0, holdRefusal(err)
 	}
@@ -214,13 +215,13 @@ func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, err
 
 // ForfeitStock ends the checkout's hold on SKU WITHOUT giving its units back to available,
 // then reconciles the SKU from Postgres. Call it instead of ReleaseStock for every SKU of a
-// paid checkout whose ConfirmOrder failed with ErrTypeStockMismatch: Postgres had fewer
+// paid checkout whose ConfirmOrder failed with shop.ErrTypeStockMismatch: Postgres had fewer
 // units than Redis let be held (Redis lost a hold and sold its unit twice), and releasing
 // the loser's hold would put back a unit Postgres no longer has, to be sold and refunded
 // again. The reconcile puts back exactly what Postgres has, so a SKU of the cart that was
 // not short loses nothing. It returns the units the hold had; like ReleaseStock it succeeds
 // when nothing was held or the hold already ended without a sale, and a committed hold is
-// ErrTypeHoldCommitted. Retrying is safe.
+// shop.ErrTypeHoldCommitted. Retrying is safe.
 func (a *Activities) ForfeitStock(ctx context.Context, in StockInput) (int64, error) {
 	var forfeited int64
 	err := a.resynced(ctx, in.SKU, false, func() (err error) {
@@ -241,13 +242,13 @@ func (a *Activities) ForfeitStock(ctx context.Context, in StockInput) (int64, er
 
 // ConfirmOrderInput is everything the order row needs.
 type ConfirmOrderInput struct {
-	CheckoutID      string `json:"checkout_id"`
-	CustomerID      string `json:"customer_id"`
-	Items           []Item `json:"items"`
-	AmountCents     int64  `json:"amount_cents"`
-	Currency        string `json:"currency"`
-	PaymentProvider string `json:"payment_provider"`
-	PaymentRef      string `json:"payment_ref"`
+	CheckoutID      string      `json:"checkout_id"`
+	CustomerID      string      `json:"customer_id"`
+	Items           []shop.Item `json:"items"`
+	AmountCents     int64       `json:"amount_cents"`
+	Currency        string      `json:"currency"`
+	PaymentProvider string      `json:"payment_provider"`
+	PaymentRef      string      `json:"payment_ref"`
 	// ExpiresAt is when the payment hold would have run out, kept for support.
 	ExpiresAt *time.Time `json:"expires_at"`
 }
@@ -257,7 +258,7 @@ type ConfirmOrderInput struct {
 func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (string, error) {
 	orderID, created, err := a.Store.ConfirmOrder(ctx, store.Order(in))
 	if errors.Is(err, store.ErrInsufficientOnHand) || errors.Is(err, store.ErrCheckoutEnded) || errors.Is(err, store.ErrPaidOtherwise) {
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeStockMismatch, nil)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeStockMismatch, nil)
 	}
 	if err != nil {
 		return "", err

@@ -41,7 +41,7 @@ func (a *Activities) provider(name string) (payments.Provider, error) {
 		return p, nil
 	}
 	return nil, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("no payment provider %q is configured (set STRIPE_API_KEY for stripe)", name), ErrTypeNoPaymentProvider, nil)
+		fmt.Sprintf("no payment provider %q is configured (set STRIPE_API_KEY for stripe)", name), shop.ErrTypeNoPaymentProvider, nil)
 }
 
 // RefundPayment refunds a payment through its provider. The idempotency key makes a retry
@@ -57,12 +57,12 @@ func (a *Activities) RefundPayment(ctx context.Context, in RefundPaymentInput) (
 	})
 	switch {
 	case errors.Is(err, payments.ErrRefundRefused), errors.Is(err, payments.ErrInvalidRequest):
-		return RefundResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRefundRefused, nil)
+		return RefundResult{}, temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeRefundRefused, nil)
 	case err != nil:
 		return RefundResult{}, fmt.Errorf("refund payment %s: %w", in.PaymentRef, err)
 	case r.Status == payments.RefundFailed || r.Status == payments.RefundCanceled:
 		return RefundResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("refund %s of payment %s ended %s at the provider", r.ID, in.PaymentRef, r.Status), ErrTypeRefundRefused, nil)
+			fmt.Sprintf("refund %s of payment %s ended %s at the provider", r.ID, in.PaymentRef, r.Status), shop.ErrTypeRefundRefused, nil)
 	}
 	activity.GetLogger(ctx).Info("payment refunded", "payment_ref", in.PaymentRef, "refund_id", r.ID, "status", r.Status)
 	return RefundResult{ID: r.ID, Status: r.Status}, nil

@@ -52,6 +52,9 @@ func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput)
 		if err != nil {
 			return res, err
 		}
+		if _, err := a.Stock.SweepHoldEnds(ctx, sku); err != nil { // Redis 7.0 has no per-field TTL
+			return res, err
+		}
 		if note != "" {
 			res.Corrections = append(res.Corrections, note)
 		}

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ type stack struct {
 	t    *testing.T
 	tc   client.Client
 	pool *pgxpool.Pool
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 	strp *stripetest.Server
 }
 
@@ -219,7 +220,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 		audit.CheckEndedHolds+"|"+expired+"|"+a+"||", audit.CheckEndedHolds+"|"+ghost+"|"+a+"||")
 
 	// The confirmed checkout's hold on a is marked released, as a stale release would.
-	s.rdb.Set(t.Context(), lua.HoldEndKey(a, confirmed), "released", time.Hour)
+	s.rdb.HSet(t.Context(), lua.HoldEndsKey(a), confirmed, fmt.Sprintf("released:%d", time.Now().Add(time.Hour).Unix()))
 	step("a confirmed order's hold released", audit.CheckConfirmedHolds+"|"+confirmed+"|"+a+"|"+shop.OrderID(confirmed)+"|")
 
 	// A checkout waiting for payment whose saga is terminated (the runbook says never do

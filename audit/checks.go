@@ -210,10 +210,10 @@ func (a *Auditor) sagas(ctx context.Context) ([]Violation, error) {
 }
 
 // confirmedHolds: no hold of a confirmed order (orders, order_lines) was released: its
-// hold-end:{sku}:<checkout> tombstone is never "released". And once the order is older than the
+// hold-ends:{sku} marker is never "released". And once the order is older than the
 // grace its hold has ended: holds:{sku} no longer lists the checkout (the commit ran). Only
 // orders younger than the tombstone TTL can still be judged; older tombstones have expired.
-// Reads orders, order_lines; Redis hold-end:{sku}:<id> and holds:{sku}.
+// Reads orders, order_lines; Redis hold-ends:{sku} and holds:{sku}.
 func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT o.order_id, o.checkout_id, l.sku, o.created_at < now() - make_interval(secs => $2)
@@ -240,7 +240,7 @@ func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
 	for start := 0; start < len(lines); start += batch {
 		pipe := a.rdb.Pipeline()
 		for _, l := range lines[start:min(start+batch, len(lines))] {
-			l.end = pipe.Get(ctx, lua.HoldEndKey(l.sku, l.checkoutID))
+			l.end = pipe.HGet(ctx, lua.HoldEndsKey(l.sku), l.checkoutID)
 			l.live = pipe.HExists(ctx, lua.HoldsKey(l.sku), l.checkoutID)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -250,7 +250,7 @@ func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
 	var vs []Violation
 	for _, l := range lines {
 		ids := IDs{OrderID: l.orderID, CheckoutID: l.checkoutID, WorkflowID: workflows.WorkflowID(l.checkoutID), SKU: l.sku}
-		if end, _ := l.end.Result(); end == "released" {
+		if end, _ := l.end.Result(); lua.HoldEndOutcome(end) == "released" {
 			vs = append(vs, Violation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
 				"order %s of checkout %s is confirmed but its hold on %s was released: the units it sold went back to stock",
 				l.orderID, l.checkoutID, l.sku)})

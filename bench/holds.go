@@ -6,7 +6,6 @@ import (
 	"encoding/csv"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -205,11 +204,7 @@ func (e *env) redisBenchmark(ctx context.Context, stock *lua.Stock, sz sizes) (r
 		rb.why = "redis-benchmark is not installed (apt-get install redis-tools)"
 		return rb, nil
 	}
-	src, err := os.ReadFile("../lua/reserve.lua") // make bench runs in bench/, its own module
-	if err != nil {
-		rb.why = "../lua/reserve.lua not found: run from bench/ (make bench)"
-		return rb, nil
-	}
+	src := []byte(lua.ScriptSource("reserve"))
 	sum := sha1.Sum(src)
 	sha := hex.EncodeToString(sum[:])
 	loaded, err := e.rdb.ScriptLoad(ctx, string(src)).Result()
@@ -229,7 +224,7 @@ func (e *env) redisBenchmark(ctx context.Context, stock *lua.Stock, sz sizes) (r
 	host, port, _ := strings.Cut(opts.Addr, ":")
 	args := []string{"-h", host, "-p", port, "--dbnum", strconv.Itoa(opts.DB),
 		"-n", strconv.Itoa(rb.requests), "-c", strconv.Itoa(rb.concurrency), "-r", "1000000000", "--csv",
-		"EVALSHA", sha, "3", lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndKey(sku, "rb__rand_int__"), "rb__rand_int__", "1", "0"}
+		"EVALSHA", sha, "3", lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndsKey(sku), "rb__rand_int__", "1", "0"}
 	if opts.Password != "" {
 		args = append([]string{"-a", opts.Password}, args...)
 	}

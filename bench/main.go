@@ -68,7 +68,7 @@ func quickSizes() sizes {
 
 type options struct {
 	out, charts, temporalCLI, redisURL, postgresURL string
-	quick                                           bool
+	quick, scale                                    bool
 	sizes                                           sizes
 	command                                         string
 }
@@ -81,6 +81,7 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/14", "Redis to use; never DB 0 (the local stack's)")
 	flag.StringVar(&o.postgresURL, "postgres", "postgres://postgres@127.0.0.1:5432/postgres", "Postgres admin URL; the benchmark creates and drops its own database")
 	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")
+	flag.BoolVar(&o.scale, "scale", true, "also run the scale profile (bench/profile.go): dev server vs Temporal on Postgres, one Redis vs a cluster")
 	flag.Parse()
 	o.sizes = defaultSizes()
 	if o.quick {
@@ -169,6 +170,14 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("sold-out gate: %w", err)
 	}
 
+	var scale []shapeResult
+	if o.scale {
+		progress("6/6 scale profile: %d shapes, %d checkouts each", len(scaleShapes), o.sizes.e2eCheckouts)
+		if scale, err = benchScaleProfile(ctx, o, e); err != nil {
+			return fmt.Errorf("scale profile: %w", err)
+		}
+	}
+
 	r.elapsed = time.Since(started)
 	facts.add("load average at end", loadAverage())
 	r.facts = facts
@@ -190,7 +199,7 @@ func run(ctx context.Context, o options) error {
 	for i := range charts {
 		charts[i].path = rel(charts[i].path)
 	}
-	if err := os.WriteFile(o.out, []byte(r.markdown(o, charts)), 0o644); err != nil {
+	if err := os.WriteFile(o.out, []byte(r.markdown(o, charts)+scaleMarkdown(scale, o.sizes)), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	progress("wrote %s and %d charts in %s (run took %s)", o.out, len(charts), o.charts, r.elapsed.Round(time.Second))

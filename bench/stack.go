@@ -29,7 +29,13 @@ import (
 const (
 	emptyQueue    = "bench-empty"
 	emptyWorkflow = "BenchEmpty"
+	adminToken    = checkouttest.AdminToken
+	webhookSecret = checkouttest.WebhookSecret
 )
+
+// newHTTPClient is the one load-generating client every HTTP phase uses: checkouttest's,
+// keep-alive with enough idle connections for the widest burst.
+func newHTTPClient() *http.Client { return checkouttest.NewClient("").HTTP }
 
 func quietLogger(l *slog.Logger) sdklog.Logger { return sdklog.NewStructuredLogger(l) }
 
@@ -133,7 +139,7 @@ func (s *stack) postCheckout(ctx context.Context, cartID, customerID, sku string
 
 // pay sends a correctly signed payment_intent.succeeded for the checkout.
 func (s *stack) pay(ctx context.Context, checkoutID string, amount int64) error {
-	return (&checkouttest.Client{BaseURL: s.url, HTTP: s.http}).Pay(ctx, checkoutID, amount, checkouttest.WebhookSecret)
+	return (&checkouttest.Client{BaseURL: s.url, HTTP: s.http}).Pay(ctx, checkoutID, amount, webhookSecret)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -44,7 +44,8 @@ type stack struct {
 	bin      string // the built cmd/checkout
 	worker   *workerProcess
 	pool     *pgxpool.Pool
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
+	redisURL string        // REDIS_URL of the product's processes
 	tc       client.Client // direct to Temporal: the suite's own checks
 	url      string
 	http     *http.Client
@@ -55,7 +56,11 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T) *stack { return newStackOn(t, nil) }
+
+// newStackOn is newStack on a Redis Cluster instead of the suite's own Redis (nil: that one);
+// s.redis is then nil.
+func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	redis.SetLogger(quietRedisLog{})
 	started := time.Now()
 	dir := t.TempDir()
@@ -71,7 +76,9 @@ func newStack(t *testing.T) *stack {
 		built <- err
 	}()
 
-	s.redis = startRedis(t, dir)
+	if cluster == nil {
+		s.redis = startRedis(t, dir)
+	}
 	s.pg = startPostgres(t)
 	s.temporal = startTemporal(t, dir, "temporal")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -85,9 +92,13 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.pool.Close)
-	ropts, _ := redis.ParseURL(s.redis.url())
-	s.rdb = redis.NewClient(ropts)
-	t.Cleanup(func() { _ = s.rdb.Close() })
+	if cluster == nil {
+		ropts, _ := redis.ParseURL(s.redis.url())
+		s.rdb, s.redisURL = redis.NewClient(ropts), s.redis.url()
+		t.Cleanup(func() { _ = s.rdb.Close() })
+	} else {
+		s.rdb, s.redisURL = cluster, clusterURL(cluster)
+	}
 	if s.tc, err = client.Dial(client.Options{HostPort: s.temporal.addr, Namespace: "default", Logger: quietLogger{}}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +151,8 @@ func newStack(t *testing.T) *stack {
 	}
 	t.Cleanup(p.Close)
 	s.url = p.URL
-	t.Logf("stack up in %s: redis :%s, postgres :%s, temporal %s (API via proxy %s), worker pid %d",
-		time.Since(started).Round(time.Millisecond), s.redis.port, s.pg.port, s.temporal.addr, s.proxy.Addr(), s.worker.cmd.Process.Pid)
+	t.Logf("stack up in %s: redis %s, postgres :%s, temporal %s (API via proxy %s), worker pid %d",
+		time.Since(started).Round(time.Millisecond), s.redisURL, s.pg.port, s.temporal.addr, s.proxy.Addr(), s.worker.cmd.Process.Pid)
 	return s
 }
 
@@ -150,7 +161,7 @@ func newStack(t *testing.T) *stack {
 func (s *stack) newWorker(name string) *workerProcess {
 	w := &workerProcess{t: s.t, name: name, bin: s.bin, dir: s.dir, env: []string{
 		"TEMPORAL_ADDRESS=" + s.temporal.addr, "TEMPORAL_NAMESPACE=default",
-		"REDIS_URL=" + s.redis.url(), "DATABASE_URL=" + s.pg.url(),
+		"REDIS_URL=" + s.redisURL, "DATABASE_URL=" + s.pg.url(),
 		"LOG_LEVEL=info", "STRIPE_API_KEY=", "STRIPE_API_URL=",
 	}}
 	s.t.Cleanup(w.stop)

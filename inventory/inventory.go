@@ -23,7 +23,7 @@ import (
 // Inventory is the operators' view of stock: it changes stock and price in Postgres and
 // publishes availability to Redis. It is used by the API's admin endpoints and the local
 // stack's demo data, never by the saga. Every change runs as the three steps described in
-// stockchange.go.
+// store/stock_changes.go.
 type Inventory struct {
 	Store *store.Store
 	Stock *lua.Stock
@@ -152,7 +152,7 @@ func requestHash(a shop.Adjustment) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// change runs a change's three steps (stockchange.go). It reports false when Postgres did
+// change runs a change's three steps (store/stock_changes.go). It reports false when Postgres did
 // not take it (a PUT's row moved on); the stage is undone then.
 func (inv *Inventory) change(ctx context.Context, ch store.StockChange, maxPerOrder int64) (bool, error) {
 	if err := inv.stage(ctx, ch, maxPerOrder); err != nil {

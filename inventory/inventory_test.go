@@ -26,7 +26,7 @@ func TestSetPublishesAndChangesNothingWhenRedisRefuses(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = rdb.Del(ctx, lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndKey(sku, holder)).Err()
+		_ = rdb.Del(ctx, lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndsKey(sku)).Err()
 	})
 
 	view, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 500, Currency: "usd", MaxPerOrder: 3})

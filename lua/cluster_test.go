@@ -136,14 +136,149 @@ func masterOf(ctx context.Context, rdb *redis.ClusterClient, key string) (string
 	if err != nil {
 		return "", err
 	}
-	slots, err := rdb.ClusterSlots(ctx).Result()
-	if err != nil {
-		return "", err
+	return testenv.SlotOwner(ctx, rdb, slot)
+}
+
+// TestHoldsGoOnWhileTheSKUsSlotMigrates: while a SKU's slot moves to another master (a
+// reshard), every hold script keeps answering: on the source before the keys move, on the
+// target (ASK) after. Every key a script declares exists, so it moves with the slot. With a
+// per-checkout tombstone key, which usually does not exist, each script got TRYAGAIN until
+// the migration ended.
+func TestHoldsGoOnWhileTheSKUsSlotMigrates(t *testing.T) {
+	rdb := testenv.RedisCluster(t, 3)
+	ctx := t.Context()
+	s := New(rdb)
+	sku := "MIG-" + testenv.RandomID("")
+	if _, err := s.SetStock(ctx, sku, 10, 5); err != nil {
+		t.Fatal(err)
 	}
-	for _, r := range slots {
-		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
-			return r.Nodes[0].Addr, nil
+	if _, err := s.Reserve(ctx, sku, "c-live", 1); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := rdb.ClusterKeySlot(ctx, StockKey(sku)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	phase := func(name string) {
+		t.Helper()
+		a, b, never := "c-"+name+"-a", "c-"+name+"-b", "c-"+name+"-never"
+		if _, err := s.Reserve(ctx, sku, a, 1); err != nil {
+			t.Fatalf("%s: reserve: %v", name, err)
+		}
+		if n, err := s.Release(ctx, sku, a); err != nil || n != 1 {
+			t.Fatalf("%s: release = %d, %v", name, n, err)
+		}
+		if _, err := s.Reserve(ctx, sku, b, 2); err != nil {
+			t.Fatalf("%s: reserve: %v", name, err)
+		}
+		if n, err := s.Commit(ctx, sku, b); err != nil || n != 2 {
+			t.Fatalf("%s: commit = %d, %v", name, n, err)
+		}
+		if n, err := s.Release(ctx, sku, never); err != nil || n != 0 {
+			t.Fatalf("%s: release before any reserve = %d, %v", name, n, err)
+		}
+		if _, err := s.Reserve(ctx, sku, never, 1); err == nil {
+			t.Fatalf("%s: a late reserve after the release held units", name)
+		}
+		if p, err := s.Precheck(ctx, a, map[string]int64{sku: 1}); err != nil || !p.Seen {
+			t.Fatalf("%s: precheck of an ended checkout = %+v, %v; want seen", name, p, err)
+		}
+		for _, k := range []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)} {
+			if n, err := rdb.Exists(ctx, k).Result(); err != nil || n != 1 {
+				t.Fatalf("%s: %s does not exist (%d, %v)", name, k, n, err)
+			}
 		}
 	}
-	return "", fmt.Errorf("no master serves slot %d", slot)
+
+	phase("before")
+	move := testenv.BeginSlotMove(t, rdb, slot)
+	phase("source") // the keys are still on the source master
+	if n := move.MoveKeys(t, 0); n != 3 {
+		t.Fatalf("moved %d keys of slot %d, want the SKU's 3", n, slot)
+	}
+	phase("target") // the source answers ASK, the target runs the scripts
+	move.Finish(t)
+	phase("after")
+
+	l, err := s.Level(ctx, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Level{Available: 10 - 1 - 4*2, Held: 1, MaxPerOrder: 5, Stocked: true, Gen: l.Gen}); l != want {
+		t.Errorf("level after the migration = %+v, want %+v", l, want)
+	}
+	if got := fmt.Sprint(move.To.Exists(ctx, StockKey(sku)).Val()); got != "1" {
+		t.Errorf("the stock key is not on the target master after the migration")
+	}
+}
+
+// TestAFailoverKeepsTheScriptsLoaded: after a master fails over to a replica whose script
+// cache is empty (a replica added or restarted after the start), the first call answers
+// NOSCRIPT and every script is loaded again on every master, not only the one called.
+func TestAFailoverKeepsTheScriptsLoaded(t *testing.T) {
+	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
+	ctx := t.Context()
+	s := New(rdb)
+	if err := s.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sku := "FO-" + testenv.RandomID("")
+	if _, err := s.SetStock(ctx, sku, 5, 5); err != nil {
+		t.Fatal(err)
+	}
+	slot := rdb.ClusterKeySlot(ctx, StockKey(sku)).Val()
+	promoted, _ := testenv.FailOver(t, rdb, slot, false)
+	if err := promoted.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-1", 1); err != nil {
+		t.Fatalf("reserve on the new master: %v", err)
+	}
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		for _, sc := range allScripts {
+			if ok := m.ScriptExists(ctx, sc.Hash()).Val(); len(ok) != 1 || !ok[0] {
+				return fmt.Errorf("master %s lacks the %s script", m.Options().Addr, sc.name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// TestAFailoverThatLostHoldsIsCaught: asynchronous replication acknowledges a hold the
+// replica never got; the replica takes over and the hold is gone, its unit available again.
+// The SKU's gen went back with it, so the next hold script refuses with ErrRolledBack
+// instead of selling the unit twice; a reconcile from Postgres then restores the hold.
+func TestAFailoverThatLostHoldsIsCaught(t *testing.T) {
+	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
+	ctx := t.Context()
+	s := New(rdb)
+	sku := "LOST-" + testenv.RandomID("")
+	if _, err := s.SetStock(ctx, sku, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	slot := rdb.ClusterKeySlot(ctx, StockKey(sku)).Val()
+	testenv.FailOverLosingWrites(t, rdb, slot, func() {
+		if _, err := s.Reserve(ctx, sku, "c-paid", 1); err != nil {
+			t.Fatalf("reserve before the failover: %v", err)
+		}
+	})
+	l, err := s.Level(ctx, sku)
+	if err != nil || l.Held != 0 || l.Available != 1 {
+		t.Fatalf("level after the lossy failover = %+v, %v; want the hold lost (the test lost no write)", l, err)
+	}
+	_, err = s.Reserve(ctx, sku, "c-other", 1)
+	var rb *RolledBackError
+	if !errors.As(err, &rb) || rb.Gen >= rb.Seen {
+		t.Fatalf("reserve after the lossy failover: %v; want ErrRolledBack", err)
+	}
+	r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-paid", 1}}, nil, 0)
+	if err != nil || r.Restored != 1 {
+		t.Fatalf("reconcile = %+v, %v; want c-paid's hold restored", r, err)
+	}
+	if _, err := s.Reserve(ctx, sku, "c-other", 1); !errors.Is(err, ErrOutOfStock) {
+		t.Errorf("reserve after the reconcile: %v; want out of stock (c-paid holds the unit)", err)
+	}
 }

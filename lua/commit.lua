@@ -2,7 +2,7 @@
 --
 -- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
--- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" (tombstone of an ended hold)
+-- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> checkout id
 -- ARGV[2] -> tombstone TTL in seconds, decimal integer 1..315360000
 -- ARGV[3] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
@@ -18,53 +18,13 @@
 -- confirmation decrements on_hand in Postgres in the same step, which keeps
 -- available + held == on_hand.
 
-local function int_arg(s, max)
-  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < 1 or n > max then
-    return nil
-  end
-  return n
+local refusal, checkout, ttl, gen, quantity = end_args(KEYS[1], KEYS[2], KEYS[3])
+if refusal then
+  return refusal
 end
 
-local checkout = ARGV[1]
-if type(checkout) ~= 'string' or #checkout == 0 then
-  return {10, 1, 0, 0}
-end
-local ttl = int_arg(ARGV[2], 315360000)
-if ttl == nil then
-  return {10, 2, 0, 0}
-end
-local seen = ARGV[3]
-if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
-  return {10, 3, 0, 0}
-end
-seen = tonumber(seen)
-local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
-if gen < seen then
-  return {12, gen, seen, gen}
-end
-
-local ended = redis.call('GET', KEYS[3])
-if ended == 'released' then
-  return {6, 0, 0, gen}
-elseif ended == 'committed' then
-  return {7, 0, 0, gen}
-end
-
-local quantity = tonumber(redis.call('HGET', KEYS[2], checkout))
 if quantity == nil then
   return {8, 0, 0, gen}
 end
 
-local available = 0
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'held', -quantity)
-  available = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
-  gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
-end
-redis.call('HDEL', KEYS[2], checkout)
-redis.call('SET', KEYS[3], 'committed', 'EX', ttl)
-return {0, quantity, available, gen}
+return drop_hold(KEYS, checkout, quantity, 0, 'committed', ttl, gen)

@@ -174,3 +174,48 @@ func BenchmarkHoldRate(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "holds/s")
 }
+
+// BenchmarkReserveFCALLvsEVALSHA measures the reserve script run as a Redis Function (one
+// library, FUNCTION LOAD, FCALL) against EVALSHA of the same source, before choosing
+// between them (issue 11). Each reserve holds one unit for a new checkout.
+//
+//	go test -run '^$' -bench BenchmarkReserveFCALLvsEVALSHA -benchtime 3s ./lua/
+func BenchmarkReserveFCALLvsEVALSHA(b *testing.B) {
+	rdb := testClient(b)
+	ctx := b.Context()
+	lib := "#!lua name=checkoutbench\n" + commonLua +
+		"redis.register_function('reserve', function(KEYS, ARGV)\n" + reserveLua + "\nend)\n"
+	if err := rdb.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+		b.Fatalf("function load: %v", err)
+	}
+	b.Cleanup(func() { rdb.FunctionDelete(ctx, "checkoutbench") })
+	s := New(rdb)
+	if err := s.Preload(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	for _, how := range []string{"evalsha", "fcall"} {
+		b.Run(how, func(b *testing.B) {
+			sku := testSKU(b, rdb)
+			if _, err := s.SetStock(ctx, sku, 1_000_000_000, 1); err != nil {
+				b.Fatal(err)
+			}
+			keys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := fmt.Sprintf("c-%d", n.Add(1))
+					var vals []int64
+					var err error
+					if how == "fcall" {
+						vals, err = rdb.FCall(ctx, "reserve", keys, id, 1, 0).Int64Slice()
+					} else {
+						vals, err = reserveScript.EvalSha(ctx, rdb, keys, id, 1, 0).Int64Slice()
+					}
+					if err != nil || vals[0] != codeOK {
+						b.Fatalf("%s reserve: %v %v", how, vals, err)
+					}
+				}
+			})
+		})
+	}
+}

@@ -20,32 +20,35 @@
 //
 // Every key carries the SKU as a {sku} hash tag, so the keys one script
 // touches share a Redis Cluster slot. Keys are built only by [StockKey],
-// [HoldsKey] and [HoldEndKey] and reach the scripts through KEYS; no script
-// builds a key name.
+// [HoldsKey] and [HoldEndsKey] and reach the scripts through KEYS; no script
+// builds a key name. Every script declares the same keys of its SKU, and only those.
 //
-//	stock:{SKU}                    hash: available, held, max_per_order, gen (decimal integers).
-//	                               Absent means the SKU was never stocked (or Redis lost it).
-//	                               Written by set_stock.lua and rebuild.lua (all
-//	                               fields), stage_change.lua (max_per_order too),
-//	                               reserve.lua, release.lua, commit.lua, forfeit.lua
-//	                               and reconcile.lua (available, held and gen).
-//	                               gen counts changes and only grows: see "Redis going
-//	                               back in time" below.
-//	holds:{SKU}                    hash: holder id -> quantity held, live holds only. A holder
-//	                               is a checkout, or "~<change id>" for an operator's change
-//	                               of on_hand in flight (stage_change.lua).
-//	                               Field added by reserve.lua and stage_change.lua (and
-//	                               rebuild.lua and reconcile.lua, from Postgres's open
-//	                               checkouts), removed by release.lua, commit.lua and
-//	                               forfeit.lua.
-//	hold-end:{SKU}:<checkout id>   string "released" or "committed", with a TTL; or
-//	                               "rebuilt" (no TTL) on a placeholder hold written by
-//	                               rebuild.lua, which reserve.lua gives back before it
-//	                               judges that checkout's reserve
-//	                               ([DefaultTombstoneTTL] unless
-//	                               [Stock.WithTombstoneTTL] says otherwise).
-//	                               Written by release.lua and commit.lua; read
-//	                               by all three hold scripts.
+//	stock:{SKU}       hash: available, held, max_per_order, gen (decimal integers).
+//	                  Absent means the SKU was never stocked (or Redis lost it).
+//	                  Written by set_stock.lua and rebuild.lua (all
+//	                  fields), stage_change.lua (max_per_order too),
+//	                  reserve.lua, release.lua, commit.lua, forfeit.lua
+//	                  and reconcile.lua (available, held and gen).
+//	                  gen counts changes and only grows: see "Redis going
+//	                  back in time" below.
+//	holds:{SKU}       hash: holder id -> quantity held, live holds only. A holder
+//	                  is a checkout, or "~<change id>" for an operator's change
+//	                  of on_hand in flight (stage_change.lua).
+//	                  Field added by reserve.lua and stage_change.lua (and
+//	                  rebuild.lua and reconcile.lua, from Postgres's open
+//	                  checkouts), removed by release.lua, commit.lua and
+//	                  forfeit.lua.
+//	hold-ends:{SKU}   hash: holder id -> hold-end marker (tombstone): "released:<expiry>"
+//	                  or "committed:<expiry>" (Unix seconds on Redis's clock), or
+//	                  "rebuilt" (no expiry) on a placeholder hold written by
+//	                  rebuild.lua or reconcile.lua, which reserve.lua gives back
+//	                  before it judges that checkout's reserve. Written by
+//	                  release.lua, commit.lua and forfeit.lua (expiry
+//	                  [DefaultTombstoneTTL] unless [Stock.WithTombstoneTTL] says
+//	                  otherwise); read by every hold script. Its field ":layout" is
+//	                  never deleted (see "Redis Cluster"). Redis 7.0 has no
+//	                  per-field TTL: [Stock.SweepHoldEnds] (sweep.lua), run by the
+//	                  reconciler, deletes the markers past their expiry.
 //
 // The hold-end tombstone is what makes retries safe in any order. Temporal
 // retries activities, and the saga registers the release before the reserve
@@ -53,15 +56,37 @@
 // retried after the checkout was compensated. A release with no hold still
 // writes the "released" tombstone, and a reserve that finds a tombstone
 // refuses with [ErrHoldEnded] instead of holding units nobody will release.
-// The TTL bounds how long a late retry is recognised; it must exceed the
+// The expiry bounds how long a late retry is recognised; it must exceed the
 // longest time an activity can be retried.
+//
+// # Redis Cluster
+//
+// While a slot migrates (a reshard), a script whose declared keys are partly missing on the
+// source master gets TRYAGAIN, and so does every script on the target that does not find all
+// of them. So every key a script declares exists whenever the SKU is stocked: stock:{SKU}
+// by definition, hold-ends:{SKU} through its ":layout" field (set_stock.lua, rebuild.lua,
+// reconcile.lua, stage_change.lua and reserve.lua create it), and holds:{SKU} while the SKU
+// has a live hold, which a hot SKU does. Each key then moves with the slot and the scripts
+// run on the source until the keys move and on the target after (ASK); the first layout, a
+// tombstone key per checkout that usually did not exist, failed every script of the SKU
+// until the migration ended. A SKU with no live hold at all can still see TRYAGAIN (go-redis
+// retries it) in the moment between its stock key and the others moving.
+//
+// Upgrading from that layout: the scripts no longer read hold-end:{SKU}:<checkout> keys,
+// which expire on their own TTL. Redis is a cache of Postgres, so the upgrade drains first:
+// stop the API, let the running sagas finish or wait on payment (no reserve in flight), then
+// start the new workers. A saga whose hold ended under the old layout and that reserves
+// again is the one case the old tombstones would have caught, and a drained saga does not
+// reserve again. The first reconcile (or set stock) adds ":layout" to SKUs stocked before.
 //
 // # Return codes
 //
 // Each script returns an array of integers {code, value, extra, gen} and
 // never nil or false (go-redis would turn either into redis.Nil). The codes
-// are shared by all scripts; the Go side maps them to results and errors in
-// one switch (see errors.go):
+// are numbered once for all scripts; each Go wrapper maps its own script's codes as the
+// script's header lists them (Stock.Reserve, releaseCodes, commitCodes, ...), and only
+// ROLLED_BACK and INVALID_ARGUMENT, which mean the same from every script, are mapped in
+// one place (call.shared in errors.go):
 //
 //	code  name                reserve               release, forfeit      commit              set_stock / stage_change
 //	0     OK                  held                  units returned/ended  units sold          loaded / staged

@@ -172,63 +172,22 @@ type reply struct {
 	more                    []int64 // reconcile.lua's restored and rolled-back flags
 }
 
-// outcome maps a script's reply to nil (success, including the idempotent
-// no-ops) or the package's error. It is the only place return codes are
-// interpreted; the same code can mean success from one script and a refusal
-// from another (ALREADY_COMMITTED is a no-op for commit, a refusal for
-// release), so each case names its operation.
-func (c call) outcome(r reply) error {
-	switch {
-	case r.code == codeOK:
-		return nil
-	case c.op == opReserve && r.code == codeAlreadyHeld:
-		return nil
-	case (c.op == opRelease || c.op == opForfeit) && (r.code == codeAlreadyReleased || r.code == codeNoHold):
-		return nil
-	case c.op == opStage && r.code == codeAlreadyHeld:
-		return nil // a retried stage
-	case c.op == opCommit && r.code == codeAlreadyCommitted:
-		return nil
-	case c.op == opRebuild && r.code == codeAlreadyStocked:
-		return nil // another caller rebuilt it first
-	case c.op == opReconcile && r.code == codeNotStocked:
-		return nil // nothing to reconcile; a reserve will rebuild it
-
-	case c.op == opReserve && r.code == codeNotStocked:
-		return c.holdError(ErrNotStocked)
-	case c.op == opReserve && r.code == codeHoldEnded:
-		outcome := "released"
-		if r.value == 2 {
-			outcome = "committed"
-		}
-		return &HoldEndedError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, Outcome: outcome}
-	case c.op == opReserve && r.code == codeOverLimit:
-		return &OverLimitError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, MaxPerOrder: r.value}
-	case c.op == opReserve && r.code == codeOutOfStock:
-		return &OutOfStockError{SKU: c.sku, CheckoutID: c.checkoutID, Requested: c.quantity, Available: r.value}
-	case r.code == codeRolledBack:
+// shared turns the replies every script can give, whatever its operation, into errors:
+// ROLLED_BACK and INVALID_ARGUMENT. Each wrapper maps its own script's other codes (see the
+// script's header), and calls unexpected for any it does not know.
+func (c call) shared(r reply) error {
+	switch r.code {
+	case codeRolledBack:
 		return &RolledBackError{Op: c.op.String(), SKU: c.sku, Gen: r.value, Seen: r.extra}
-	case (c.op == opRelease || c.op == opForfeit) && r.code == codeAlreadyCommitted:
-		return c.holdError(ErrHoldCommitted)
-	case c.op == opStage && r.code == codeNotStocked:
-		return c.holdError(ErrNotStocked)
-	case c.op == opStage && r.code == codeHoldEnded:
-		return c.holdError(ErrHoldEnded)
-	case c.op == opStage && r.code == codeOutOfStock:
-		return &InsufficientStockError{SKU: c.sku, Delta: c.delta, Available: r.value}
-	case c.op == opCommit && r.code == codeAlreadyReleased:
-		return c.holdError(ErrHoldReleased)
-	case c.op == opCommit && r.code == codeNoHold:
-		return c.holdError(ErrNoHold)
-	case c.op == opSetStock && r.code == codeOnHandBelowHeld:
-		return &OnHandBelowHeldError{SKU: c.sku, OnHand: c.onHand, Held: r.value}
-	case r.code == codeInvalidArgument:
+	case codeInvalidArgument:
 		// The Go side validates first, so this means the two disagree.
 		return fmt.Errorf("%s: %s script rejected ARGV[%d]: %w", c, c.op.script(), r.value, ErrInvalidArgument)
-	default:
-		return fmt.Errorf("%s: unexpected reply {%d, %d, %d} from %s script",
-			c, r.code, r.value, r.extra, c.op.script())
 	}
+	return nil
+}
+
+func (c call) unexpected(r reply) error {
+	return fmt.Errorf("%s: unexpected reply {%d, %d, %d} from %s script", c, r.code, r.value, r.extra, c.op.script())
 }
 
 func (c call) holdError(sentinel error) error {

@@ -50,7 +50,7 @@ func FuzzReserveRelease(f *testing.F) {
 			t.Fatalf("after reserve(%q, %d): available %d + held %d != %d", checkoutID, quantity, l.Available, l.Held, onHand)
 		}
 		if valid {
-			rdb.Del(ctx, HoldEndKey(sku, checkoutID))
+			rdb.HDel(ctx, HoldEndsKey(sku), checkoutID)
 		}
 	})
 }
@@ -64,7 +64,7 @@ func TestWrongKeyTypeIsAnError(t *testing.T) {
 	ctx := t.Context()
 	rdb.Set(ctx, StockKey(sku), "not a hash", 0)
 	rdb.Set(ctx, HoldsKey(sku), "not a hash either", 0)
-	t.Cleanup(func() { rdb.Del(ctx, HoldsKey(sku), HoldEndKey(sku, "c-1")) })
+	t.Cleanup(func() { rdb.Del(ctx, HoldsKey(sku), HoldEndsKey(sku)) })
 	for _, c := range []struct {
 		name string
 		call func() error

@@ -1,6 +1,10 @@
 package lua
 
-import "github.com/checkout-saga/checkout-saga/shop"
+import (
+	"strings"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+)
 
 // The one place key names are built. Each carries the SKU as a {sku} hash
 // tag so that all keys a script touches hash to the same Cluster slot;
@@ -12,10 +16,16 @@ func StockKey(sku string) string { return "stock:{" + sku + "}" }
 // HoldsKey is the hash of a SKU's live holds, checkout id -> quantity.
 func HoldsKey(sku string) string { return "holds:{" + sku + "}" }
 
-// HoldEndKey is the tombstone recording that a checkout's hold on a SKU
-// ended, as "released" or "committed".
-func HoldEndKey(sku, checkoutID string) string {
-	return "hold-end:{" + sku + "}:" + checkoutID
+// HoldEndsKey is the hash of a SKU's hold-end markers: holder -> "released:<expiry>" or
+// "committed:<expiry>" (a tombstone recording that the hold ended), or "rebuilt" (see
+// common.lua). Its field ":layout" keeps it in existence (see doc.go, "Redis Cluster").
+func HoldEndsKey(sku string) string { return "hold-ends:{" + sku + "}" }
+
+// HoldEndOutcome reads a marker of HoldEndsKey: "released", "committed", "rebuilt", or ""
+// for none.
+func HoldEndOutcome(marker string) string {
+	outcome, _, _ := strings.Cut(marker, ":")
+	return outcome
 }
 
 // StartedKey marks a checkout whose saga the API has started (see Stock.MarkStarted). It

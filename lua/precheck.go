@@ -28,7 +28,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 	type reads struct {
 		available *redis.SliceCmd
 		holds     *redis.BoolCmd
-		ended     *redis.IntCmd
+		ended     *redis.BoolCmd
 	}
 	pipe := s.rdb.Pipeline()
 	started := pipe.Exists(ctx, StartedKey(checkoutID))
@@ -37,7 +37,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 		cmds[sku] = reads{
 			available: pipe.HMGet(ctx, StockKey(sku), "available"),
 			holds:     pipe.HExists(ctx, HoldsKey(sku), checkoutID),
-			ended:     pipe.Exists(ctx, HoldEndKey(sku, checkoutID)),
+			ended:     pipe.HExists(ctx, HoldEndsKey(sku), checkoutID),
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -46,7 +46,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 	p := Precheck{Known: true, Seen: started.Val() > 0}
 	for sku, q := range items {
 		r := cmds[sku]
-		if r.holds.Val() || r.ended.Val() > 0 {
+		if r.holds.Val() || r.ended.Val() {
 			p.Seen = true
 		}
 		vals := r.available.Val()

@@ -4,11 +4,10 @@ import (
 	"testing"
 )
 
-func TestPrecheck(t *testing.T) {
+func TestPrecheckRefusesShortCartsAndLetsRetriesThrough(t *testing.T) {
 	s, rdb, sku := stocked(t, 3, 3)
 	ctx := t.Context()
 	other := testSKU(t, rdb)
-	t.Cleanup(func() { rdb.Del(ctx, HoldEndKey(sku, "c-holder"), HoldEndKey(sku, "c-done")) })
 
 	p, err := s.Precheck(ctx, "c-new", map[string]int64{sku: 3})
 	if err != nil || p.SoldOut() || !p.Known || p.Seen || len(p.Shortages) != 0 {

@@ -4,14 +4,14 @@
 --
 -- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
--- KEYS[3] .. KEYS[2+n] -> hold-end:{sku}:<holder> of each settled holder, in ARGV's order
--- KEYS[3+n], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
+-- KEYS[3] -> hold-ends:{sku}   hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
 -- ARGV[2] -> max_per_order, decimal integer 1..1000000
 -- ARGV[3] -> gen floor: the highest gen of this SKU the caller knows of, decimal integer
 -- ARGV[4] -> tombstone TTL in seconds, decimal integer 1..315360000
 -- ARGV[5] -> n, how many settled holders follow, decimal integer 0..100000
 -- ARGV[6] .. ARGV[5+n] -> settled holders: live holds whose end Postgres already recorded
+--   (as in reconcile.lua, "!<checkout>" for a checkout that ended without a sale)
 -- ARGV[6+n], ARGV[7+n], ... -> pairs of open checkout id and its quantity of this SKU
 -- Returns {code, value, held, gen}, always four integers, never nil or false:
 --   {0  OK,              available, held, gen}
@@ -30,17 +30,6 @@
 -- When only the stock hash was lost, the surviving holds are kept, and settled holders and
 -- increases not yet recorded are treated as reconcile.lua treats them.
 
-local function int_arg(s, min, max)
-  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < min or n > max then
-    return nil
-  end
-  return n
-end
-
 local on_hand = int_arg(ARGV[1], 0, 1000000000)
 if on_hand == nil then
   return {10, 1, 0, 0}
@@ -49,11 +38,10 @@ local max_per_order = int_arg(ARGV[2], 1, 1000000)
 if max_per_order == nil then
   return {10, 2, 0, 0}
 end
-local floor = ARGV[3]
-if type(floor) ~= 'string' or #floor > 15 or not string.match(floor, '^[0-9]+$') then
+local floor = gen_arg(ARGV[3])
+if floor == nil then
   return {10, 3, 0, 0}
 end
-floor = tonumber(floor)
 local ttl = int_arg(ARGV[4], 1, 315360000)
 if ttl == nil then
   return {10, 4, 0, 0}
@@ -78,30 +66,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 
 for i = 1, n do
-  local holder = ARGV[5 + i]
-  if redis.call('HDEL', KEYS[2], holder) == 1 then
-    local how = 'committed'
-    if string.sub(holder, 1, 2) == '~i' then
-      how = 'released'
-    end
-    redis.call('SET', KEYS[2 + i], how, 'EX', ttl)
-  end
+  settle(KEYS[2], KEYS[3], ARGV[5 + i], ttl)
 end
 for i = pairs_from, #ARGV, 2 do
-  local tomb = KEYS[3 + n + (i - pairs_from) / 2]
-  if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('SET', tomb, 'rebuilt')
-  end
+  restore(KEYS[2], KEYS[3], ARGV[i], ARGV[i + 1])
 end
-local held, unbacked = 0, 0
-local holds = redis.call('HGETALL', KEYS[2])
-for i = 1, #holds, 2 do
-  local q = tonumber(holds[i + 1]) or 0
-  held = held + q
-  if string.sub(holds[i], 1, 2) == '~i' then
-    unbacked = unbacked + q
-  end
-end
+keep_ends(KEYS[3])
+local held, unbacked = count_held(KEYS[2])
 local available = on_hand - (held - unbacked)
 local gen = floor + 1
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'gen', gen)

@@ -2,14 +2,14 @@
 --
 -- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
--- KEYS[3] .. KEYS[2+n] -> hold-end:{sku}:<holder> of each settled holder, in ARGV's order
--- KEYS[3+n], ... -> hold-end:{sku}:<checkout> of each open checkout, in ARGV's order
+-- KEYS[3] -> hold-ends:{sku}   hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
 -- ARGV[2] -> gen floor: the highest gen of this SKU the caller knows of, decimal integer
 -- ARGV[3] -> tombstone TTL in seconds, decimal integer 1..315360000
 -- ARGV[4] -> n, how many settled holders follow, decimal integer 0..100000
 -- ARGV[5] .. ARGV[4+n] -> settled holders: live holds whose end Postgres already recorded
---   (a checkout whose order is confirmed, an operator change written to on_hand)
+--   (a checkout whose order is confirmed, an operator change written to on_hand, or
+--   "!<checkout>" for a checkout that ended without a sale: its hold is released)
 -- ARGV[5+n], ARGV[6+n], ... -> pairs of open checkout id (in Postgres) and its quantity
 -- Returns {code, before, after, gen, restored, rolled back}, always six integers:
 --   {0  OK,          available before, available after, gen, holds restored, 1 if gen was below the floor}
@@ -32,26 +32,14 @@
 -- while placeholders exceed on_hand, so reserve.lua refuses. Clamping at 0 would let each
 -- placeholder's checkout hold a unit another checkout holds.
 
-local function int_arg(s, min, max)
-  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < min or n > max then
-    return nil
-  end
-  return n
-end
-
 local on_hand = int_arg(ARGV[1], 0, 1000000000)
 if on_hand == nil then
   return {10, 1, 0, 0, 0, 0}
 end
-local floor = ARGV[2]
-if type(floor) ~= 'string' or #floor > 15 or not string.match(floor, '^[0-9]+$') then
+local floor = gen_arg(ARGV[2])
+if floor == nil then
   return {10, 2, 0, 0, 0, 0}
 end
-floor = tonumber(floor)
 local ttl = int_arg(ARGV[3], 1, 315360000)
 if ttl == nil then
   return {10, 3, 0, 0, 0, 0}
@@ -77,34 +65,17 @@ local settled = {}
 for i = 1, n do
   local holder = ARGV[4 + i]
   settled[holder] = true
-  local q = tonumber(redis.call('HGET', KEYS[2], holder))
-  if q ~= nil then
-    redis.call('HDEL', KEYS[2], holder)
-    local how = 'committed'
-    if string.sub(holder, 1, 2) == '~i' then
-      how = 'released'
-    end
-    redis.call('SET', KEYS[2 + i], how, 'EX', ttl)
-  end
+  settle(KEYS[2], KEYS[3], holder, ttl)
 end
 
 local restored = 0
 for i = pairs_from, #ARGV, 2 do
-  local tomb = KEYS[3 + n + (i - pairs_from) / 2]
-  if not redis.call('GET', tomb) and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('SET', tomb, 'rebuilt')
+  if restore(KEYS[2], KEYS[3], ARGV[i], ARGV[i + 1]) then
     restored = restored + 1
   end
 end
-local held, unbacked = 0, 0
-local holds = redis.call('HGETALL', KEYS[2])
-for i = 1, #holds, 2 do
-  local q = tonumber(holds[i + 1]) or 0
-  held = held + q
-  if string.sub(holds[i], 1, 2) == '~i' then
-    unbacked = unbacked + q
-  end
-end
+keep_ends(KEYS[3])
+local held, unbacked = count_held(KEYS[2])
 local cur = redis.call('HMGET', KEYS[1], 'available', 'gen')
 local before = tonumber(cur[1]) or 0
 local gen = tonumber(cur[2]) or 0

@@ -2,7 +2,7 @@
 --
 -- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
--- KEYS[3] -> hold-end:{sku}:<checkout>   string "released" | "committed" | "rebuilt"
+-- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> checkout id
 -- ARGV[2] -> quantity, decimal integer 1..1000000
 -- ARGV[3] -> the highest gen the caller has seen of this SKU, decimal integer (0: none)
@@ -22,48 +22,20 @@
 -- replica) and may have lost holds: nothing is judged until the caller resynced the SKU
 -- from Postgres.
 
-local function int_arg(s, max)
-  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < 1 or n > max then
-    return nil
-  end
-  return n
+local refusal, checkout, quantity, seen = holder_args(1000000)
+if refusal then
+  return refusal
 end
 
-local checkout = ARGV[1]
-if type(checkout) ~= 'string' or #checkout == 0 then
-  return {10, 1, 0, 0}
-end
-local quantity = int_arg(ARGV[2], 1000000)
-if quantity == nil then
-  return {10, 2, 0, 0}
-end
-local seen = ARGV[3]
-if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
-  return {10, 3, 0, 0}
-end
-seen = tonumber(seen)
-
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {1, 0, 0, 0}
-end
-local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
-if gen < seen then
-  return {12, gen, seen, gen}
-end
-
--- A tombstone means the saga already compensated (or completed) this
+-- A hold-end marker means the saga already compensated (or completed) this
 -- checkout; a late or retried reserve must not hold units again.
+local gen, ended
+refusal, gen, ended = start_hold(KEYS[1], KEYS[3], checkout, seen)
+if refusal then
+  return refusal
+end
 local changed = false
-local ended = redis.call('GET', KEYS[3])
-if ended == 'released' then
-  return {2, 1, 0, gen}
-elseif ended == 'committed' then
-  return {2, 2, 0, gen}
-elseif ended == 'rebuilt' then
+if ended == 'rebuilt' then
   -- A placeholder hold from rebuild.lua or reconcile.lua: this checkout may have been still
   -- reserving when Redis lost its data (a checkout that held does not reserve again). Give
   -- the placeholder back and judge the reserve on what is really available.
@@ -73,7 +45,7 @@ elseif ended == 'rebuilt' then
     redis.call('HINCRBY', KEYS[1], 'held', -placeholder)
     redis.call('HDEL', KEYS[2], checkout)
   end
-  redis.call('DEL', KEYS[3])
+  redis.call('HDEL', KEYS[3], checkout)
   changed = true
 end
 if changed then

@@ -135,7 +135,7 @@ func TestForfeitEndsTheHoldWithoutReturningUnits(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 0, 0, 0)
 }
 
-func TestStageChange(t *testing.T) {
+func TestStageChangeHoldsAnOperatorsChangeUntilPostgresHasIt(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 2)
 	ctx := t.Context()
 	if _, err := s.Reserve(ctx, sku, "c-1", 2); err != nil {
@@ -196,5 +196,29 @@ func TestStageChange(t *testing.T) {
 	rdb.Del(ctx, StockKey(sku))
 	if _, err := New(rdb).StageChange(ctx, sku, "ichg-7", 1, 3); !errors.Is(err, ErrNotStocked) {
 		t.Errorf("stage on a lost sku: %v; want ErrNotStocked", err)
+	}
+}
+
+// TestReconcileReleasesTheHoldOfACheckoutThatEndedUnsold: a failover lost a checkout's
+// release, so Redis still holds for a checkout Postgres ended without a sale. The resync
+// passes it as UnsoldHoldID: its hold ends as released, and its units are available again.
+func TestReconcileReleasesTheHoldOfACheckoutThatEndedUnsold(t *testing.T) {
+	s, _, sku := stocked(t, 10, 5)
+	ctx := t.Context()
+	if _, err := s.Reserve(ctx, sku, "c-cancelled", 2); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Reconcile(ctx, sku, 10, nil, []string{UnsoldHoldID("c-cancelled")}, 0)
+	if err != nil || r.After != 10 {
+		t.Fatalf("reconcile = %+v, %v; want 10 available", r, err)
+	}
+	if outcome, _, _ := s.HoldEnd(ctx, sku, "c-cancelled"); outcome != "released" {
+		t.Errorf("marker = %q, want released", outcome)
+	}
+	if n, err := s.Release(ctx, sku, "c-cancelled"); err != nil || n != 0 {
+		t.Errorf("the saga's own release afterwards = %d, %v; want a no-op", n, err)
+	}
+	if l, _ := s.Level(ctx, sku); l.Available != 10 || l.Held != 0 {
+		t.Errorf("level = %+v, want 10 available, 0 held", l)
 	}
 }

@@ -2,6 +2,7 @@
 --
 -- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
+-- KEYS[3] -> hold-ends:{sku}   hash of hold-end markers (see common.lua), created here
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000
 -- ARGV[2] -> max_per_order, decimal integer 1..1000000
 -- Returns {code, value, held, gen}, always four integers, never nil or false:
@@ -13,17 +14,6 @@
 -- available + held == on_hand holds after every call. The product's operator changes go
 -- through stage_change.lua instead (relative, and rebuilt from Postgres first when Redis
 -- lost the SKU); this absolute load is for benchmarks and tests.
-
-local function int_arg(s, min, max)
-  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < min or n > max then
-    return nil
-  end
-  return n
-end
 
 local on_hand = int_arg(ARGV[1], 0, 1000000000)
 if on_hand == nil then
@@ -49,6 +39,7 @@ if on_hand < held then
 end
 
 local available = on_hand - held
+keep_ends(KEYS[3])
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order)
 local gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 return {0, available, held, gen}

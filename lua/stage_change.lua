@@ -2,7 +2,7 @@
 --
 -- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
--- KEYS[3] -> hold-end:{sku}:~<change>    string "released" | "committed" (tombstone of an ended hold)
+-- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> hold id of the change, "~" followed by the change id, which starts with "i"
 --            for an increase and "d" for a decrease
 -- ARGV[2] -> delta of on_hand, decimal integer -1000000000..1000000000 (may be 0)
@@ -41,34 +41,23 @@ local delta = tonumber(s)
 if delta < -1000000000 or delta > 1000000000 then
   return {10, 2, 0, 0}
 end
-s = ARGV[3]
-if type(s) ~= 'string' or #s > 7 or not string.match(s, '^[0-9]+$') or tonumber(s) < 1 or tonumber(s) > 1000000 then
+local max_per_order = int_arg(ARGV[3], 1, 1000000)
+if max_per_order == nil then
   return {10, 3, 0, 0}
 end
-local max_per_order = tonumber(s)
 -- reconcile.lua and rebuild.lua read a change's direction from its id.
 local dir = string.sub(id, 2, 2)
 if delta > 0 and dir ~= 'i' or delta < 0 and dir ~= 'd' then
   return {10, 1, 0, 0}
 end
-local seen = ARGV[4]
-if type(seen) ~= 'string' or #seen > 15 or not string.match(seen, '^[0-9]+$') then
+local seen = gen_arg(ARGV[4])
+if seen == nil then
   return {10, 4, 0, 0}
 end
-seen = tonumber(seen)
 
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {1, 0, 0, 0}
-end
-local gen = tonumber(redis.call('HGET', KEYS[1], 'gen')) or 0
-if gen < seen then
-  return {12, gen, seen, gen}
-end
-local ended = redis.call('GET', KEYS[3])
-if ended == 'released' then
-  return {2, 1, 0, gen}
-elseif ended == 'committed' then
-  return {2, 2, 0, gen}
+local refusal, gen = start_hold(KEYS[1], KEYS[3], id, seen)
+if refusal then
+  return refusal
 end
 local available = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
 local already = tonumber(redis.call('HGET', KEYS[2], id))

@@ -2,8 +2,10 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,8 @@ type Client interface {
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	HGet(ctx context.Context, key, field string) *redis.StringCmd
+	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	Pipeline() redis.Pipeliner
 }
 
@@ -116,12 +120,28 @@ func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity in
 		return ReserveResult{}, err
 	}
 	r, err := s.run(ctx, reserveScript, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, checkoutID)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		checkoutID, quantity, s.gens.seen(sku))
 	if err != nil {
 		return ReserveResult{}, err
 	}
-	return ReserveResult{Held: r.value, Available: r.extra, AlreadyHeld: r.code == codeAlreadyHeld}, nil
+	switch r.code { // reserve.lua's header
+	case codeOK, codeAlreadyHeld:
+		return ReserveResult{Held: r.value, Available: r.extra, AlreadyHeld: r.code == codeAlreadyHeld}, nil
+	case codeNotStocked:
+		return ReserveResult{}, c.holdError(ErrNotStocked)
+	case codeHoldEnded:
+		outcome := "released"
+		if r.value == 2 {
+			outcome = "committed"
+		}
+		return ReserveResult{}, &HoldEndedError{SKU: sku, CheckoutID: checkoutID, Requested: quantity, Outcome: outcome}
+	case codeOverLimit:
+		return ReserveResult{}, &OverLimitError{SKU: sku, CheckoutID: checkoutID, Requested: quantity, MaxPerOrder: r.value}
+	case codeOutOfStock:
+		return ReserveResult{}, &OutOfStockError{SKU: sku, CheckoutID: checkoutID, Requested: quantity, Available: r.value}
+	}
+	return ReserveResult{}, c.unexpected(r)
 }
 
 // Release returns checkoutID's held units of sku to available and records
@@ -130,7 +150,31 @@ func (s *Stock) Reserve(ctx context.Context, sku, checkoutID string, quantity in
 // the hold was already released. Releasing a committed hold fails with
 // ErrHoldCommitted; a Redis that went back in time, with ErrRolledBack.
 func (s *Stock) Release(ctx context.Context, sku, checkoutID string) (released int64, err error) {
-	return s.endHold(ctx, opRelease, releaseScript, sku, checkoutID)
+	return s.endHold(ctx, opRelease, releaseScript, sku, checkoutID, releaseCodes)
+}
+
+// releaseCodes maps release.lua's and forfeit.lua's refusals and no-ops (their headers).
+func releaseCodes(c call, r reply) error {
+	switch r.code {
+	case codeAlreadyReleased, codeNoHold:
+		return nil // a retried release; or nothing held, and the tombstone is written
+	case codeAlreadyCommitted:
+		return c.holdError(ErrHoldCommitted)
+	}
+	return c.unexpected(r)
+}
+
+// commitCodes maps commit.lua's refusals and no-ops (its header).
+func commitCodes(c call, r reply) error {
+	switch r.code {
+	case codeAlreadyCommitted:
+		return nil // a retried commit
+	case codeAlreadyReleased:
+		return c.holdError(ErrHoldReleased)
+	case codeNoHold:
+		return c.holdError(ErrNoHold)
+	}
+	return c.unexpected(r)
 }
 
 // Commit turns checkoutID's hold on sku into a sale: held drops by the
@@ -139,7 +183,7 @@ func (s *Stock) Release(ctx context.Context, sku, checkoutID string) (released i
 // hold was already committed. It fails with ErrHoldReleased after a release,
 // ErrNoHold when the checkout holds nothing, and ErrRolledBack.
 func (s *Stock) Commit(ctx context.Context, sku, checkoutID string) (committed int64, err error) {
-	return s.endHold(ctx, opCommit, commitScript, sku, checkoutID)
+	return s.endHold(ctx, opCommit, commitScript, sku, checkoutID, commitCodes)
 }
 
 // Forfeit ends checkoutID's hold on sku without giving its units back to available: for a
@@ -147,22 +191,23 @@ func (s *Stock) Commit(ctx context.Context, sku, checkoutID string) (committed i
 // units, 0 with a nil error when nothing was held or the hold already ended without a sale,
 // ErrHoldCommitted after a commit, and ErrRolledBack.
 func (s *Stock) Forfeit(ctx context.Context, sku, checkoutID string) (forfeited int64, err error) {
-	return s.endHold(ctx, opForfeit, forfeitScript, sku, checkoutID)
+	return s.endHold(ctx, opForfeit, forfeitScript, sku, checkoutID, releaseCodes)
 }
 
-func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string) (int64, error) {
+// endHold runs a script that ends a hold; OK is the units, codes maps every other code.
+func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string, codes func(call, reply) error) (int64, error) {
 	c := call{op: o, sku: sku, checkoutID: holder}
 	if err := c.validate(); err != nil {
 		return 0, err
 	}
 	r, err := s.run(ctx, sc, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, holder)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		holder, s.tombstoneTTL, s.gens.seen(sku))
 	if err != nil {
 		return 0, err
 	}
 	if r.code != codeOK {
-		return 0, nil
+		return 0, codes(c, r)
 	}
 	return r.value, nil
 }
@@ -171,6 +216,12 @@ func (s *Stock) endHold(ctx context.Context, o op, sc script, sku, holder string
 // on_hand. The "~" cannot start a checkout id (ValidID), so the two never collide; Release,
 // Commit and Forfeit accept it to finish or undo the change.
 func ChangeHoldID(changeID string) string { return "~" + changeID }
+
+// UnsoldHoldID names, among the settled holders Rebuild and Reconcile take, a checkout that
+// ended without a sale in Postgres while Redis still holds for it (its release was lost, as
+// in a failover to a lagging replica): its hold is released, not committed. The "!" cannot
+// start a checkout id (ValidID).
+func UnsoldHoldID(checkoutID string) string { return "!" + checkoutID }
 
 // IsChangeHold reports whether a holder id is an operator change's (ChangeHoldID), and
 // returns the change id.
@@ -198,12 +249,22 @@ func (s *Stock) StageChange(ctx context.Context, sku, changeID string, delta, ma
 		return 0, c.argError("change id", changeID, "must start with i for an increase and d for a decrease: reconcile.lua reads the direction from it")
 	}
 	r, err := s.run(ctx, stageChangeScript, c,
-		[]string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, holder)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		holder, delta, maxPerOrder, s.gens.seen(sku))
 	if err != nil {
 		return 0, err
 	}
-	return r.value, nil
+	switch r.code { // stage_change.lua's header
+	case codeOK, codeAlreadyHeld:
+		return r.value, nil
+	case codeNotStocked:
+		return 0, c.holdError(ErrNotStocked)
+	case codeHoldEnded:
+		return 0, c.holdError(ErrHoldEnded)
+	case codeOutOfStock:
+		return 0, &InsufficientStockError{SKU: sku, Delta: delta, Available: r.value}
+	}
+	return 0, c.unexpected(r)
 }
 
 // SetStock loads sku's on-hand count and per-order limit as an absolute value (benchmarks
@@ -216,10 +277,16 @@ func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder in
 		return Level{}, err
 	}
 	r, err := s.run(ctx, setStockScript, c,
-		[]string{StockKey(sku), HoldsKey(sku)},
+		[]string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)},
 		onHand, maxPerOrder)
 	if err != nil {
 		return Level{}, err
+	}
+	if r.code == codeOnHandBelowHeld { // set_stock.lua's header
+		return Level{}, &OnHandBelowHeldError{SKU: sku, OnHand: onHand, Held: r.value}
+	}
+	if r.code != codeOK {
+		return Level{}, c.unexpected(r)
 	}
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, nil
 }
@@ -242,39 +309,40 @@ func (s *Stock) Rebuild(ctx context.Context, sku string, onHand, maxPerOrder int
 		return Level{}, false, err
 	}
 	args := []any{onHand, maxPerOrder, max(genFloor, s.gens.seen(sku))}
-	keys := []string{StockKey(sku), HoldsKey(sku)}
-	args, keys = c.settledHolds(settled, s.tombstoneTTL, args, keys)
-	args, keys, err := c.openHolds(open, args, keys)
+	args = settledHolds(settled, s.tombstoneTTL, args)
+	args, err := c.openHolds(open, args)
 	if err != nil {
 		return Level{}, false, err
 	}
+	keys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
 	r, err := s.run(ctx, rebuildScript, c, keys, args...)
 	if err != nil {
 		return Level{}, false, err
 	}
+	if r.code != codeOK && r.code != codeAlreadyStocked { // rebuild.lua's header
+		return Level{}, false, c.unexpected(r)
+	}
 	return Level{Available: r.value, Held: r.extra, MaxPerOrder: maxPerOrder, Stocked: true, Gen: r.gen}, r.code == codeOK, nil
 }
 
-// settledHolds appends the tombstone TTL, the settled holders and their tombstones.
-func (c call) settledHolds(settled []string, ttl int64, args []any, keys []string) ([]any, []string) {
+// settledHolds appends the tombstone TTL and the settled holders.
+func settledHolds(settled []string, ttl int64, args []any) []any {
 	args = append(args, ttl, len(settled))
 	for _, h := range settled {
 		args = append(args, h)
-		keys = append(keys, HoldEndKey(c.sku, h))
 	}
-	return args, keys
+	return args
 }
 
-// openHolds appends each open checkout's id and quantity to args and its tombstone to keys.
-func (c call) openHolds(open []Hold, args []any, keys []string) ([]any, []string, error) {
+// openHolds appends each open checkout's id and quantity to args.
+func (c call) openHolds(open []Hold, args []any) ([]any, error) {
 	for _, h := range open {
 		if !ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
-			return nil, nil, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
+			return nil, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
 		}
 		args = append(args, h.CheckoutID, h.Quantity)
-		keys = append(keys, HoldEndKey(c.sku, h.CheckoutID))
 	}
-	return args, keys, nil
+	return args, nil
 }
 
 // Reconciled is what Reconcile found and wrote.
@@ -299,23 +367,100 @@ type Reconciled struct {
 // ChangeHoldID): Redis ends them as their owners will, instead of counting their units
 // against on_hand a second time. Call it while on_hand cannot change (the caller holds the
 // SKU's row lock). Its gen ends above genFloor and above every gen this Stock has seen.
+// A settled UnsoldHoldID(checkout) is released instead.
 func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []Hold, settled []string, genFloor int64) (Reconciled, error) {
 	c := call{op: opReconcile, sku: sku, onHand: onHand, maxPerOrder: 1}
 	if err := c.validate(); err != nil {
 		return Reconciled{}, err
 	}
 	args := []any{onHand, max(genFloor, s.gens.seen(sku))}
-	keys := []string{StockKey(sku), HoldsKey(sku)}
-	args, keys = c.settledHolds(settled, s.tombstoneTTL, args, keys)
-	args, keys, err := c.openHolds(open, args, keys)
+	args = settledHolds(settled, s.tombstoneTTL, args)
+	args, err := c.openHolds(open, args)
 	if err != nil {
 		return Reconciled{}, err
 	}
+	keys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
 	r, err := s.run(ctx, reconcileScript, c, keys, args...)
-	if err != nil || r.code != codeOK {
+	switch {
+	case err != nil:
 		return Reconciled{}, err
+	case r.code == codeNotStocked: // reconcile.lua's header: nothing to reconcile
+		return Reconciled{}, nil
+	case r.code != codeOK:
+		return Reconciled{}, c.unexpected(r)
 	}
 	return Reconciled{Stocked: true, Before: r.value, After: r.extra, Gen: r.gen, Restored: r.more[0], RolledBack: r.more[1] == 1}, nil
+}
+
+// HoldEnd reads holder's hold-end marker on sku: outcome "released", "committed" or
+// "rebuilt", or "" when there is none, and when the sweep may delete it (zero for "rebuilt").
+func (s *Stock) HoldEnd(ctx context.Context, sku, holder string) (outcome string, expires time.Time, err error) {
+	v, err := s.rdb.HGet(ctx, HoldEndsKey(sku), holder).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", time.Time{}, nil
+	}
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("read the hold end of %s on %s: %w", holder, sku, err)
+	}
+	outcome, at, _ := strings.Cut(v, ":")
+	if at == "" {
+		return outcome, time.Time{}, nil
+	}
+	sec, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("read the hold end of %s on %s: marker %q: %w", holder, sku, v, err)
+	}
+	return outcome, time.Unix(sec, 0), nil
+}
+
+// sweepBatch is how many markers one sweep script judges: a short script, so Redis keeps
+// answering reserves in between.
+const sweepBatch = 500
+
+// SweepHoldEnds deletes sku's hold-end markers whose time is up and returns how many it
+// deleted. Redis 7.0 has no per-field TTL, so the reconciler calls this for every SKU. It
+// reads the markers with HSCAN and lets sweep.lua judge each expired one again on Redis's
+// clock, in batches of sweepBatch.
+func (s *Stock) SweepHoldEnds(ctx context.Context, sku string) (int64, error) {
+	c := call{op: opSweep, sku: sku}
+	if err := c.validate(); err != nil {
+		return 0, err
+	}
+	var swept int64
+	var batch []any
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		r, err := s.run(ctx, sweepScript, c, []string{HoldEndsKey(sku)}, batch...)
+		batch = batch[:0]
+		if err == nil && r.code != codeOK {
+			err = c.unexpected(r)
+		}
+		swept += r.value
+		return err
+	}
+	now := time.Now().Unix()
+	iter := s.rdb.HScan(ctx, HoldEndsKey(sku), 0, "", sweepBatch).Iterator()
+	for iter.Next(ctx) {
+		holder := iter.Val()
+		if !iter.Next(ctx) {
+			break
+		}
+		_, at, _ := strings.Cut(iter.Val(), ":")
+		if sec, err := strconv.ParseInt(at, 10, 64); err != nil || sec > now {
+			continue
+		}
+		if batch = append(batch, holder); len(batch) == sweepBatch {
+			if err := flush(); err != nil {
+				return swept, err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return swept, fmt.Errorf("%s: hscan: %w", c, err)
+	}
+	return swept, flush()
 }
 
 // Holds lists a SKU's live holds.
@@ -371,9 +516,10 @@ func (s *Stock) Level(ctx context.Context, sku string) (Level, error) {
 	return l, nil
 }
 
-// Preload loads every script into the server's script cache so the first
-// calls run by EVALSHA. Optional: without it, the first call of each script
-// falls back to EVAL.
+// Preload loads every script into the script cache of the server, or of every node of a
+// cluster (go-redis' ClusterClient.ScriptLoad), so the first calls run by EVALSHA. The
+// product calls it at start; a NOSCRIPT answer later (a failover, a restarted node) calls
+// it again.
 func (s *Stock) Preload(ctx context.Context) error {
 	for _, sc := range allScripts {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
@@ -383,10 +529,25 @@ func (s *Stock) Preload(ctx context.Context) error {
 	return nil
 }
 
-// run runs sc and maps its reply; see call.outcome. Every reply's fourth value is the SKU's
+// eval runs sc by EVALSHA, never inside a pipeline: there go-redis cannot fall back from
+// NOSCRIPT. NOSCRIPT means a node lost its script cache (a restart, a failover to a replica
+// that never loaded the scripts, SCRIPT FLUSH), so every script is loaded again on every
+// node (Preload), not only this one, and the call runs again; Run still falls back to EVAL
+// should the slot have moved to yet another node meanwhile.
+func (s *Stock) eval(ctx context.Context, sc script, keys []string, args ...any) *redis.Cmd {
+	cmd := sc.EvalSha(ctx, s.rdb, keys, args...)
+	if !errors.Is(cmd.Err(), redis.ErrNoScript) && !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return cmd
+	}
+	_ = s.Preload(ctx) // on failure Run falls back to EVAL, and the next NOSCRIPT tries again
+	return sc.Run(ctx, s.rdb, keys, args...)
+}
+
+// run runs sc and returns its reply, or the error of a reply every script shares (see
+// call.shared); the caller maps the rest. Every reply's fourth value is the SKU's
 // gen, which this Stock remembers (see gens).
 func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args ...any) (reply, error) {
-	vals, err := sc.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	vals, err := s.eval(ctx, sc, keys, args...).Int64Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("%s: run %s script: %w", c, sc.name, err)
 	}
@@ -401,7 +562,7 @@ func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args 
 	if r.code != codeRolledBack && r.code != codeInvalidArgument {
 		s.gens.observe(c.sku, r.gen)
 	}
-	return r, c.outcome(r)
+	return r, c.shared(r)
 }
 
 // op names a Stock operation, for messages and for reading return codes.
@@ -417,6 +578,7 @@ const (
 	opReconcile
 	opForfeit
 	opStage
+	opSweep
 )
 
 func (o op) String() string {
@@ -439,6 +601,8 @@ func (o op) String() string {
 		return "forfeit"
 	case opStage:
 		return "stage stock change"
+	case opSweep:
+		return "sweep hold ends"
 	}
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
@@ -461,6 +625,8 @@ func (o op) script() string {
 		return forfeitScript.name
 	case opStage:
 		return stageChangeScript.name
+	case opSweep:
+		return sweepScript.name
 	}
 	return o.String()
 }
@@ -483,7 +649,7 @@ func (c call) String() string {
 		return fmt.Sprintf("set stock of %s to %d on hand", c.sku, c.onHand)
 	case opStage:
 		return fmt.Sprintf("stage a change of %+d on hand of %s as %s", c.delta, c.sku, c.checkoutID)
-	case opLevel, opRebuild, opReconcile:
+	case opLevel, opRebuild, opReconcile, opSweep:
 		return c.op.String() + " of " + c.sku
 	}
 	return describe(c.op.String(), c.sku, c.checkoutID, c.quantity)

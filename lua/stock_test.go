@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestReserve(t *testing.T) {
+func TestReserveHoldsOnlyWhatIsAvailableAndAllowed(t *testing.T) {
 	tests := []struct {
 		name          string
 		onHand        int64
@@ -77,7 +77,7 @@ func TestReserveOutOfStockChangesNothing(t *testing.T) {
 		t.Errorf("error text = %q, want %q", err.Error(), want)
 	}
 	assertLevel(t, s, rdb, sku, 1, 2, 1)
-	if n, _ := rdb.Exists(ctx, HoldEndKey(sku, "c-123")).Result(); n != 0 {
+	if ended, _ := rdb.HExists(ctx, HoldEndsKey(sku), "c-123").Result(); ended {
 		t.Errorf("out of stock wrote a tombstone for c-123")
 	}
 }
@@ -173,7 +173,7 @@ func TestReleaseBeforeReserveRefusesReserve(t *testing.T) {
 		if err != nil || n != 0 {
 			t.Fatalf("release on an unstocked SKU = %d, %v; want 0, nil", n, err)
 		}
-		if got, _ := rdb.Get(ctx, HoldEndKey(sku, "c-1")).Result(); got != "released" {
+		if got, _ := rdb.HGet(ctx, HoldEndsKey(sku), "c-1").Result(); HoldEndOutcome(got) != "released" {
 			t.Fatalf("tombstone = %q, want released", got)
 		}
 		if exists, _ := rdb.Exists(ctx, StockKey(sku)).Result(); exists != 0 {
@@ -189,7 +189,7 @@ func TestReleaseBeforeReserveRefusesReserve(t *testing.T) {
 	})
 }
 
-func TestCommit(t *testing.T) {
+func TestCommitTurnsAHoldIntoASale(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
@@ -254,14 +254,14 @@ func TestReleaseAfterCommitRefused(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 7, 0, 0)
 }
 
-func TestCommitWithoutHold(t *testing.T) {
+func TestCommitWithoutAHoldIsRefusedAndEndsNothing(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	n, err := s.Commit(ctx, sku, "c-1")
 	if !errors.Is(err, ErrNoHold) || n != 0 {
 		t.Fatalf("commit with no hold = %d, %v; want 0, ErrNoHold", n, err)
 	}
-	if exists, _ := rdb.Exists(ctx, HoldEndKey(sku, "c-1")).Result(); exists != 0 {
+	if ended, _ := rdb.HExists(ctx, HoldEndsKey(sku), "c-1").Result(); ended {
 		t.Errorf("commit with no hold wrote a tombstone")
 	}
 	// The checkout can still reserve: a failed commit ends nothing.
@@ -271,28 +271,28 @@ func TestCommitWithoutHold(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 9, 1, 1)
 }
 
-func TestTombstoneTTL(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+func TestHoldEndMarkersLastTheirTTL(t *testing.T) {
+	s, _, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	short := s.WithTombstoneTTL(90 * time.Second)
 	if _, err := short.Release(ctx, sku, "c-1"); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	ttl, err := rdb.TTL(ctx, HoldEndKey(sku, "c-1")).Result()
-	if err != nil || ttl <= 0 || ttl > 90*time.Second {
-		t.Errorf("tombstone TTL = %v, %v; want within (0, 90s]", ttl, err)
+	outcome, expires, err := s.HoldEnd(ctx, sku, "c-1")
+	if ttl := time.Until(expires); err != nil || outcome != "released" || ttl <= 0 || ttl > 91*time.Second {
+		t.Errorf("tombstone = %q, expires in %v, %v; want released within (0, 90s]", outcome, ttl, err)
 	}
 	// The original keeps the default.
 	if _, err := s.Release(ctx, sku, "c-2"); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	ttl, err = rdb.TTL(ctx, HoldEndKey(sku, "c-2")).Result()
-	if err != nil || ttl <= DefaultTombstoneTTL-time.Minute || ttl > DefaultTombstoneTTL {
+	_, expires, err = s.HoldEnd(ctx, sku, "c-2")
+	if ttl := time.Until(expires); err != nil || ttl <= DefaultTombstoneTTL-time.Minute || ttl > DefaultTombstoneTTL+time.Second {
 		t.Errorf("default tombstone TTL = %v, %v; want about %v", ttl, err, DefaultTombstoneTTL)
 	}
 }
 
-func TestSetStock(t *testing.T) {
+func TestSetStockKeepsLiveHoldsAndRefusesBelowThem(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 5)
 	ctx := t.Context()
 	if _, err := s.Reserve(ctx, sku, "c-1", 4); err != nil {
@@ -411,7 +411,7 @@ func TestInvalidArgumentsDoNotTouchRedis(t *testing.T) {
 	}
 }
 
-func TestValidID(t *testing.T) {
+func TestValidIDAcceptsOnlyKeySafeCharacters(t *testing.T) {
 	for s, want := range map[string]bool{
 		"PHONE-X": true, "a.b_c-9": true, strings.Repeat("z", 64): true,
 		"": false, strings.Repeat("z", 65): false, "a{b": false, "a}b": false,
@@ -432,7 +432,7 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 	if _, err := New(rdb).SetStock(ctx, sku, 10, 5); err != nil {
 		t.Fatal(err)
 	}
-	holdKeys := []string{StockKey(sku), HoldsKey(sku), HoldEndKey(sku, "c-1")}
+	holdKeys := []string{StockKey(sku), HoldsKey(sku), HoldEndsKey(sku)}
 	tests := []struct {
 		name    string
 		sc      script
@@ -454,8 +454,8 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 		{"stage not a change hold", stageChangeScript, holdKeys, []any{"c-1", 1, 1, 0}, 1},
 		{"stage delta fraction", stageChangeScript, holdKeys, []any{"~x", "1.5", 1, 0}, 2},
 		{"stage delta huge", stageChangeScript, holdKeys, []any{"~x", -1000000001, 1, 0}, 2},
-		{"set stock on hand negative", setStockScript, holdKeys[:2], []any{-1, 5}, 1},
-		{"set stock max per order huge", setStockScript, holdKeys[:2], []any{5, 99999999999}, 2},
+		{"set stock on hand negative", setStockScript, holdKeys, []any{-1, 5}, 1},
+		{"set stock max per order huge", setStockScript, holdKeys, []any{5, 99999999999}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -471,7 +471,10 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 	assertLevel(t, New(rdb), rdb, sku, 10, 0, 0)
 }
 
-func TestEvalFallbackAfterScriptFlush(t *testing.T) {
+// TestEveryScriptIsLoadedAgainAfterNOSCRIPT: a node that lost its script cache (SCRIPT FLUSH
+// here; a restart or a failover to a replica that never loaded them) answers NOSCRIPT once,
+// then every script is loaded again, not only the one that was called.
+func TestEveryScriptIsLoadedAgainAfterNOSCRIPT(t *testing.T) {
 	log := &commandLog{}
 	s, rdb, sku := stocked(t, 10, 5)
 	rdb.AddHook(log)
@@ -487,10 +490,13 @@ func TestEvalFallbackAfterScriptFlush(t *testing.T) {
 	if err != nil || res.Held != 2 {
 		t.Fatalf("reserve after SCRIPT FLUSH = %+v, %v", res, err)
 	}
-	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "eval"}) {
-		t.Errorf("commands = %v, want evalsha answered NOSCRIPT then eval", got)
+	want := []string{"evalsha"}
+	for range allScripts {
+		want = append(want, "script")
 	}
-	// EVAL cached the script again, so the next call needs only EVALSHA.
+	if got := log.commands(); !slices.Equal(got, append(want, "evalsha")) {
+		t.Errorf("commands = %v, want evalsha answered NOSCRIPT, a SCRIPT LOAD of each script, evalsha", got)
+	}
 	log.reset()
 	if _, err := s.Release(ctx, sku, "c-1"); err != nil {
 		t.Fatalf("release: %v", err)
@@ -498,10 +504,76 @@ func TestEvalFallbackAfterScriptFlush(t *testing.T) {
 	if _, err := s.Reserve(ctx, sku, "c-2", 1); err != nil {
 		t.Fatalf("reserve: %v", err)
 	}
-	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "eval", "evalsha"}) {
-		t.Errorf("commands = %v, want release by evalsha then eval (flushed), reserve by evalsha", got)
+	if got := log.commands(); !slices.Equal(got, []string{"evalsha", "evalsha"}) {
+		t.Errorf("commands = %v, want release and reserve by evalsha only", got)
 	}
 	assertLevel(t, s, rdb, sku, 9, 1, 1)
+}
+
+// TestNoScriptRunsInsideAPipeline: every Stock operation, the gate's read included, sends
+// its scripts as commands of their own. Inside a pipeline go-redis cannot fall back from
+// NOSCRIPT, so a node that lost its cache would fail every call.
+func TestNoScriptRunsInsideAPipeline(t *testing.T) {
+	s, rdb, sku := stocked(t, 10, 5)
+	piped := &pipelineLog{}
+	rdb.AddHook(piped)
+	ctx := t.Context()
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	steps := []func() error{
+		func() error { _, err := s.Reserve(ctx, sku, "c-1", 1); return err },
+		func() error { _, err := s.Precheck(ctx, "c-2", map[string]int64{sku: 1}); return err },
+		func() error { return s.MarkStarted(ctx, "c-2") },
+		func() error { _, err := s.Commit(ctx, sku, "c-1"); return err },
+		func() error { _, err := s.Release(ctx, sku, "c-2"); return err },
+		func() error { _, err := s.StageChange(ctx, sku, "d-1", -1, 5); return err },
+		func() error { _, err := s.Forfeit(ctx, sku, ChangeHoldID("d-1")); return err },
+		func() error { _, err := s.Reconcile(ctx, sku, 9, nil, nil, 0); return err },
+		func() error { _, err := s.SweepHoldEnds(ctx, sku); return err },
+		func() error { _, err := s.SetStock(ctx, sku, 9, 5); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if got := piped.scripts(); len(got) > 0 {
+		t.Errorf("scripts sent inside a pipeline: %v", got)
+	}
+	if piped.pipelines() == 0 {
+		t.Errorf("the gate's pipelined read was not seen: the test no longer watches pipelines")
+	}
+}
+
+// pipelineLog records the script commands sent inside pipelines.
+type pipelineLog struct {
+	commandLog
+	n int
+}
+
+func (l *pipelineLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (l *pipelineLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		l.mu.Lock()
+		l.n++
+		for _, c := range cmds {
+			if n := c.Name(); n == "eval" || n == "evalsha" || n == "fcall" || n == "evalsha_ro" || n == "eval_ro" {
+				l.names = append(l.names, n)
+			}
+		}
+		l.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (l *pipelineLog) scripts() []string { return l.commands() }
+
+func (l *pipelineLog) pipelines() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
 }
 
 // A Redis that cannot be reached is "broken", not "no": the error carries

@@ -161,6 +161,7 @@ type CheckoutEnd struct {
 	EndedAt *time.Time
 }
 
+// CheckoutEnds reads how the given checkouts ended; ids Postgres does not know are absent.
 func (s *Store) CheckoutEnds(ctx context.Context, ids []string) (map[string]CheckoutEnd, error) {
 	rows, err := s.pool.Query(ctx, `SELECT checkout_id, status, ended_at FROM checkouts WHERE checkout_id = ANY($1)`, ids)
 	if err != nil {

@@ -31,7 +31,7 @@ func (s *Store) Products(ctx context.Context, skus []string) (map[string]shop.Pr
 	return out, nil
 }
 
-// product reads one SKU's row.
+// Product reads one SKU's row; false when the catalog has no such SKU.
 func (s *Store) Product(ctx context.Context, sku string) (shop.Product, bool, error) {
 	products, err := s.Products(ctx, []string{sku})
 	if err != nil {
@@ -51,6 +51,7 @@ func (s *Store) CreateProduct(ctx context.Context, p shop.Product) error {
 	return nil
 }
 
+// SKUs lists every SKU of the catalog, in order.
 func (s *Store) SKUs(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT sku FROM skus ORDER BY sku`)
 	if err != nil {
@@ -143,8 +144,9 @@ func openHolds(ctx context.Context, tx pgx.Tx, sku string) ([]lua.Hold, error) {
 }
 
 // settledHolds lists the SKU's live holds in Redis whose end Postgres already recorded: the
-// checkouts whose order is confirmed (the units left on_hand; the commit is still to come)
-// and the operator changes written to on_hand. Read under the SKU's row lock, the list
+// checkouts whose order is confirmed (the units left on_hand; the commit is still to come),
+// the operator changes written to on_hand, and the checkouts that ended without a sale
+// (their release is lost or still to come; lua.UnsoldHoldID). Read under the SKU's row lock, the list
 // cannot grow before the repair runs: a confirmation or change that writes on_hand waits for
 // the lock, and a hold taken meanwhile belongs to an open checkout or an unwritten change.
 func settledHolds(ctx context.Context, tx pgx.Tx, sku string, live []lua.Hold) ([]string, error) {
@@ -162,7 +164,10 @@ func settledHolds(ctx context.Context, tx pgx.Tx, sku string, live []lua.Hold) (
 	rows, err := tx.Query(ctx, `
 		SELECT checkout_id FROM checkouts WHERE checkout_id = ANY($1) AND status = 'confirmed'
 		UNION ALL
-		SELECT '~' || change_id FROM stock_changes WHERE change_id = ANY($2)`, checkouts, changes)
+		SELECT '~' || change_id FROM stock_changes WHERE change_id = ANY($2)
+		UNION ALL
+		SELECT '!' || checkout_id FROM checkouts
+		WHERE checkout_id = ANY($1) AND ended_at IS NOT NULL AND status <> 'confirmed'`, checkouts, changes) // lua.UnsoldHoldID
 	if err != nil {
 		return nil, fmt.Errorf("read settled holds of %s: %w", sku, err)
 	}

@@ -135,6 +135,7 @@ type KeyedChange struct {
 	Response    []byte // nil until the first answer was stored
 }
 
+// ChangeByKey reads the stock change an adjustment's idempotency key names, if any.
 func (s *Store) ChangeByKey(ctx context.Context, key string) (KeyedChange, error) {
 	var k KeyedChange
 	var hash *string
@@ -152,6 +153,7 @@ func (s *Store) ChangeByKey(ctx context.Context, key string) (KeyedChange, error
 	return k, nil
 }
 
+// StoreChangeResponse keeps the answer to a stock change, for its retries to answer the same.
 func (s *Store) StoreChangeResponse(ctx context.Context, changeID string, response []byte) error {
 	if _, err := s.pool.Exec(ctx, `UPDATE stock_changes SET response = $2 WHERE change_id = $1`, changeID, response); err != nil {
 		return fmt.Errorf("store the answer to stock change %s: %w", changeID, err)

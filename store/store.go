@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Store is the Postgres side of the product: the catalog, checkouts, orders, payment events
@@ -28,8 +30,8 @@ type Store struct {
 // Reasons RecordCheckout records on a checkout it refuses for a per-customer limit; the
 // checkout ends as out_of_stock (nothing was held) with one of them as its reason.
 const (
-	ReasonCustomerLimit = "customer_limit"
-	ReasonTooManyOpen   = "too_many_open_checkouts"
+	ReasonCustomerLimit = shop.RejectCustomerLimit
+	ReasonTooManyOpen   = shop.RejectTooManyOpen
 )
 
 // New wraps a pgx pool.

@@ -14,7 +14,8 @@ import (
 // names more seed nodes with addr= (redis://host:7000?addr=host:7001&addr=host:7002, go-redis'
 // ParseClusterURL form) or cluster is set (REDIS_CLUSTER=true, for a cluster behind one seed).
 // The stock scripts run unchanged on both: every key of a script carries its SKU's {sku} hash
-// tag, so no script touches two slots, and go-redis loads the scripts on every master.
+// tag, so no script touches two slots; lua.Stock.Preload loads the scripts on every node, and
+// again on the first NOSCRIPT (a failover to a replica that never had them).
 func newRedis(rawURL string, cluster bool) (redis.UniversalClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -307,7 +307,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Records:   d.store,
 		Owners:    d.store,
 		Payments:  d.store,
-		Gate:      d.stock,
+		Gate:      lua.NewSoldOutFlag(d.stock, lua.DefaultSoldOutBound), // losers of a sold-out SKU answered from memory
 		Keys:      d.store,
 		Workers:   worker.Presence{RDB: d.rdb, TaskQueue: workflows.TaskQueue},
 		Readiness: ready,

@@ -53,7 +53,7 @@ const (
 type Services struct {
 	Temporal client.Client
 	Pool     *pgxpool.Pool
-	Redis    *redis.Client
+	Redis    redis.UniversalClient
 }
 
 // Options change what Open and Start run. The zero value is the product as cmd/checkout

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,12 +23,19 @@ import (
 // a client on it. The nodes stop when the test ends.
 func RedisCluster(t testing.TB, masters int) *redis.ClusterClient {
 	t.Helper()
+	return RedisClusterWithReplicas(t, masters, 0)
+}
+
+// RedisClusterWithReplicas is RedisCluster with replicas replicas of each master, in sync
+// when it returns (see FailOver). The client's Addrs list every node.
+func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.ClusterClient {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server is not installed: %v", err)
 	}
 	dir := t.TempDir()
 	var addrs []string
-	for i := range masters {
+	for i := range masters * (1 + replicas) {
 		port := clusterPort(t)
 		nodeDir := filepath.Join(dir, strconv.Itoa(i))
 		cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
@@ -50,7 +58,7 @@ func RedisCluster(t testing.TB, masters int) *redis.ClusterClient {
 		})
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -61,6 +69,17 @@ func RedisCluster(t testing.TB, masters int) *redis.ClusterClient {
 			info, err := c.ClusterInfo(context.Background()).Result()
 			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				return fmt.Errorf("cluster info: %v %q", err, info)
+			}
+			return nil
+		})
+	}
+	for _, a := range addrs {
+		waitFor(t, "replication in sync on "+a, func() error {
+			c := redis.NewClient(&redis.Options{Addr: a})
+			defer c.Close()
+			info, err := c.Info(context.Background(), "replication").Result()
+			if err != nil || strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
+				return fmt.Errorf("replication: %v %q", err, info)
 			}
 			return nil
 		})
@@ -112,4 +131,222 @@ func waitFor(t testing.TB, what string, try func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// SlotMove moves one slot of a cluster from its master to another, step by step as
+// `redis-cli --cluster reshard` does (IMPORTING, MIGRATING, MIGRATE of its keys, NODE), so a
+// test can run commands between the steps.
+type SlotMove struct {
+	Slot         int64
+	From, To     *redis.Client
+	fromID, toID string
+	masters      []*redis.Client
+}
+
+// BeginSlotMove marks slot as importing on another master and migrating on its own.
+func BeginSlotMove(t testing.TB, rdb *redis.ClusterClient, slot int64) *SlotMove {
+	t.Helper()
+	ctx := context.Background()
+	m := &SlotMove{Slot: slot}
+	owner, err := SlotOwner(ctx, rdb, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rdb.Options().Addrs {
+		c := nodeClient(t, a)
+		role, err := c.Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			continue
+		}
+		m.masters = append(m.masters, c)
+		switch {
+		case a == owner:
+			m.From = c
+		case m.To == nil:
+			m.To = c
+		}
+	}
+	if m.From == nil || m.To == nil {
+		t.Fatalf("slot %d: no source (%s) or target master among %v", slot, owner, rdb.Options().Addrs)
+	}
+	m.fromID, m.toID = m.From.ClusterMyID(ctx).Val(), m.To.ClusterMyID(ctx).Val()
+	if err := m.To.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", m.fromID).Err(); err != nil {
+		t.Fatalf("setslot importing: %v", err)
+	}
+	if err := m.From.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", m.toID).Err(); err != nil {
+		t.Fatalf("setslot migrating: %v", err)
+	}
+	return m
+}
+
+// MoveKeys migrates the slot's keys that are still on the source (at most max; 0: all) and
+// returns how many it moved.
+func (m *SlotMove) MoveKeys(t testing.TB, max int) int {
+	t.Helper()
+	ctx := context.Background()
+	n := max
+	if n == 0 {
+		n = 1 << 20
+	}
+	keys, err := m.From.ClusterGetKeysInSlot(ctx, int(m.Slot), n).Result()
+	if err != nil {
+		t.Fatalf("getkeysinslot %d: %v", m.Slot, err)
+	}
+	if len(keys) == 0 {
+		return 0
+	}
+	host, port, _ := strings.Cut(m.To.Options().Addr, ":")
+	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := m.From.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("migrate %d keys of slot %d: %v", len(keys), m.Slot, err)
+	}
+	return len(keys)
+}
+
+// Finish moves the remaining keys and gives the slot to the target on every master.
+func (m *SlotMove) Finish(t testing.TB) {
+	t.Helper()
+	m.MoveKeys(t, 0)
+	ctx := context.Background()
+	for _, c := range append([]*redis.Client{m.To, m.From}, m.masters...) {
+		if err := c.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "NODE", m.toID).Err(); err != nil {
+			t.Fatalf("setslot node on %s: %v", c.Options().Addr, err)
+		}
+	}
+}
+
+// SlotOwner is the address of the master serving slot.
+func SlotOwner(ctx context.Context, rdb *redis.ClusterClient, slot int64) (string, error) {
+	slots, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, r := range slots {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr, nil
+		}
+	}
+	return "", fmt.Errorf("no master serves slot %d", slot)
+}
+
+// FailOver promotes a replica of the master serving slot (CLUSTER FAILOVER on the replica,
+// the coordinated kind: the master stops writes until the replica caught up), waits until
+// the cluster client routes the slot to it, and returns its client and the old master's.
+// With force, CLUSTER FAILOVER FORCE: the replica takes over without waiting for the master,
+// so writes it has not received are lost, as when a master dies.
+func FailOver(t testing.TB, rdb *redis.ClusterClient, slot int64, force bool) (promoted, old *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	owner, err := SlotOwner(ctx, rdb, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old = nodeClient(t, owner)
+	replica, promoted := replicaOf(t, rdb, owner)
+	args := []any{"CLUSTER", "FAILOVER"}
+	if force {
+		args = append(args, "FORCE")
+	}
+	if err := promoted.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("cluster failover on %s: %v", replica, err)
+	}
+	waitForSlotOn(t, rdb, slot, replica)
+	return promoted, old
+}
+
+// FailOverLosingWrites promotes a replica of the master serving slot after cutting it off
+// from its master, so the writes write makes on the master (acknowledged, as asynchronous
+// replication acknowledges them) never reach it: the replica is stopped (SIGSTOP), the
+// master drops its replication link, write runs, then CLUSTER FAILOVER TAKEOVER reaches the
+// replica before it can reconnect. The old master then resyncs from the new one and loses
+// those writes too, as a failover after a master's crash would.
+func FailOverLosingWrites(t testing.TB, rdb *redis.ClusterClient, slot int64, write func()) (promoted *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	owner, err := SlotOwner(ctx, rdb, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicaAddr, replica := replicaOf(t, rdb, owner)
+	pid := processID(t, replica)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop replica %s: %v", replicaAddr, err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	if err := nodeClient(t, owner).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatalf("drop the replication link of %s: %v", owner, err)
+	}
+	write()
+	takeover := make(chan error, 1)
+	go func() { takeover <- replica.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err() }()
+	time.Sleep(200 * time.Millisecond) // the command waits in the stopped replica's socket
+	resume()                           // a woken Redis serves its clients before its cron reconnects
+	if err := <-takeover; err != nil {
+		t.Fatalf("cluster failover takeover on %s: %v", replicaAddr, err)
+	}
+	waitForSlotOn(t, rdb, slot, replicaAddr)
+	return replica
+}
+
+// waitForSlotOn waits until the cluster client routes slot to the node at addr.
+func waitForSlotOn(t testing.TB, rdb *redis.ClusterClient, slot int64, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, addr+" serving slot "+strconv.FormatInt(slot, 10), func() error {
+		rdb.ReloadState(ctx)
+		got, err := SlotOwner(ctx, rdb, slot)
+		if err == nil && got != addr {
+			err = fmt.Errorf("slot %d still on %s", slot, got)
+		}
+		return err
+	})
+}
+
+// replicaOf finds a replica of the master at addr among the cluster's nodes.
+func replicaOf(t testing.TB, rdb *redis.ClusterClient, master string) (string, *redis.Client) {
+	t.Helper()
+	for _, a := range rdb.Options().Addrs {
+		c := nodeClient(t, a)
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+portOf(master)+"\r") {
+			return a, c
+		}
+	}
+	t.Fatalf("no replica of %s", master)
+	return "", nil
+}
+
+func processID(t testing.TB, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "process_id:")
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("process id of %s: %v", c.Options().Addr, err)
+	}
+	return pid
+}
+
+func nodeClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func portOf(addr string) string {
+	_, port, _ := strings.Cut(addr, ":")
+	return port
 }

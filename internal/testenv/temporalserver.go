@@ -252,19 +252,27 @@ func temporalHealthy(ctx context.Context, hostPort string) error {
 	return err
 }
 
-// freePortRange returns the first of n consecutive ports on 127.0.0.1 that were free a moment
-// ago: a random start, so parallel tests rarely race for the same range, below Linux's
-// ephemeral range (32768 and up), where outgoing connections would take them.
+// freePortRange is FreePortBase for a test.
 func freePortRange(t testing.TB, n int) int {
 	t.Helper()
+	base, err := FreePortBase(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
+// FreePortBase returns the first of n consecutive ports on 127.0.0.1 that were free a moment
+// ago: a random start, so parallel users rarely race for the same range, below Linux's
+// ephemeral range (32768 and up), where outgoing connections would take them.
+func FreePortBase(n int) (int, error) {
 	for range 100 {
 		base := 20000 + rand.IntN(12000)
 		if portsFree(base, n) {
-			return base
+			return base, nil
 		}
 	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
+	return 0, fmt.Errorf("no %d consecutive free ports", n)
 }
 
 func portsFree(base, n int) bool {

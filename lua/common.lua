@@ -1,0 +1,175 @@
+-- common.lua: helpers that scripts.go puts in front of every script, so no script repeats them.
+--
+-- hold-ends:{sku} is the hash of a SKU's hold-end markers: holder -> "released:<expiry>" or
+-- "committed:<expiry>" (expiry in Unix seconds of Redis's clock, after which sweep.lua may
+-- delete it), or "rebuilt" (a placeholder hold from rebuild.lua or reconcile.lua, no expiry).
+-- Its field ":layout" is never deleted, so the hash always exists once the SKU was stocked:
+-- in a Redis Cluster a script that declares a missing key gets TRYAGAIN for as long as its
+-- slot migrates, while every declared key that exists moves with the slot.
+
+-- int_arg parses a decimal integer argument from min to max, or returns nil.
+local function int_arg(s, min, max)
+  if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < min or n > max then
+    return nil
+  end
+  return n
+end
+
+-- gen_arg parses a gen (a count of changes, up to 15 digits), or returns nil.
+local function gen_arg(s)
+  if type(s) ~= 'string' or #s > 15 or not string.match(s, '^[0-9]+$') then
+    return nil
+  end
+  return tonumber(s)
+end
+
+-- hold_end returns holder's marker: 'released', 'committed', 'rebuilt' or nil.
+local function hold_end(ends, holder)
+  local v = redis.call('HGET', ends, holder)
+  if not v then
+    return nil
+  end
+  return string.match(v, '^[a-z]+')
+end
+
+-- keep_ends makes sure the markers hash exists (see ":layout" above).
+local function keep_ends(ends)
+  redis.call('HSETNX', ends, ':layout', '2')
+end
+
+-- end_hold writes holder's marker how ('released' or 'committed'), kept ttl seconds.
+local function end_hold(ends, holder, how, ttl)
+  local now = tonumber(redis.call('TIME')[1])
+  keep_ends(ends)
+  redis.call('HSET', ends, holder, how .. ':' .. (now + ttl))
+end
+
+-- holder_args checks the arguments reserve, release, commit and forfeit share: ARGV[1] a
+-- holder id, ARGV[2] a decimal integer from 1 to max (quantity or TTL), ARGV[3] the gen the
+-- caller has seen. It returns nil, holder, the integer, seen; or the INVALID_ARGUMENT reply.
+local function holder_args(max)
+  local holder = ARGV[1]
+  if type(holder) ~= 'string' or #holder == 0 then
+    return {10, 1, 0, 0}
+  end
+  local n = int_arg(ARGV[2], 1, max)
+  if n == nil then
+    return {10, 2, 0, 0}
+  end
+  local seen = gen_arg(ARGV[3])
+  if seen == nil then
+    return {10, 3, 0, 0}
+  end
+  return nil, holder, n, seen
+end
+
+-- end_args checks the arguments of the scripts that end a hold (release, commit, forfeit):
+-- ARGV[1] holder, ARGV[2] tombstone TTL, ARGV[3] the gen the caller has seen, the gen of the
+-- stock hash against it, and the holder's hold-end marker. It returns the reply to refuse
+-- with (INVALID_ARGUMENT, ROLLED_BACK, ALREADY_RELEASED, ALREADY_COMMITTED); or nil, the
+-- holder, the TTL, the gen and the quantity held (nil: none).
+local function end_args(stock, holds, ends)
+  local refusal, holder, ttl, seen = holder_args(315360000)
+  if refusal then
+    return refusal
+  end
+  local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
+  if gen < seen then
+    return {12, gen, seen, gen}
+  end
+  local ended = hold_end(ends, holder)
+  if ended == 'released' then
+    return {6, 0, 0, gen}
+  elseif ended == 'committed' then
+    return {7, 0, 0, gen}
+  end
+  return nil, holder, ttl, gen, tonumber(redis.call('HGET', holds, holder))
+end
+
+-- drop_hold ends holder's live hold of quantity units as how ('released' or 'committed'):
+-- held drops by quantity, available grows by back (the units given back: all of them for a
+-- release, none for a commit or a forfeit), gen is bumped and the marker written. keys are
+-- the script's KEYS (stock, holds, hold-ends). The stock hash is only touched if it exists,
+-- so a hold outliving it cannot recreate a partial hash with no max_per_order. It returns
+-- the OK reply {0, quantity, available after, gen}.
+local function drop_hold(keys, holder, quantity, back, how, ttl, gen)
+  local available = 0
+  if redis.call('EXISTS', keys[1]) == 1 then
+    if back > 0 then
+      available = redis.call('HINCRBY', keys[1], 'available', back)
+    else
+      available = tonumber(redis.call('HGET', keys[1], 'available')) or 0
+    end
+    redis.call('HINCRBY', keys[1], 'held', -quantity)
+    gen = redis.call('HINCRBY', keys[1], 'gen', 1)
+  end
+  redis.call('HDEL', keys[2], holder)
+  end_hold(keys[3], holder, how, ttl)
+  return {0, quantity, available, gen}
+end
+
+-- start_hold is what the scripts that take a hold (reserve, stage_change) check first: the
+-- SKU is stocked, its gen is not below seen, and holder's hold did not end. It returns the
+-- reply to refuse with (NOT_STOCKED, ROLLED_BACK, HOLD_ENDED); or nil, the gen and the
+-- holder's marker (nil or 'rebuilt').
+local function start_hold(stock, ends, holder, seen)
+  if redis.call('EXISTS', stock) == 0 then
+    return {1, 0, 0, 0}
+  end
+  local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
+  if gen < seen then
+    return {12, gen, seen, gen}
+  end
+  keep_ends(ends)
+  local ended = hold_end(ends, holder)
+  if ended == 'released' then
+    return {2, 1, 0, gen}
+  elseif ended == 'committed' then
+    return {2, 2, 0, gen}
+  end
+  return nil, gen, ended
+end
+
+-- settle ends a live hold whose end Postgres already recorded, as its owner will: committed
+-- (a confirmed order, a recorded decrease) or released (a recorded increase, "~i...", or a
+-- checkout that ended without a sale, passed as "!<checkout>").
+local function settle(holds, ends, holder, ttl)
+  local how = 'committed'
+  if string.sub(holder, 1, 1) == '!' then
+    holder, how = string.sub(holder, 2), 'released'
+  elseif string.sub(holder, 1, 2) == '~i' then
+    how = 'released'
+  end
+  if redis.call('HDEL', holds, holder) == 1 then
+    end_hold(ends, holder, how, ttl)
+  end
+end
+
+-- restore gives an open checkout that has neither a hold nor a marker a placeholder hold,
+-- marked "rebuilt"; it reports whether it did.
+local function restore(holds, ends, holder, quantity)
+  if not hold_end(ends, holder) and redis.call('HSETNX', holds, holder, quantity) == 1 then
+    redis.call('HSET', ends, holder, 'rebuilt')
+    return true
+  end
+  return false
+end
+
+-- count_held sums the live holds, and apart the increases not yet recorded ("~i..."), which
+-- on_hand does not count yet.
+local function count_held(holds)
+  local held, unbacked = 0, 0
+  local all = redis.call('HGETALL', holds)
+  for i = 1, #all, 2 do
+    local q = tonumber(all[i + 1]) or 0
+    held = held + q
+    if string.sub(all[i], 1, 2) == '~i' then
+      unbacked = unbacked + q
+    end
+  end
+  return held, unbacked
+end
