@@ -69,11 +69,11 @@ func modulePackages(t *testing.T) []goPackage {
 }
 
 // testSupport are the packages only tests may import.
-var testSupport = []string{"/internal/testenv", "/internal/openapitest", "/payments/stripetest"}
+var testSupport = []string{"/internal/checkouttest", "/internal/testenv", "/internal/openapitest", "/payments/stripetest"}
 
 // testOnly are the packages that are tests, tools or test support, not the product: they may
 // import anything of the module.
-var testOnly = []string{"", "/bench", "/e2e", "/e2e/console", "/faults", "/internal/testenv", "/internal/openapitest", "/payments/stripetest"}
+var testOnly = []string{"", "/bench", "/e2e", "/e2e/console", "/faults", "/internal/checkouttest", "/internal/testenv", "/internal/openapitest", "/payments/stripetest"}
 
 // mayImport is, for each product package, all of the product it may import (README,
 // "Layout"). A package missing here fails the test until its place is decided: add it here

@@ -1,14 +1,9 @@
 package audit_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,88 +11,50 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-	"github.com/stripe/stripe-go/v82/webhook"
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/audit"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
 	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
-)
-
-const (
-	adminToken    = "test-admin-token"
-	webhookSecret = "whsec_audit_test"
 )
 
 // stack is the product on real services: a Temporal dev server, a fresh Postgres database,
 // Redis, a local Stripe for refunds, the worker, and the API in process.
 type stack struct {
-	t     *testing.T
-	tc    client.Client
-	pool  *pgxpool.Pool
-	rdb   *redis.Client
-	stock *lua.Stock
-	api   string
-	strp  *stripetest.Server
+	*checkouttest.Product
+	t    *testing.T
+	tc   client.Client
+	pool *pgxpool.Pool
+	rdb  redis.UniversalClient
+	strp *stripetest.Server
 }
 
 func newStack(t *testing.T) *stack {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
-	_, pool := testenv.Postgres(t)
-	s := &stack{t: t, tc: srv.Client(), pool: pool, rdb: testenv.Redis(t), strp: stripetest.New(t)}
-	s.stock = lua.New(s.rdb)
-	db := store.New(pool)
-	inv := &inventory.Inventory{Store: db, Stock: s.stock}
-	provider := payments.NewStripe(s.strp.Key(), payments.WithStripeAPIURL(s.strp.URL()))
-	w := worker.New(s.tc, &activities.Activities{Store: db, Stock: s.stock, Temporal: s.tc,
-		Payments: map[string]payments.Provider{"stripe": provider}})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	hs := httptest.NewServer(api.New(
-		api.Config{AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, DefaultPaymentTimeoutSeconds: 900},
-		api.Deps{Temporal: s.tc, Catalog: db, Inventory: inv, Records: db, Payments: db, Logger: logger,
-			Audit: s.auditor()}))
-	t.Cleanup(hs.Close)
-	s.api = hs.URL
-	return s
+	strp := stripetest.New(t)
+	p := checkouttest.Start(t, checkouttest.Options{
+		API:      api.Config{DefaultPaymentTimeoutSeconds: 900},
+		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(strp.Key(), payments.WithStripeAPIURL(strp.URL()))},
+	})
+	return &stack{Product: p, t: t, tc: p.Temporal, pool: p.Pool, rdb: p.Redis, strp: strp}
 }
 
 // auditor judges everything at once (no grace): the tests audit at rest.
-func (s *stack) auditor() *audit.Auditor {
-	return audit.New(s.pool, s.rdb, s.tc, audit.Options{Grace: -1})
-}
+func (s *stack) auditor() *audit.Auditor { return s.Auditor() }
 
 func (s *stack) do(method, path string, body any, header map[string]string) (int, []byte) {
 	s.t.Helper()
-	var r io.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		r = bytes.NewReader(raw)
-	}
-	req, _ := http.NewRequestWithContext(s.t.Context(), method, s.api+path, r)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	a, err := s.Client.Do(s.t.Context(), method, path, body, header, nil)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
+	return a.Code, a.Body
 }
 
 func (s *stack) sku(onHand int64) string {
@@ -105,7 +62,7 @@ func (s *stack) sku(onHand int64) string {
 	s.t.Cleanup(func() { s.rdb.Del(s.t.Context(), lua.StockKey(sku), lua.HoldsKey(sku)) })
 	code, raw := s.do(http.MethodPut, "/v1/inventory/"+sku,
 		map[string]any{"on_hand": onHand, "price_cents": 1_000, "currency": "usd", "max_per_order": 5},
-		map[string]string{"Authorization": "Bearer " + adminToken})
+		map[string]string{"Authorization": "Bearer " + checkouttest.AdminToken})
 	if code != http.StatusOK {
 		s.t.Fatalf("stock %s: %d %s", sku, code, raw)
 	}
@@ -129,23 +86,10 @@ func (s *stack) checkout(sku string, timeoutSeconds int) string {
 // intent the local Stripe knows (so a refund of it succeeds), and returns the intent's id.
 func (s *stack) pay(checkoutID string) string {
 	pi := s.strp.AddIntent(checkoutID, "succeeded", 1_000, "usd")
-	body, _ := json.Marshal(map[string]any{
-		"id": "evt_" + pi + "_" + checkoutID, "object": "event", "type": "payment_intent.succeeded", "api_version": "2024-06-20",
-		"data": map[string]any{"object": map[string]any{
-			"id": pi, "object": "payment_intent", "amount": 1_000, "amount_received": 1_000,
-			"currency": "usd", "metadata": map[string]string{"checkout_id": checkoutID},
-		}},
-	})
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
-	req, _ := http.NewRequestWithContext(s.t.Context(), http.MethodPost, s.api+"/v1/webhooks/stripe", bytes.NewReader(body))
-	req.Header.Set("Stripe-Signature", signed.Header)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("pay %s: %v", checkoutID, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		s.t.Fatalf("pay %s: webhook answered %d", checkoutID, resp.StatusCode)
+	a, status, err := s.Client.SendStripe(s.t.Context(), checkouttest.StripeEvent{ID: "evt_" + pi + "_" + checkoutID,
+		Type: "payment_intent.succeeded", PaymentIntent: pi, CheckoutID: checkoutID, Amount: 1_000}, checkouttest.WebhookSecret)
+	if err != nil || a.Code != http.StatusOK {
+		s.t.Fatalf("pay %s: webhook answered %d %s (%v)", checkoutID, a.Code, status, err)
 	}
 	return pi
 }
@@ -153,13 +97,7 @@ func (s *stack) pay(checkoutID string) string {
 // waitFor polls cond until it holds or 30 s pass.
 func (s *stack) waitFor(what string, cond func() bool) {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	require.Eventually(s.t, cond, 30*time.Second, 50*time.Millisecond, "timed out waiting for %s", what)
 }
 
 func (s *stack) status(checkoutID string) string {
@@ -218,11 +156,11 @@ func (s *stack) audit() (audit.Report, []string) {
 	return rep, keys
 }
 
-// TestAudit runs the product through a confirmed checkout and a late, refunded payment, and
+// TestAuditNamesEachBrokenPromise runs the product through a confirmed checkout and a late, refunded payment, and
 // checks that this state audits clean; then breaks each promise for real, one at a time (the
 // product's own paths where one leads there, direct writes where only a bug or a person would),
 // and checks that the audit names exactly the new violation with the ids to act on it.
-func TestAudit(t *testing.T) {
+func TestAuditNamesEachBrokenPromise(t *testing.T) {
 	s := newStack(t)
 	a := s.sku(5)
 	confirmed := s.checkout(a, 900)
@@ -234,7 +172,7 @@ func TestAudit(t *testing.T) {
 	s.waitFor("the late payment's refund", func() bool { return s.refundStatus(latePI) == workflows.RefundRefunded })
 	// The commit follows the confirm by a moment; at rest no hold is left.
 	s.waitFor("the confirmed hold to be committed", func() bool {
-		holds, err := s.stock.Holds(t.Context(), a)
+		holds, err := s.Stock.Holds(t.Context(), a)
 		return err == nil && len(holds) == 0
 	})
 
@@ -297,7 +235,7 @@ func TestAudit(t *testing.T) {
 	step("open checkouts without a running saga", audit.CheckSagas+"|"+open+"|||", audit.CheckSagas+"|"+noSaga+"|||")
 
 	// The API serves the same report to the admin token only.
-	code, raw := s.do(http.MethodGet, "/v1/admin/audit", nil, map[string]string{"Authorization": "Bearer " + adminToken})
+	code, raw := s.do(http.MethodGet, "/v1/admin/audit", nil, map[string]string{"Authorization": "Bearer " + checkouttest.AdminToken})
 	var rep audit.Report
 	if err := json.Unmarshal(raw, &rep); code != http.StatusOK || err != nil || len(rep.Violations) != len(want) {
 		t.Errorf("GET /v1/admin/audit: %d %s, want 200 with %d violations", code, raw, len(want))

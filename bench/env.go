@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/procfs"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
@@ -216,20 +216,16 @@ func findDevServerPID(hostPort string) int {
 
 // devServerPIDs lists this process's children that run `server start-dev`.
 func devServerPIDs() []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
+	procs, _ := procfs.AllProcs()
 	self := os.Getpid()
-	for _, d := range entries {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		args := cmdline(pid)
+	var pids []int
+	for _, p := range procs {
+		args, _ := p.CmdLine()
 		if len(args) < 3 || args[1] != "server" || args[2] != "start-dev" {
 			continue
 		}
-		if ppid(pid) == self {
-			pids = append(pids, pid)
+		if st, err := p.Stat(); err == nil && st.PPID == self {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids
@@ -247,53 +243,29 @@ func (e *env) killDevServerByScan() {
 }
 
 func cmdline(pid int) []string {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(raw) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-}
-
-func ppid(pid int) int {
-	fields := statFields(pid)
-	if len(fields) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(fields[1])
-	return n
-}
-
-// statFields returns /proc/<pid>/stat after the command name: fields[0] is the state
-// (field 3 of proc(5)), so field N of proc(5) is fields[N-3].
-func statFields(pid int) []string {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return nil
 	}
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
+	args, _ := p.CmdLine()
+	return args
 }
-
-// clockTicks is USER_HZ, the unit of utime and stime in /proc; 100 on every Linux
-// architecture Go supports.
-const clockTicks = 100
 
 // processCPU is the user+system CPU time a process has used, from /proc/<pid>/stat.
 func processCPU(pid int) (time.Duration, error) {
-	f := statFields(pid)
-	if len(f) < 13 {
-		return 0, fmt.Errorf("read /proc/%d/stat: process gone or unreadable", pid)
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d: %w", pid, err)
 	}
-	utime, err1 := strconv.ParseInt(f[14-3], 10, 64)
-	stime, err2 := strconv.ParseInt(f[15-3], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	return statCPU(p)
+}
+
+func statCPU(p procfs.Proc) (time.Duration, error) {
+	st, err := p.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d/stat: %w", p.PID, err)
 	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return time.Duration(st.CPUTime() * float64(time.Second)), nil
 }
 
 // redisCPU is the Redis server's user+system CPU time, from INFO cpu.
@@ -320,17 +292,13 @@ func (e *env) redisCPU(ctx context.Context) (time.Duration, error) {
 // its backends), from /proc: a backend that exits within a phase takes its CPU with it, so
 // this undercounts short-lived connections (the pools here keep theirs open).
 func postgresCPU() time.Duration {
-	entries, _ := os.ReadDir("/proc")
+	procs, _ := procfs.AllProcs()
 	var total time.Duration
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, p := range procs {
+		if comm, err := p.Comm(); err != nil || comm != "postgres" {
 			continue
 		}
-		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "postgres" {
-			continue
-		}
-		if d, err := processCPU(pid); err == nil {
+		if d, err := statCPU(p); err == nil {
 			total += d
 		}
 	}
@@ -377,21 +345,29 @@ func machineFacts(ctx context.Context) *facts {
 	f.add("nproc", shell(ctx, "nproc"))
 	f.add("free -m", "\n"+shell(ctx, "free", "-m"))
 	model := "unknown"
-	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			model = cpus[0].ModelName
 		}
 	}
 	f.add("CPU", model)
 	f.add("kernel", shell(ctx, "uname", "-sr"))
 	f.add("Go", runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+", GOMAXPROCS "+strconv.Itoa(runtime.GOMAXPROCS(0)))
-	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
-		f.add("load average at start", strings.Join(strings.Fields(string(raw))[:3], " "))
-	}
+	f.add("load average at start", loadAverage())
 	return f
+}
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures.
+func loadAverage() string {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return "unknown"
+	}
+	l, err := fs.LoadAvg()
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f %.2f %.2f", l.Load1, l.Load5, l.Load15)
 }
 
 func (e *env) redisVersion(ctx context.Context) string {

@@ -179,9 +179,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	r.elapsed = time.Since(started)
-	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
-		facts.add("load average at end", strings.Join(strings.Fields(string(raw))[:3], " "))
-	}
+	facts.add("load average at end", loadAverage())
 	r.facts = facts
 	fmt.Println(r.table())
 

@@ -1,23 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-	"github.com/stripe/stripe-go/v82/webhook"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -26,23 +19,27 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 const (
-	webhookSecret = "whsec_bench_secret"
-	adminToken    = "bench-admin-token-0123456789"
 	emptyQueue    = "bench-empty"
 	emptyWorkflow = "BenchEmpty"
+	adminToken    = checkouttest.AdminToken
+	webhookSecret = checkouttest.WebhookSecret
 )
+
+// newHTTPClient is the one load-generating client every HTTP phase uses: checkouttest's,
+// keep-alive with enough idle connections for the widest burst.
+func newHTTPClient() *http.Client { return checkouttest.NewClient("").HTTP }
 
 func quietLogger(l *slog.Logger) sdklog.Logger { return sdklog.NewStructuredLogger(l) }
 
-// stack is the product in this process, as e2e/flashsale_test.go runs it: the API on a
+// stack is the product in this process, wired by checkouttest as e2e runs it: the API on a
 // loopback listener, the worker, and clients with the product's default pool sizes.
 type stack struct {
 	*env
@@ -84,26 +81,12 @@ func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ 
 	}
 	s.closers = append(s.closers, s.pool.Close)
 
-	s.store, s.stock = store.New(s.pool), lua.New(s.rdb)
-	if err := s.stock.Preload(ctx); err != nil {
+	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: s.tc, Pool: s.pool, Redis: s.rdb}, checkouttest.Options{Logger: apiLogger})
+	if err != nil {
 		return nil, err
 	}
-	s.inv = &inventory.Inventory{Store: s.store, Stock: s.stock}
-	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock})
-	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("start worker: %w", err)
-	}
-	s.closers = append(s.closers, w.Stop)
-
-	e2 := api.New(api.Config{
-		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
-		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: "http://localhost:8233", Namespace: "default",
-	}, api.Deps{Temporal: s.tc, Catalog: s.store, Inventory: s.inv, Records: s.store, Payments: s.store, Gate: s.stock, Logger: apiLogger})
-	srv := httptest.NewServer(e2)
-	s.closers = append(s.closers, srv.Close)
-	s.url = srv.URL
-	s.http = newHTTPClient()
-	s.closers = append(s.closers, s.http.CloseIdleConnections)
+	s.closers = append(s.closers, p.Close)
+	s.store, s.stock, s.inv, s.url, s.http = p.Store, p.Stock, p.Inventory, p.URL, p.Client.HTTP
 	return s, nil
 }
 
@@ -114,56 +97,16 @@ func (s *stack) close() {
 	s.closers = nil
 }
 
-// newHTTPClient is the one load-generating client every HTTP phase uses: keep-alive, enough
-// idle connections for the widest burst.
-func newHTTPClient() *http.Client {
-	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
-	}}
-}
-
 type answer struct {
 	code       int
 	problem    string // the problem+json code of an error answer
 	retryAfter time.Duration
 }
 
-// do sends a request and decodes a 2xx JSON answer into out (if not nil).
+// do sends one request (no retry) and decodes a 2xx JSON answer into out (if not nil).
 func do(ctx context.Context, hc *http.Client, method, url string, body []byte, header map[string]string, out any) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-	if err != nil {
-		return answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	a := answer{code: resp.StatusCode}
-	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
-		a.retryAfter = time.Duration(secs) * time.Second
-	}
-	if err != nil {
-		return a, err
-	}
-	if resp.StatusCode >= 400 {
-		var p struct {
-			Code string `json:"code"`
-		}
-		_ = json.Unmarshal(raw, &p)
-		a.problem = p.Code
-	}
-	if out != nil && len(raw) > 0 && resp.StatusCode < 300 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return a, fmt.Errorf("decode %s %s answer %q: %w", method, url, raw, err)
-		}
-	}
-	return a, nil
+	a, err := (&checkouttest.Client{HTTP: hc}).Do(ctx, method, url, body, header, out)
+	return answer{code: a.Code, problem: a.Problem, retryAfter: a.RetryAfter}, err
 }
 
 func (s *stack) setStock(ctx context.Context, sku string, units int64, maxPerOrder int64) error {
@@ -186,54 +129,17 @@ type postResult struct {
 // postCheckout posts a cart and, like a well-behaved client, retries a 503 after its
 // Retry-After (at most maxRetries times; the same cart id makes a retry safe).
 func (s *stack) postCheckout(ctx context.Context, cartID, customerID, sku string, maxRetries int) postResult {
-	body, _ := json.Marshal(api.CheckoutRequest{CartID: cartID, CustomerID: customerID,
-		Items: []api.RequestItem{{SKU: sku, Quantity: 1}}, PaymentTimeoutSeconds: ptr[int64](600)})
+	c := checkouttest.Client{BaseURL: s.url, HTTP: s.http, MaxRetries: maxRetries}
 	var r postResult
-	for attempt := 0; ; attempt++ {
-		t := time.Now()
-		a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/checkouts", body, nil, &r.view)
-		r.latency, r.answered, r.code, r.problem, r.err = time.Since(t), time.Now(), a.code, a.problem, err
-		if err != nil {
-			r.attempts = append(r.attempts, "transport error")
-		} else {
-			r.attempts = append(r.attempts, strings.TrimSpace(strconv.Itoa(a.code)+" "+a.problem))
-		}
-		if err != nil || a.code != http.StatusServiceUnavailable || attempt == maxRetries {
-			return r
-		}
-		r.shed++
-		wait := a.retryAfter
-		if wait <= 0 {
-			wait = time.Second
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			r.err = ctx.Err()
-			return r
-		}
-	}
+	a, err := c.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: cartID, CustomerID: customerID,
+		Items: []api.RequestItem{{SKU: sku, Quantity: 1}}, PaymentTimeoutSeconds: ptr[int64](600)}, nil, &r.view)
+	r.code, r.problem, r.attempts, r.shed, r.latency, r.answered, r.err = a.Code, a.Problem, a.Attempts, a.Retried, a.Latency, a.Answered, err
+	return r
 }
 
 // pay sends a correctly signed payment_intent.succeeded for the checkout.
 func (s *stack) pay(ctx context.Context, checkoutID string, amount int64) error {
-	body, _ := json.Marshal(map[string]any{
-		"id": "evt_" + checkoutID, "object": "event", "type": "payment_intent.succeeded", "api_version": "2024-06-20",
-		"data": map[string]any{"object": map[string]any{
-			"id": "pi_" + checkoutID, "object": "payment_intent", "amount": amount, "amount_received": amount,
-			"currency": "usd", "metadata": map[string]string{"checkout_id": checkoutID},
-		}},
-	})
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
-	var out map[string]string
-	a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/webhooks/stripe", body, map[string]string{"Stripe-Signature": signed.Header}, &out)
-	if err != nil {
-		return fmt.Errorf("pay %s: %w", checkoutID, err)
-	}
-	if a.code != http.StatusOK || (out["status"] != activities.DispositionSignalled && out["status"] != "duplicate") {
-		return fmt.Errorf("pay %s: webhook answered %d %v", checkoutID, a.code, out)
-	}
-	return nil
+	return (&checkouttest.Client{BaseURL: s.url, HTTP: s.http}).Pay(ctx, checkoutID, amount, webhookSecret)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,3 +1,5 @@
+//go:build cost
+
 package e2e
 
 import (
@@ -5,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,14 +27,11 @@ import (
 
 // TestSagaCost measures what one checkout costs the Temporal server, from the server's own
 // numbers: history events (GetWorkflowHistory) and state transitions (the dev server's
-// state_transition_count metric). It runs only with SAGA_COST=1 (it is a measurement, not a
-// check); the figures it logs are quoted in BENCHMARKS.md:
+// state_transition_count metric). It is a measurement, not a check, built only with the cost
+// tag; the figures it logs are quoted in BENCHMARKS.md:
 //
-//	SAGA_COST=1 TEMPORAL_CLI=$PWD/.tools/temporal go test -count=1 -run TestSagaCost -v ./e2e/
+//	TEMPORAL_CLI=$PWD/.tools/temporal go test -tags cost -count=1 -run TestSagaCost -v ./e2e/
 func TestSagaCost(t *testing.T) {
-	if os.Getenv("SAGA_COST") == "" {
-		t.Skip("a measurement: run with SAGA_COST=1 (see the comment)")
-	}
 	metricsPort := testenv.FreePort(t)
 	var args []string
 	for name, typ := range workflows.SearchAttributeTypes {

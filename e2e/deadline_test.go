@@ -7,6 +7,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -16,18 +17,16 @@ import (
 // timer in one workflow task; the payment came first in history, so it confirms. Before the
 // fix (f5df5a1) this checkout ended expired, with no order and no refund.
 func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
-	p := startProduct(t, productOptions{NoWorker: true})
-	stopWorker := p.startWorker()
-	t.Cleanup(stopWorker)
+	p := checkouttest.Start(t, checkouttest.Options{NoWorker: true, NoAPI: true})
+	stopWorker := p.StartWorker(t)
 	s := &payStack{
-		temporal: p.tc, pool: p.pool, store: p.store, inv: p.inv,
-		api: p.serveAPI(api.Config{AdminToken: adminToken, StripeWebhookSecrets: []string{stripeSecretNew},
-			DefaultPaymentTimeoutSeconds: 600}, p.tc, false),
+		temporal: p.Temporal, pool: p.Pool, store: p.Store, inv: p.Inventory,
+		api:  p.ServeAPI(api.Config{StripeWebhookSecrets: []string{stripeSecretNew}}, p.Temporal, false),
 		http: &http.Client{Timeout: 60 * time.Second},
 		sku:  testenv.RandomID("LATE-"),
 	}
-	if _, err := p.inv.Set(t.Context(), activities.Product{SKU: s.sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
-		t.Fatalf("stock %s: %v", s.sku, err)
+	if err := p.SetStock(t.Context(), s.sku, 5, 2); err != nil {
+		t.Fatal(err)
 	}
 
 	id := testenv.RandomID("late-")
@@ -44,7 +43,7 @@ func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
 	eventually(t, "the payment deadline passes", func() (bool, string) {
 		return time.Now().After(v.ExpiresAt.Add(2 * time.Second)), "waiting"
 	})
-	t.Cleanup(p.startWorker())
+	p.StartWorker(t)
 
 	eventually(t, "the checkout ends", func() (bool, string) {
 		got := s.view(t, id)

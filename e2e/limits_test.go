@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,10 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
@@ -21,14 +19,14 @@ import (
 // API, each a different cart: exactly 2 are held (201) and every other one is 409
 // customer_limit, with nothing held for it.
 func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T) {
-	p := startProduct(t, productOptions{})
-	base := p.serveAPI(api.Config{AdminToken: adminToken, DefaultPaymentTimeoutSeconds: 600}, p.tc, true)
+	p := checkouttest.Start(t, checkouttest.Options{API: api.Config{DefaultPaymentTimeoutSeconds: 600}})
 	sku := testenv.RandomID("LIMIT-")
-	if _, err := p.inv.Set(t.Context(), activities.Product{SKU: sku, OnHand: 500, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+	if _, err := p.Inventory.Set(t.Context(), activities.Product{SKU: sku, OnHand: 500, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
 		t.Fatalf("stock %s: %v", sku, err)
 	}
 	customer, run := testenv.RandomID("u-"), testenv.RandomID("")
-	client := &http.Client{Timeout: 60 * time.Second}
+	client := checkouttest.NewClient(p.URL)
+	client.MaxRetries = 60
 
 	const carts = 1000
 	codes := map[string]int{}
@@ -38,27 +36,12 @@ func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, _ := json.Marshal(api.CheckoutRequest{CartID: fmt.Sprintf("lim-%s-%d", run, i), CustomerID: customer,
-				Items: []api.RequestItem{{SKU: sku, Quantity: 1}}})
-			answer := "no answer"
 			// A well-behaved client: a 503 is retried, with the same cart id, after Retry-After.
-			for range 60 {
-				resp, err := client.Post(base+"/v1/checkouts", "application/json", bytes.NewReader(body))
-				if err != nil {
-					answer = "error: " + err.Error()
-					break
-				}
-				var prob struct {
-					Code string `json:"code"`
-				}
-				_ = json.NewDecoder(resp.Body).Decode(&prob)
-				resp.Body.Close()
-				answer = strconv.Itoa(resp.StatusCode) + " " + prob.Code
-				if resp.StatusCode != http.StatusServiceUnavailable {
-					break
-				}
-				wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-				time.Sleep(time.Duration(max(wait, 1)) * time.Second)
+			a, err := client.Do(t.Context(), http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: fmt.Sprintf("lim-%s-%d", run, i), CustomerID: customer,
+				Items: []api.RequestItem{{SKU: sku, Quantity: 1}}}, nil, nil)
+			answer := strconv.Itoa(a.Code) + " " + a.Problem
+			if err != nil {
+				answer = "error: " + err.Error()
 			}
 			mu.Lock()
 			codes[answer]++
@@ -69,7 +52,7 @@ func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T)
 	if codes["201 "] != 2 || codes["409 customer_limit"] != carts-2 {
 		t.Errorf("answers to %d concurrent checkouts of one customer (max_per_customer 2): %v; want 2 x 201 and the rest 409 customer_limit", carts, codes)
 	}
-	v, err := p.inv.Get(t.Context(), sku)
+	v, err := p.Inventory.Get(t.Context(), sku)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,17 +64,17 @@ func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T)
 // With client tokens, the shop backend that started a cart reads and cancels it, and another
 // one cannot even see it.
 func TestClientTokensKeepCartsApartEndToEnd(t *testing.T) {
-	p := startProduct(t, productOptions{})
+	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
 	tokens, err := api.ParseClientTokens("shop-a=token-of-shop-a-0001,shop-b=token-of-shop-b-0002")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := api.Config{AdminToken: adminToken, DefaultPaymentTimeoutSeconds: 600, ClientTokens: tokens}
-	deps := api.Deps{Temporal: p.tc, Catalog: p.store, Inventory: p.inv, Records: p.store, Payments: p.store, Owners: p.store, Logger: p.logger}
+	cfg := api.Config{AdminToken: checkouttest.AdminToken, DefaultPaymentTimeoutSeconds: 600, ClientTokens: tokens}
+	deps := api.Deps{Temporal: p.Temporal, Catalog: p.Store, Inventory: p.Inventory, Records: p.Store, Payments: p.Store, Owners: p.Store, Logger: p.Logger}
 	hs := httptest.NewServer(api.New(cfg, deps))
 	t.Cleanup(hs.Close)
 	sku := testenv.RandomID("CLIENT-")
-	if _, err := p.inv.Set(t.Context(), activities.Product{SKU: sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
+	if _, err := p.Inventory.Set(t.Context(), activities.Product{SKU: sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
 		t.Fatal(err)
 	}
 	cart := testenv.RandomID("cart-")

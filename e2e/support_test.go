@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -22,7 +21,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -69,7 +72,9 @@ func fill(t *testing.T, queries map[string]string, name string, pairs ...string)
 
 // supportEnv is the product in-process with the Temporal client and, optionally, the Web UI.
 type supportEnv struct {
-	*stack
+	*checkouttest.Product
+	t        *testing.T
+	api      *checkouttest.Client // the API without the sold-out gate
 	tc       client.Client
 	frontend string // host:port of the dev server
 	ui       string // base URL of the Web UI, empty when headless
@@ -78,16 +83,12 @@ type supportEnv struct {
 func newSupportEnv(t *testing.T, withUI bool) *supportEnv {
 	// No payment provider: a refund cannot be made and gets stuck, which is exactly the
 	// "refund needs attention" case the runbook's queries must find.
-	p := startProduct(t, productOptions{UI: withUI, LogLevel: slog.LevelError})
+	p := checkouttest.Start(t, checkouttest.Options{UI: withUI, NoAPI: true,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 	// No sold-out gate: a short cart then starts a saga that ends out_of_stock, the only way
 	// support meets that state in the UI (the gate refuses most without a saga).
-	url := p.serveAPI(api.Config{
-		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
-		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: p.uiURL,
-	}, p.tc, false)
-	s := &stack{t: t, url: url, inv: p.inv, store: p.store, rdb: p.rdb, pool: p.pool,
-		http: &http.Client{Timeout: 60 * time.Second}}
-	return &supportEnv{stack: s, tc: p.tc, frontend: p.srv.FrontendHostPort(), ui: p.uiURL}
+	url := p.ServeAPI(api.Config{TemporalUIURL: p.UIURL}, p.Temporal, false)
+	return &supportEnv{Product: p, t: t, api: checkouttest.NewClient(url), tc: p.Temporal, frontend: p.DevServer.FrontendHostPort(), ui: p.UIURL}
 }
 
 // answer is an API response: the view on 2xx, the problem's code otherwise.
@@ -101,36 +102,38 @@ type answer struct {
 
 func (e *supportEnv) call(method, path, token string, body any) answer {
 	e.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, e.url+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	var header map[string]string
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		header = checkouttest.Admin(token)
 	}
-	resp, err := e.http.Do(req)
+	r, err := e.api.Do(e.t.Context(), method, path, body, header, nil)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, raw: string(raw)}
-	if resp.StatusCode < 300 {
-		if err := json.Unmarshal(raw, &a.view); err != nil {
-			e.t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+	a := answer{status: r.Code, raw: string(r.Body)}
+	if r.Code < 300 {
+		if err := json.Unmarshal(r.Body, &a.view); err != nil {
+			e.t.Fatalf("%s %s: decode %q: %v", method, path, r.Body, err)
 		}
 	} else {
 		var p api.Problem
-		_ = json.Unmarshal(raw, &p)
+		_ = json.Unmarshal(r.Body, &p)
 		a.code, a.detail = p.Code, p.Detail
 	}
 	return a
+}
+
+// stock puts onHand units of a SKU on sale at 1,999 cents, at most 2 per order.
+func (e *supportEnv) stock(sku string, onHand int64) {
+	e.t.Helper()
+	if err := e.SetStock(e.t.Context(), sku, onHand, 2); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// pay delivers a correctly signed payment_intent.succeeded for the checkout.
+func (e *supportEnv) pay(checkoutID string, amount int64) error {
+	return e.api.Pay(e.t.Context(), checkoutID, amount, checkouttest.WebhookSecret)
 }
 
 // start checks a cart out and expects it held (201).
@@ -146,33 +149,22 @@ func (e *supportEnv) start(cartID, customer string, timeout int64, items ...api.
 // waitView polls GET /v1/checkouts/{id} until ok accepts the view.
 func (e *supportEnv) waitView(checkoutID string, ok func(api.CheckoutView) bool) api.CheckoutView {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		a := e.call(http.MethodGet, "/v1/checkouts/"+checkoutID, "", nil)
-		if a.status == http.StatusOK && ok(a.view) {
-			return a.view
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("checkout %s never reached the expected view: %d %s", checkoutID, a.status, a.raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var a answer
+	require.Eventually(e.t, func() bool {
+		a = e.call(http.MethodGet, "/v1/checkouts/"+checkoutID, "", nil)
+		return a.status == http.StatusOK && ok(a.view)
+	}, 30*time.Second, 100*time.Millisecond, "checkout %s never reached the expected view", checkoutID)
+	return a.view
 }
 
 // waitClosed waits until the workflow is no longer running.
 func (e *supportEnv) waitClosed(workflowID string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		d, err := e.tc.DescribeWorkflow(context.Background(), workflowID, "")
-		if err == nil && d.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s still running at the deadline (err %v)", workflowID, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	require.EventuallyWithT(e.t, func(c *assert.CollectT) {
+		d, err := e.tc.DescribeWorkflow(e.t.Context(), workflowID, "")
+		require.NoError(c, err)
+		assert.NotEqual(c, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.Status, "%s still running", workflowID)
+	}, 30*time.Second, 100*time.Millisecond)
 }
 
 // list runs a visibility query and returns the sorted workflow ids.
@@ -204,18 +196,12 @@ func (e *supportEnv) expectSet(name, query string, want ...string) {
 	if want == nil {
 		want = []string{}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if assert.EventuallyWithT(e.t, func(c *assert.CollectT) {
 		got, err := e.list(query)
-		if err == nil && slices.Equal(got, want) {
-			e.t.Logf("query %s: %s -> %v", name, query, got)
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Errorf("query %s: %s\n got %v (err %v)\nwant %v", name, query, got, err, want)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		require.NoError(c, err)
+		assert.ElementsMatch(c, want, got, "query %s: %s", name, query)
+	}, 30*time.Second, 100*time.Millisecond) {
+		e.t.Logf("query %s: %s -> %v", name, query, want)
 	}
 }
 
@@ -263,12 +249,12 @@ func (e *supportEnv) cli(args ...string) (string, error) {
 
 func item(sku string, qty int64) api.RequestItem { return api.RequestItem{SKU: sku, Quantity: qty} }
 
-// TestSupportQueries puts checkouts in every state support meets, then runs every List
+// TestRunbookQueriesFindExactlyTheirCheckouts puts checkouts in every state support meets, then runs every List
 // Filter query of the runbook through the SDK client and asserts the exact sets of workflow
 // ids. It also checks what the UI shows: the view's temporal_ui link answering on the dev
 // server's Web UI, the summaries, details and current details recorded for it, and how a
 // finished checkout is answered by the API.
-func TestSupportQueries(t *testing.T) {
+func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	e := newSupportEnv(t, true)
 	queries := runbookQueries(t)
 	run := testenv.RandomID("")
@@ -291,14 +277,14 @@ func TestSupportQueries(t *testing.T) {
 	f := e.start("f-"+run, u7, 2, item(phone, 1))                   // left to expire
 	g := e.start("g-"+run, u9, 600, item(charger, 1))               // paid the wrong amount
 
-	if code, err := e.pay(d.CheckoutID, "evt_"+d.CheckoutID, d.AmountCents); err != nil || code != http.StatusOK {
-		t.Fatalf("pay %s: %d %v", d.CheckoutID, code, err)
+	if err := e.pay(d.CheckoutID, d.AmountCents); err != nil {
+		t.Fatalf("pay %s: %v", d.CheckoutID, err)
 	}
 	if got := e.call(http.MethodPost, "/v1/checkouts/"+ca.CheckoutID+"/cancel", "", nil); got.status != http.StatusOK {
 		t.Fatalf("cancel %s: %d %s", ca.CheckoutID, got.status, got.raw)
 	}
-	if code, err := e.pay(g.CheckoutID, "evt_"+g.CheckoutID, g.AmountCents+100); err != nil || code != http.StatusOK {
-		t.Fatalf("pay %s the wrong amount: %d %v", g.CheckoutID, code, err)
+	if err := e.pay(g.CheckoutID, g.AmountCents+100); err != nil {
+		t.Fatalf("pay %s the wrong amount: %v", g.CheckoutID, err)
 	}
 	refundG := workflows.RefundWorkflowID("stripe", "pi_"+g.CheckoutID)
 	short := e.call(http.MethodPost, "/v1/checkouts", "", api.CheckoutRequest{CartID: "h-" + run, CustomerID: u7, // out of stock
@@ -366,11 +352,11 @@ func TestSupportQueries(t *testing.T) {
 	}
 
 	// A stuck refund answers support's retry (and, with still no provider, stays stuck).
-	ref := e.call(http.MethodPost, "/v1/admin/refunds/stripe/pi_"+g.CheckoutID+"/retry", adminToken, nil)
+	ref := e.call(http.MethodPost, "/v1/admin/refunds/stripe/pi_"+g.CheckoutID+"/retry", checkouttest.AdminToken, nil)
 	if ref.status != http.StatusOK || !strings.Contains(ref.raw, `"status":"stuck"`) {
 		t.Errorf("retry stuck refund: %d %s, want 200 with the stuck refund", ref.status, ref.raw)
 	}
-	if got := e.call(http.MethodPost, "/v1/admin/refunds/stripe/pi_nope-"+run+"/retry", adminToken, nil); got.status != http.StatusConflict || got.code != "not_open" {
+	if got := e.call(http.MethodPost, "/v1/admin/refunds/stripe/pi_nope-"+run+"/retry", checkouttest.AdminToken, nil); got.status != http.StatusConflict || got.code != "not_open" {
 		t.Errorf("retry unknown refund: %d %s, want 409 not_open", got.status, got.raw)
 	}
 
@@ -460,29 +446,25 @@ type httpAnswer struct {
 // waitHTTP GETs url, retrying connection errors until the UI server is up.
 func waitHTTP(t *testing.T, url string) httpAnswer {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var got httpAnswer
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		resp, err := http.Get(url)
-		if err == nil {
-			raw, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return httpAnswer{resp.StatusCode, string(raw)}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		require.NoError(c, err)
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		got = httpAnswer{resp.StatusCode, string(raw)}
+	}, 30*time.Second, 100*time.Millisecond)
+	return got
 }
 
 func sameString(a, b *string) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
-// TestSupportActions drives each support update end to end through the API with the admin
+// TestSupportActionsWorkThroughTheAdminAPI drives each support update end to end through the API with the admin
 // token: extend (and its validator's refusals), cancel by support (stock released), retry
 // with nothing stuck, and every action on a finished or unknown checkout.
-func TestSupportActions(t *testing.T) {
+func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 	e := newSupportEnv(t, false)
 	run := testenv.RandomID("")
 	phone := "PHONE-" + run
@@ -503,7 +485,7 @@ func TestSupportActions(t *testing.T) {
 	}
 
 	// extend: accepted, the deadline (view and search attribute) moves by exactly that much.
-	ext := admin("extend", x.CheckoutID, adminToken, map[string]int64{"seconds": 600})
+	ext := admin("extend", x.CheckoutID, checkouttest.AdminToken, map[string]int64{"seconds": 600})
 	wantExpiry := x.ExpiresAt.Add(600 * time.Second)
 	if ext.status != http.StatusOK || ext.view.ExpiresAt == nil || !ext.view.ExpiresAt.Equal(wantExpiry) {
 		t.Fatalf("extend by 600 s: %d %s, want 200 with expires_at %s", ext.status, ext.raw, wantExpiry)
@@ -530,16 +512,16 @@ func TestSupportActions(t *testing.T) {
 		{"over a day", map[string]int64{"seconds": 86_401}, http.StatusUnprocessableEntity, "invalid_request"},
 		{"unknown field", map[string]any{"minutes": 5}, http.StatusBadRequest, "invalid_json"},
 	} {
-		if got := admin("extend", x.CheckoutID, adminToken, tc.body); got.status != tc.code || got.code != tc.want {
+		if got := admin("extend", x.CheckoutID, checkouttest.AdminToken, tc.body); got.status != tc.code || got.code != tc.want {
 			t.Errorf("extend %s: %d %s, want %d %s", tc.name, got.status, got.raw, tc.code, tc.want)
 		}
 	}
 	// Past the cap: 600 + 600 + 86400 s stays within 48 h; another 86400 s would not.
-	if got := admin("extend", x.CheckoutID, adminToken, map[string]int64{"seconds": 86_400}); got.status != http.StatusOK {
+	if got := admin("extend", x.CheckoutID, checkouttest.AdminToken, map[string]int64{"seconds": 86_400}); got.status != http.StatusOK {
 		t.Fatalf("extend by a day: %d %s", got.status, got.raw)
 	}
 	wantExpiry = wantExpiry.Add(86_400 * time.Second)
-	capped := admin("extend", x.CheckoutID, adminToken, map[string]int64{"seconds": 86_400})
+	capped := admin("extend", x.CheckoutID, checkouttest.AdminToken, map[string]int64{"seconds": 86_400})
 	if capped.status != http.StatusUnprocessableEntity || capped.code != "invalid_request" || !strings.Contains(capped.detail, "at most 48h0m0s") {
 		t.Errorf("extend past the 48 h cap: %d %s, want 422 invalid_request naming the cap", capped.status, capped.raw)
 	}
@@ -558,31 +540,31 @@ func TestSupportActions(t *testing.T) {
 	}
 
 	// retry with nothing stuck.
-	if got := admin("retry", x.CheckoutID, adminToken, nil); got.status != http.StatusConflict || got.code != "nothing_to_retry" {
+	if got := admin("retry", x.CheckoutID, checkouttest.AdminToken, nil); got.status != http.StatusConflict || got.code != "nothing_to_retry" {
 		t.Errorf("retry with nothing stuck: %d %s, want 409 nothing_to_retry", got.status, got.raw)
 	}
 
 	// cancel by support: cancelled, and the hold is back in stock.
-	before, err := e.inv.Get(context.Background(), phone)
+	before, err := e.Inventory.Get(context.Background(), phone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancelled := admin("cancel", y.CheckoutID, adminToken, nil)
+	cancelled := admin("cancel", y.CheckoutID, checkouttest.AdminToken, nil)
 	if cancelled.status != http.StatusOK || cancelled.view.Status != workflows.StatusCancelled ||
 		cancelled.view.Reason == nil || *cancelled.view.Reason != "cancelled by support" {
 		t.Fatalf("cancel by support: %d %s, want 200 cancelled by support", cancelled.status, cancelled.raw)
 	}
-	after, err := e.inv.Get(context.Background(), phone)
+	after, err := e.Inventory.Get(context.Background(), phone)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after.Held != before.Held-2 || after.Available != before.Available+2 || after.Available+after.Held != after.OnHand {
 		t.Errorf("stock after support cancel: before %+v, after %+v; want 2 units back", before, after)
 	}
-	if held, err := e.rdb.HExists(context.Background(), lua.HoldsKey(phone), y.CheckoutID).Result(); err != nil || held {
+	if held, err := e.Redis.HExists(context.Background(), lua.HoldsKey(phone), y.CheckoutID).Result(); err != nil || held {
 		t.Errorf("cancelled checkout %s still holds %s (err %v)", y.CheckoutID, phone, err)
 	}
-	rec, err := e.store.Checkout(context.Background(), y.CheckoutID)
+	rec, err := e.Store.Checkout(context.Background(), y.CheckoutID)
 	if err != nil || rec.Status != string(workflows.StatusCancelled) || rec.Reason != "cancelled by support" {
 		t.Errorf("postgres records the support cancel as %+v (err %v)", rec, err)
 	}
@@ -595,7 +577,7 @@ func TestSupportActions(t *testing.T) {
 			if action == "extend" {
 				body = map[string]int64{"seconds": 60}
 			}
-			got := admin(action, id, adminToken, body)
+			got := admin(action, id, checkouttest.AdminToken, body)
 			if got.status != http.StatusConflict || got.code != "not_open" {
 				t.Errorf("%s %s: %d %s, want 409 not_open", action, id, got.status, got.raw)
 			}

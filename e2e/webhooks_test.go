@@ -1,24 +1,21 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-	"github.com/stripe/stripe-go/v82/webhook"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
@@ -65,64 +63,56 @@ type payStack struct {
 	fake     *stripetest.Server
 	api      string // base URL of the API with the direct client
 	cutAPI   string // base URL of the API behind the proxy
-	proxy    *tcpProxy
+	proxy    *checkouttest.Proxy
 	http     *http.Client
 	sku      string // stocked at 1,999 cents (usd), max 2 per order
 }
 
-const unitPrice = 1_999
+const unitPrice = checkouttest.UnitPrice
 
 func newPayStack(t *testing.T) *payStack {
 	fake := stripetest.New(t)
-	p := startProduct(t, productOptions{
+	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true,
 		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(fake.Key(), payments.WithStripeAPIURL(fake.URL()))},
 	})
 	serve := func(tc client.Client, requestTimeout time.Duration) string {
-		return p.serveAPI(api.Config{
-			AdminToken:             adminToken,
+		return p.ServeAPI(api.Config{
 			StripeWebhookSecrets:   []string{stripeSecretOld, stripeSecretNew},
 			StandardWebhookSecrets: map[string][]string{standardProvider: {standardSecretOld, standardSecretNew}},
 			RequestTimeout:         requestTimeout, DefaultPaymentTimeoutSeconds: 600,
 		}, tc, true)
 	}
-	proxy := newTCPProxy(t, p.srv.FrontendHostPort())
+	proxy := checkouttest.StartProxy(t, p.DevServer.FrontendHostPort())
 	s := &payStack{
-		temporal: p.tc, pool: p.pool, store: p.store, inv: p.inv, fake: fake,
-		api: serve(p.tc, 0),
+		temporal: p.Temporal, pool: p.Pool, store: p.Store, inv: p.Inventory, fake: fake,
+		api: serve(p.Temporal, 0),
 		// A short request timeout: while Temporal is unreachable the SDK retries until the
 		// request's deadline, and the test need not wait the default 15 s for each 503.
-		cutAPI: serve(p.dial(proxy.addr), 3*time.Second),
+		cutAPI: serve(checkouttest.Dial(t, proxy.Addr(), p.Logger), 3*time.Second),
 		proxy:  proxy,
 		http:   &http.Client{Timeout: 60 * time.Second},
 		sku:    testenv.RandomID("PAY-"),
 	}
-	if _, err := p.inv.Set(t.Context(), activities.Product{SKU: s.sku, OnHand: 1000, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
-		t.Fatalf("stock %s: %v", s.sku, err)
+	if err := p.SetStock(t.Context(), s.sku, 1000, 2); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.rdb.Del(context.Background(), lua.StockKey(s.sku), lua.HoldsKey(s.sku)) })
+	t.Cleanup(func() { p.Redis.Del(context.Background(), lua.StockKey(s.sku), lua.HoldsKey(s.sku)) })
 	return s
 }
 
-// post sends a body with headers to base+path and returns the status and the decoded JSON body.
+// post sends a body with headers to base+path, once, and returns the status and the
+// decoded JSON body.
 func (s *payStack) post(t *testing.T, base, path string, body []byte, header http.Header) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	h := map[string]string{}
+	for k := range header {
+		h[k] = header.Get(k)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	resp, err := s.http.Do(req)
+	a, err := (&checkouttest.Client{BaseURL: base, HTTP: s.http}).Do(t.Context(), http.MethodPost, path, body, h, nil)
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out
+	return a.Code, a.JSON()
 }
 
 // openCheckout starts a checkout of one unit and returns its view (201 required).
@@ -160,23 +150,11 @@ func (s *payStack) view(t *testing.T, id string) api.CheckoutView {
 
 // stripeEvent renders a PaymentIntent event; checkoutID "" leaves the metadata out.
 func stripeEvent(eventID, typ, checkoutID, paymentIntent string, amount int64) []byte {
-	metadata := map[string]string{}
-	if checkoutID != "" {
-		metadata["checkout_id"] = checkoutID
-	}
-	body, _ := json.Marshal(map[string]any{
-		"id": eventID, "object": "event", "type": typ, "api_version": "2025-03-31.basil",
-		"data": map[string]any{"object": map[string]any{
-			"id": paymentIntent, "object": "payment_intent", "amount": amount, "amount_received": amount,
-			"currency": "usd", "metadata": metadata,
-		}},
-	})
-	return body
+	return checkouttest.StripeEvent{ID: eventID, Type: typ, CheckoutID: checkoutID, PaymentIntent: paymentIntent, Amount: amount}.Body()
 }
 
 func stripeHeader(body []byte, secret string, at time.Time) http.Header {
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: at})
-	return http.Header{"Stripe-Signature": {signed.Header}}
+	return http.Header{"Stripe-Signature": {checkouttest.StripeSignature(body, secret, at)}}
 }
 
 // sendStripe posts a Stripe event signed now with the new secret to the API at base.
@@ -282,41 +260,28 @@ func (s *payStack) paymentSignals(t *testing.T, checkoutID string) int {
 	return n
 }
 
-// waitRefund waits for the refund workflow of a payment to finish and returns its view.
+// waitRefund waits for the refund workflow of a payment to finish and returns its view. The
+// saga starts it as an abandoned child as it ends: until then it is not found.
 func (s *payStack) waitRefund(t *testing.T, paymentIntent string) workflows.RefundView {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), settleWait)
-	defer cancel()
 	id := workflows.RefundWorkflowID("stripe", paymentIntent)
 	var v workflows.RefundView
-	for {
-		err := s.temporal.GetWorkflow(ctx, id, "").Get(ctx, &v)
-		var nf *serviceerror.NotFound
-		switch {
-		case err == nil:
-			return v
-		case errors.As(err, &nf) && ctx.Err() == nil:
-			time.Sleep(100 * time.Millisecond) // started by an abandoned child a moment later
-		default:
-			t.Fatalf("refund workflow %s: %v", id, err)
-		}
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(t.Context(), settleWait)
+		defer cancel()
+		require.NoError(c, s.temporal.GetWorkflow(ctx, id, "").Get(ctx, &v), "refund workflow %s", id)
+	}, settleWait, 100*time.Millisecond)
+	return v
 }
 
-// eventually polls cond until it holds or settleWait passes.
+// eventually polls cond until it holds or settleWait passes; the failure names what was
+// awaited and the last state cond saw.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(settleWait)
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s; last state: %s", what, settleWait, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		assert.True(c, ok, "%s: not reached; last state: %s", what, state)
+	}, settleWait, 50*time.Millisecond)
 }
 
 // webhookCase is one row of the end-to-end webhook table. The harness opens a checkout (unless
@@ -336,9 +301,9 @@ type webhookCase struct {
 	check            func(t *testing.T, s *payStack, id string) // extra assertions
 }
 
-// TestPaymentWebhooks runs every webhook case end to end over HTTP on one dev server: real
+// TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga runs every webhook case end to end over HTTP on one dev server: real
 // Postgres, Redis and Temporal, the worker refunding through a local scripted Stripe API.
-func TestPaymentWebhooks(t *testing.T) {
+func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 	started := time.Now()
 	s := newPayStack(t)
 	t.Logf("stack up in %s", time.Since(started).Round(time.Millisecond))
@@ -529,7 +494,7 @@ func TestPaymentWebhooks(t *testing.T) {
 			name: "temporal unreachable: 503 and recorded, then delivered once on redelivery",
 			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
 				body := stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)
-				s.proxy.cut()
+				s.proxy.Cut()
 				c1, _ := s.sendStripe(t, s.cutAPI, body)
 				if rows := s.events(t, id); len(rows) != 1 || rows[0].Delivered || rows[0].Disposition != "pending" {
 					t.Errorf("after the 503: rows %+v, want one recorded, not delivered", rows)
@@ -537,7 +502,7 @@ func TestPaymentWebhooks(t *testing.T) {
 				if n := s.paymentSignals(t, id); n != 0 {
 					t.Errorf("after the 503: %d payment signals, want 0", n)
 				}
-				s.proxy.restore()
+				s.proxy.Restore()
 				// The provider retries until it gets a 2xx; the client reconnects with backoff.
 				codes := []int{c1}
 				eventually(t, "redelivery answered 200", func() (bool, string) {
@@ -703,81 +668,4 @@ func TestPaymentWebhooks(t *testing.T) {
 		}
 		t.Logf("first run %+v, second run %+v; settled in %s", first, second, time.Since(caseStart).Round(time.Millisecond))
 	})
-}
-
-// tcpProxy forwards TCP connections to target; cut closes its listener and every open
-// connection (Temporal unreachable), restore listens again on the same address.
-type tcpProxy struct {
-	t      *testing.T
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	p := &tcpProxy{t: t, target: target, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}}
-	p.restore()
-	p.addr = p.ln.Addr().String()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *tcpProxy) restore() {
-	p.t.Helper()
-	var ln net.Listener
-	var err error
-	// The port was ours a moment ago; retry briefly in case the kernel still holds it.
-	for attempt := 0; attempt < 50; attempt++ {
-		if ln, err = net.Listen("tcp", p.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		p.t.Fatalf("proxy listen on %s: %v", p.addr, err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go p.serve(ln)
-}
-
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		_ = p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		_ = c.Close()
-		delete(p.conns, c)
-	}
-}
-
-func (p *tcpProxy) serve(ln net.Listener) {
-	for {
-		in, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.ln != ln { // cut while dialling
-			p.mu.Unlock()
-			_, _ = in.Close(), out.Close()
-			return
-		}
-		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
-		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
-	}
 }

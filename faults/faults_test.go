@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/audit"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -25,7 +26,7 @@ const (
 
 var saleUnits = []skuUnits{{"PHONE", 40}, {"CASE", 15}}
 
-func TestFaults(t *testing.T) {
+func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 	s := newStack(t)
 
 	t.Run("worker SIGKILL", func(t *testing.T) {
@@ -42,45 +43,21 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("redis restart", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		var down time.Duration
-		var readyz string
-		started := time.Now()
-		sl.play(t, trigger, func() {
-			at := time.Now()
-			s.redis.kill()
-			readyz = s.expectNotReady(t, "redis")
-			time.Sleep(2 * time.Second) // the outage
-			s.redis.start()
-			down = time.Since(at)
-		})
-		sl.report(t, started, "redis down (and empty after) for "+down.Round(time.Millisecond).String()+"; "+readyz)
+		sl, started := newSale(s, saleCarts, saleUnits), time.Now()
+		var outage string
+		sl.play(t, trigger, func() { outage = s.outage(t, "redis", s.redis.kill, pause(2*time.Second), s.redis.start) })
+		sl.report(t, started, "redis down (and empty after) "+outage)
 	})
 
 	t.Run("postgres stopped", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		var down time.Duration
-		var readyz string
+		sl, started := newSale(s, saleCarts, saleUnits), time.Now()
+		var outage string
 		var redeliver []*cart
-		started := time.Now()
 		sl.play(t, trigger, func() {
-			at := time.Now()
-			s.pg.stop()
-			readyz = s.expectNotReady(t, "postgres")
-			// Stripe redelivers events of already paid carts now and then: while Postgres is
-			// down such an event cannot be recorded and must be answered 5xx.
-			for _, c := range sl.paidSoFar(5) {
-				code, _ := sl.sendPayment(c, sl.paymentEvent(c))
-				if code < 500 {
-					t.Errorf("webhook for %s with postgres down: %d, want 5xx", c.id, code)
-				} else {
-					sl.webhook5xx.Add(1)
-				}
-				redeliver = append(redeliver, c)
-			}
-			time.Sleep(6 * time.Second) // the outage
-			s.pg.start()
-			down = time.Since(at)
+			outage = s.outage(t, "postgres", s.pg.stop, func() {
+				redeliver = sl.redeliverWhilePostgresIsDown(t)
+				time.Sleep(6 * time.Second)
+			}, s.pg.start)
 		})
 		// Redelivered after the outage, like Stripe would: acknowledged as a duplicate.
 		for _, c := range redeliver {
@@ -88,22 +65,13 @@ func TestFaults(t *testing.T) {
 				t.Errorf("redeliver payment of %s: %v", c.id, err)
 			}
 		}
-		sl.report(t, started, "postgres stopped for "+down.Round(time.Millisecond).String()+"; "+readyz)
+		sl.report(t, started, "postgres stopped "+outage)
 	})
 
 	t.Run("temporal unreachable from the API", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		var down time.Duration
-		var readyz string
-		started := time.Now()
-		sl.play(t, trigger, func() {
-			at := time.Now()
-			s.proxy.setCut(true)
-			readyz = s.expectNotReady(t, "temporal")
-			time.Sleep(5 * time.Second) // the outage
-			s.proxy.setCut(false)
-			down = time.Since(at)
-		})
+		sl, started := newSale(s, saleCarts, saleUnits), time.Now()
+		var outage string
+		sl.play(t, trigger, func() { outage = s.outage(t, "temporal", s.proxy.Cut, pause(5*time.Second), s.proxy.Restore) })
 		// Retry every held cart once more: it attaches to its saga (200), never a second one.
 		for _, c := range sl.winner {
 			code, _, err := s.do(http.MethodPost, "/v1/checkouts", c.body, nil, nil)
@@ -111,7 +79,7 @@ func TestFaults(t *testing.T) {
 				t.Errorf("repeated POST of %s: %d %v; want 200 from its one saga", c.id, code, err)
 			}
 		}
-		sl.report(t, started, "temporal cut off from the API for "+down.Round(time.Millisecond).String()+"; "+readyz)
+		sl.report(t, started, "temporal cut off from the API "+outage)
 	})
 
 	t.Run("payments in the window's last seconds, worker down across the deadline", func(t *testing.T) {
@@ -208,18 +176,10 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("temporal killed and restarted on its file store", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		var down time.Duration
-		var readyz string
-		started := time.Now()
-		sl.play(t, trigger, func() {
-			at := time.Now()
-			s.temporal.kill()
-			readyz = s.expectNotReady(t, "temporal")
-			s.temporal.start()
-			down = time.Since(at)
-		})
-		sl.report(t, started, "temporal SIGKILLed and back on its db file after "+down.Round(time.Millisecond).String()+"; "+readyz)
+		sl, started := newSale(s, saleCarts, saleUnits), time.Now()
+		var outage string
+		sl.play(t, trigger, func() { outage = s.outage(t, "temporal", s.temporal.kill, func() {}, s.temporal.start) })
+		sl.report(t, started, "temporal SIGKILLed and back on its db file, down "+outage)
 	})
 
 	t.Run("webhooks before their checkouts", func(t *testing.T) {
@@ -261,6 +221,35 @@ var (
 )
 
 // expectNotReady polls /readyz until it answers 503 naming the dependency that is down.
+// outage takes dep down with stop, checks that /readyz names it, runs during (the outage),
+// brings dep back with start, and says how long it was down and what /readyz answered.
+func (s *stack) outage(t *testing.T, dep string, stop, during, start func()) string {
+	at := time.Now()
+	stop()
+	readyz := s.expectNotReady(t, dep)
+	during()
+	start()
+	return "for " + time.Since(at).Round(time.Millisecond).String() + "; " + readyz
+}
+
+func pause(d time.Duration) func() { return func() { time.Sleep(d) } }
+
+// redeliverWhilePostgresIsDown redelivers the events of a few paid carts, as Stripe does
+// now and then: while Postgres is down such an event cannot be recorded and must be
+// answered 5xx. It returns those carts, to redeliver after the outage.
+func (sl *sale) redeliverWhilePostgresIsDown(t *testing.T) (redeliver []*cart) {
+	for _, c := range sl.paidSoFar(5) {
+		code, _ := sl.sendPayment(c, sl.paymentEvent(c))
+		if code < 500 {
+			t.Errorf("webhook for %s with postgres down: %d, want 5xx", c.id, code)
+		} else {
+			sl.webhook5xx.Add(1)
+		}
+		redeliver = append(redeliver, c)
+	}
+	return redeliver
+}
+
 func (s *stack) expectNotReady(t *testing.T, dep string) string {
 	var code int
 	var checks map[string]string
@@ -284,9 +273,9 @@ func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 	faultOver := time.Since(started)
 	took, violations := sl.settle(t, settleBy)
 	// The operator's audit, across Postgres, Redis and Temporal, must agree: nothing to act on.
-	report, err := audit.New(sl.s.pool, sl.s.rdb, sl.s.tc, audit.Options{Grace: -1}).Run(t.Context())
-	if err != nil || !report.Clean() {
-		t.Errorf("audit after the fault: %v; violations %+v", err, report.Violations)
+	report, err := checkouttest.CheckInvariants(t.Context(), audit.New(sl.s.pool, sl.s.rdb, sl.s.tc, audit.Options{Grace: -1}))
+	if err != nil {
+		t.Errorf("audit after the fault: %v", err)
 	}
 	violations += len(report.Violations)
 	f := sl.figures()

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stripe/stripe-go/v82/webhook"
 	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -216,14 +216,7 @@ func (c *cart) amount() int64 {
 // paymentEvent is the body of the cart's payment_intent.succeeded event (one event id per
 // cart), for the cart's price: the buyer pays what the cart costs, whatever the API answered.
 func (sl *sale) paymentEvent(c *cart) []byte {
-	body, _ := json.Marshal(map[string]any{
-		"id": "evt_" + c.id, "object": "event", "type": "payment_intent.succeeded", "api_version": "2024-06-20",
-		"data": map[string]any{"object": map[string]any{
-			"id": "pi_" + c.id, "object": "payment_intent", "amount": c.amount(), "amount_received": c.amount(),
-			"currency": "usd", "metadata": map[string]string{"checkout_id": c.id},
-		}},
-	})
-	return body
+	return checkouttest.Paid(c.id, c.amount()).Body()
 }
 
 // sendPayment delivers one signed payment event once.
@@ -239,9 +232,9 @@ func (sl *sale) sendPayment(c *cart, body []byte) (int, error) {
 
 // sendWebhook signs and sends one Stripe event and returns the answer's status field.
 func (sl *sale) sendWebhook(body []byte) (int, string, error) {
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
 	var answer map[string]string
-	code, _, err := sl.s.do(http.MethodPost, "/v1/webhooks/stripe", body, map[string]string{"Stripe-Signature": signed.Header}, &answer)
+	code, _, err := sl.s.do(http.MethodPost, "/v1/webhooks/stripe", body,
+		map[string]string{"Stripe-Signature": checkouttest.StripeSignature(body, webhookSecret, time.Now())}, &answer)
 	return code, answer["status"], err
 }
 

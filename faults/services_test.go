@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,7 +21,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +41,35 @@ func waitFor(within time.Duration, cond func() error) error {
 			return err
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startLogged starts cmd with its output appended to the file at logPath and returns a
+// channel closed when the process has exited.
+func startLogged(t testing.TB, cmd *exec.Cmd, logPath, what string) chan struct{} {
+	t.Helper()
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		t.Fatalf("start %s: %v", what, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
+	return exited
+}
+
+// stopProcess sends sig and gives the process grace to exit before it is killed.
+func stopProcess(cmd *exec.Cmd, exited <-chan struct{}, sig os.Signal, grace time.Duration) {
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
 	}
 }
 
@@ -230,20 +257,9 @@ func startTemporal(t testing.TB, dir, name string) *temporalServer {
 // start runs the server on its port and db file and waits until it answers.
 func (s *temporalServer) start() {
 	s.t.Helper()
-	logFile, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	cmd := exec.Command(testenv.TemporalCLI(s.t), s.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start temporal dev server: %v", err)
-	}
-	s.cmd = cmd
-	exited := make(chan struct{})
-	s.exited = exited
-	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
-	err = waitFor(60*time.Second, func() error {
+	s.cmd = exec.Command(testenv.TemporalCLI(s.t), s.args...)
+	s.exited = startLogged(s.t, s.cmd, s.log, "temporal dev server")
+	err := waitFor(60*time.Second, func() error {
 		c, err := client.Dial(client.Options{HostPort: s.addr, Namespace: "default", Logger: quietLogger{}})
 		if err != nil {
 			return err
@@ -274,13 +290,7 @@ func (s *temporalServer) stop() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
+	stopProcess(s.cmd, s.exited, syscall.SIGINT, 10*time.Second)
 	s.cmd = nil
 }
 
@@ -301,21 +311,12 @@ func (w *workerProcess) start() {
 	w.t.Helper()
 	w.runs++
 	w.log = filepath.Join(w.dir, fmt.Sprintf("%s-%d.log", w.name, w.runs))
-	logFile, err := os.Create(w.log)
-	if err != nil {
-		w.t.Fatal(err)
-	}
 	cmd := exec.Command(w.bin, "worker")
 	cmd.Env = append(os.Environ(), w.env...)
 	cmd.Env = append(cmd.Env, "WORKER_METRICS_ADDR=127.0.0.1:"+testenv.FreePort(w.t))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		w.t.Fatalf("start worker: %v", err)
-	}
 	w.cmd = cmd
-	exited := make(chan struct{})
+	exited := startLogged(w.t, cmd, w.log, "worker")
 	w.exited = exited
-	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
 	waitErr := waitFor(60*time.Second, func() error {
 		select {
 		case <-exited:
@@ -356,95 +357,8 @@ func (w *workerProcess) stop() {
 		return
 	}
 	w.resume() // a paused process would not act on SIGTERM
-	_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-w.exited:
-	case <-time.After(15 * time.Second):
-		_ = w.cmd.Process.Kill()
-		<-w.exited
-	}
+	stopProcess(w.cmd, w.exited, syscall.SIGTERM, 15*time.Second)
 	w.cmd = nil
-}
-
-// temporalProxy forwards TCP to Temporal's frontend; while cut, it drops every connection,
-// so the API sees Temporal as unreachable while the worker (connected directly) carries on.
-type temporalProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-}
-
-func startProxy(t testing.TB, target string) *temporalProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &temporalProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
-	return p
-}
-
-func (p *temporalProxy) addr() string { return p.ln.Addr().String() }
-
-// retarget sends new connections to another Temporal frontend and drops the open ones, so
-// the API's client reconnects to it.
-func (p *temporalProxy) retarget(target string) {
-	p.mu.Lock()
-	p.target = target
-	p.mu.Unlock()
-	p.setCut(true)
-	p.setCut(false)
-}
-
-func (p *temporalProxy) serve() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			_ = in.Close()
-			continue
-		}
-		target := p.target
-		p.mu.Unlock()
-		out, err := net.DialTimeout("tcp", target, 2*time.Second)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
-			_ = dst.Close()
-			_ = src.Close()
-			p.mu.Lock()
-			delete(p.conns, dst)
-			delete(p.conns, src)
-			p.mu.Unlock()
-		}
-		go pipe(in, out)
-		go pipe(out, in)
-	}
-}
-
-// setCut cuts (true) or restores (false) the API's way to Temporal.
-func (p *temporalProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			_ = c.Close()
-		}
-	}
 }
 
 // quietLogger drops the SDK's log lines of the suite's own clients.

@@ -1,14 +1,11 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +19,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
-	"github.com/checkout-saga/checkout-saga/inventory"
-	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -44,7 +40,7 @@ type stack struct {
 	redis    *redisServer
 	pg       *postgresCluster
 	temporal *temporalServer
-	proxy    *temporalProxy
+	proxy    *checkouttest.Proxy
 	bin      string // the built cmd/checkout
 	worker   *workerProcess
 	pool     *pgxpool.Pool
@@ -116,7 +112,7 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	s.worker.start()
 
 	// The API runs here, with its own Temporal client through a proxy the suite can cut.
-	s.proxy = startProxy(t, s.temporal.addr)
+	s.proxy = checkouttest.StartProxy(t, s.temporal.addr)
 	logFile, err := os.Create(filepath.Join(dir, "api.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -131,21 +127,18 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 		}
 	})
 	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	apiClient, err := client.Dial(client.Options{HostPort: s.proxy.addr(), Namespace: "default", Logger: quietLogger{}})
+	apiClient, err := client.Dial(client.Options{HostPort: s.proxy.Addr(), Namespace: "default", Logger: quietLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(apiClient.Close)
-	store, stock := store.New(s.pool), lua.New(s.rdb)
-	e := api.New(api.Config{
-		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
-		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: "http://localhost:8233", Namespace: "default",
-		RequestTimeout: requestTimeout,
-	}, api.Deps{
-		Temporal: apiClient, Catalog: store, Inventory: &inventory.Inventory{Store: store, Stock: stock},
-		Records: store, Payments: store, Gate: stock, Logger: logger,
+	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: apiClient, Pool: s.pool, Redis: s.rdb}, checkouttest.Options{
+		NoWorker: true, Logger: logger,
+		API: api.Config{
+			AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, RequestTimeout: requestTimeout,
+		},
 		Ready: map[string]func(context.Context) error{
-			"postgres": store.Ping,
+			"postgres": store.New(s.pool).Ping,
 			"redis":    func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() },
 			"temporal": func(ctx context.Context) error {
 				_, err := apiClient.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -153,11 +146,13 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 			},
 		},
 	})
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	s.url = srv.URL
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	s.url = p.URL
 	t.Logf("stack up in %s: redis %s, postgres :%s, temporal %s (API via proxy %s), worker pid %d",
-		time.Since(started).Round(time.Millisecond), s.redisURL, s.pg.port, s.temporal.addr, s.proxy.addr(), s.worker.cmd.Process.Pid)
+		time.Since(started).Round(time.Millisecond), s.redisURL, s.pg.port, s.temporal.addr, s.proxy.Addr(), s.worker.cmd.Process.Pid)
 	return s
 }
 
@@ -181,7 +176,7 @@ func (s *stack) useTemporal(ts *temporalServer) {
 	s.temporal = ts
 	s.worker = s.newWorker(fmt.Sprintf("worker-on-%s", strings.ReplaceAll(ts.addr, ":", "-")))
 	s.worker.start()
-	s.proxy.retarget(ts.addr)
+	s.proxy.Retarget(ts.addr)
 	tc, err := client.Dial(client.Options{HostPort: ts.addr, Namespace: "default", Logger: quietLogger{}})
 	if err != nil {
 		s.t.Fatal(err)
@@ -190,31 +185,11 @@ func (s *stack) useTemporal(ts *temporalServer) {
 	s.tc = tc
 }
 
-// do sends a request and decodes a 2xx JSON answer into out (if not nil).
+// do sends a request once and decodes a 2xx JSON answer into out (if not nil); the sale
+// retries as its clients would.
 func (s *stack) do(method, path string, body []byte, header map[string]string, out any) (int, http.Header, error) {
-	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, resp.Header, err
-	}
-	if out != nil && len(raw) > 0 && resp.StatusCode < 300 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s %s answer %q: %w", method, path, raw, err)
-		}
-	}
-	return resp.StatusCode, resp.Header, nil
+	a, err := (&checkouttest.Client{BaseURL: s.url, HTTP: s.http}).Do(context.Background(), method, path, body, header, out)
+	return a.Code, a.Header, err
 }
 
 // readyz returns /readyz's status and checks.

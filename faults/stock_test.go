@@ -15,13 +15,13 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 )
 
-// TestStockFaults runs the flash sale of TestFaults through the stock faults of issue 10:
+// TestSaleKeepsItsPromisesThroughStockFaults runs the flash sale of TestSaleKeepsItsPromisesThroughServiceFaults through the stock faults of issue 10:
 // Redis going back to an earlier copy, operators changing stock while it sells, a PUT right
 // after Redis lost everything, and the stock reconciler running in the middle of it. Each
-// ends like TestFaults: every paid 201 confirmed (so no paid holder was refunded for lack of
+// ends like TestSaleKeepsItsPromisesThroughServiceFaults: every paid 201 confirmed (so no paid holder was refunded for lack of
 // stock) and the invariants of sale.violations (sold + on_hand == the ledger's sum == units
 // stocked, available + held == on_hand at rest, no hold left by an ended checkout).
-func TestStockFaults(t *testing.T) {
+func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 	s := newStack(t)
 
 	t.Run("redis rolled back to a snapshot mid-sale", func(t *testing.T) {
@@ -47,10 +47,8 @@ func TestStockFaults(t *testing.T) {
 	})
 
 	t.Run("adjustments and If-Match PUTs while the sale runs", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		var done []string
-		started := time.Now()
-		sl.play(t, trigger/2, func() {
+		s.saleWith(t, trigger/2, func(sl *sale) string {
+			var done []string
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			for i, sku := range sl.skus() {
@@ -80,16 +78,13 @@ func TestStockFaults(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			return "operator changes during the sale: " + strings.Join(done, "; ")
 		})
-		sl.report(t, started, "operator changes during the sale: "+strings.Join(done, "; "))
-		sl.logMoney(t)
 	})
 
 	t.Run("a PUT right after redis lost everything", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		var puts []string
-		started := time.Now()
-		sl.play(t, trigger, func() {
+		s.saleWith(t, trigger, func(sl *sale) string {
+			var puts []string
 			s.redis.kill()
 			s.redis.start() // empty: the suite's Redis keeps nothing
 			for _, sku := range sl.skus() {
@@ -98,28 +93,34 @@ func TestStockFaults(t *testing.T) {
 				puts = append(puts, fmt.Sprintf("%s after %d tries (delta %d)", sku, tries, delta))
 				sl.stock[sku] += delta
 			}
+			return "redis restarted empty, then PUT " + strings.Join(puts, ", ")
 		})
-		sl.report(t, started, "redis restarted empty, then PUT "+strings.Join(puts, ", "))
-		sl.logMoney(t)
 	})
 
 	t.Run("the stock reconciler triggered mid-sale", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		var runs []string
-		started := time.Now()
-		sl.play(t, trigger/2, func() {
+		s.saleWith(t, trigger/2, func(*sale) string {
+			var runs []string
 			for range 4 {
 				res, err := s.reconcileStock(0)
 				if err != nil {
 					t.Errorf("reconcile stock: %v", err)
-					return
+					break
 				}
 				runs = append(runs, fmt.Sprintf("%d corrections, %d unexplained", len(res.Corrections), len(res.Unexplained)))
 			}
+			return "stock reconciler ran 4 times during the sale: " + strings.Join(runs, "; ")
 		})
-		sl.report(t, started, "stock reconciler ran 4 times during the sale: "+strings.Join(runs, "; "))
-		sl.logMoney(t)
 	})
+}
+
+// saleWith plays a sale with fault run once trigger carts have their answer, then reports
+// it with what fault says it did and logs the money.
+func (s *stack) saleWith(t *testing.T, trigger int, fault func(sl *sale) string) {
+	sl, started := newSale(s, saleCarts, saleUnits), time.Now()
+	var what string
+	sl.play(t, trigger, func() { what = fault(sl) })
+	sl.report(t, started, what)
+	sl.logMoney(t)
 }
 
 // snapshot copies every Redis key of the SKUs, as the copy a Redis may restart from.

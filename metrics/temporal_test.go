@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -35,26 +37,19 @@ func TestTemporalHandlerExportsHistogramsAndPollCounters(t *testing.T) {
 	// The reporter flushes every second: wait for what the alerts read, not for a time.
 	s2sName, pollName := "temporal_workflow_task_schedule_to_start_latency_seconds", "temporal_workflow_task_queue_poll_succeed_total"
 	var families map[string]*dto.MetricFamily
-	var observed uint64
-	var polls float64
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		families = gather(t, reg)
-		observed, polls = 0, 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		families = gather(c, reg)
+		var observed uint64
+		var polls float64
 		for _, m := range families[s2sName].GetMetric() {
 			observed += m.GetHistogram().GetSampleCount()
 		}
 		for _, m := range families[pollName].GetMetric() {
 			polls += m.GetCounter().GetValue()
 		}
-		if observed > 0 && polls > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a workflow ran, %s observed %d and %s is %v; exported: %v", s2sName, observed, pollName, polls, names(families))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		assert.True(c, observed > 0 && polls > 0, "after a workflow ran, %s observed %d and %s is %v; exported: %v",
+			s2sName, observed, pollName, polls, names(families))
+	}, 30*time.Second, 200*time.Millisecond)
 
 	s2s := families[s2sName]
 	if s2s.GetType() != dto.MetricType_HISTOGRAM {
@@ -76,12 +71,10 @@ func TestTemporalHandlerExportsHistogramsAndPollCounters(t *testing.T) {
 	}
 }
 
-func gather(t *testing.T, g prometheus.Gatherer) map[string]*dto.MetricFamily {
-	t.Helper()
+// gather reads g; t is the test, or an Eventually condition's CollectT.
+func gather(t require.TestingT, g prometheus.Gatherer) map[string]*dto.MetricFamily {
 	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
+	require.NoError(t, err, "gather")
 	out := map[string]*dto.MetricFamily{}
 	for _, mf := range mfs {
 		out[mf.GetName()] = mf

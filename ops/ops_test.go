@@ -35,7 +35,7 @@ const (
 // promtool checks the rules and runs their unit tests. Without promtool on PATH the test
 // skips, except in CI (CI=1 or PROMTOOL_REQUIRED=1, which .ci/run sets after installing
 // Debian's prometheus package), where a missing promtool fails it.
-func TestPrometheusRules(t *testing.T) {
+func TestAlertRulesPassPromtoolAndTheirUnitTests(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") == "1" || os.Getenv("PROMTOOL_REQUIRED") == "1" {
@@ -95,16 +95,9 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 
 // The dashboard covers what the issue asks of it, and every panel reads the dashboard's
 // Prometheus datasource variable.
-func TestDashboardPanels(t *testing.T) {
-	var d struct {
-		Panels []panel `json:"panels"`
-	}
-	readJSON(t, dashboard, &d)
+func TestDashboardShowsTheKeyMetricsFromItsDatasource(t *testing.T) {
 	uses := map[string]bool{}
-	for _, p := range flatten(d.Panels) {
-		if p.Type == "row" {
-			continue
-		}
+	for _, p := range dashboardPanels(t) {
 		if p.Datasource.UID != "${datasource}" {
 			t.Errorf("panel %q reads datasource %q, want ${datasource}", p.Title, p.Datasource.UID)
 		}
@@ -139,6 +132,21 @@ type panel struct {
 	Panels []panel `json:"panels"` // a collapsed row's panels
 }
 
+// dashboardPanels is every panel of the dashboard, nested ones included, rows left out.
+func dashboardPanels(t *testing.T) []panel {
+	var d struct {
+		Panels []panel `json:"panels"`
+	}
+	readJSON(t, dashboard, &d)
+	var out []panel
+	for _, p := range flatten(d.Panels) {
+		if p.Type != "row" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func flatten(ps []panel) []panel {
 	var out []panel
 	for _, p := range ps {
@@ -161,15 +169,8 @@ func readJSON(t *testing.T, path string, v any) {
 
 // dashboardExprs is every query of every panel, by panel title; a panel without one fails.
 func dashboardExprs(t *testing.T) map[string]string {
-	var d struct {
-		Panels []panel `json:"panels"`
-	}
-	readJSON(t, dashboard, &d)
 	out := map[string]string{}
-	for _, p := range flatten(d.Panels) {
-		if p.Type == "row" {
-			continue
-		}
+	for _, p := range dashboardPanels(t) {
 		if len(p.Targets) == 0 {
 			t.Errorf("dashboard panel %q has no query", p.Title)
 		}

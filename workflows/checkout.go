@@ -27,8 +27,10 @@
 // Money that cannot be kept (a payment after the checkout ended, a second payment, a wrong
 // amount or currency) is refunded by a Refund workflow started as an abandoned child.
 //
-// States never move backwards (Status.rank); a late or repeated event cannot reopen a
-// finished checkout.
+// run() is the order of these steps, each a named method. What an unconfirmed end gives back
+// (holds and money) is the undo stack in undo.go; whether the checkout is decided is answered
+// in decision.go. States never move backwards (Status.rank); a late or repeated event cannot
+// reopen a finished checkout.
 package workflows
 
 import (
@@ -85,7 +87,7 @@ func Checkout(ctx workflow.Context, in Input) (View, error) {
 	for {
 		c.drainPayments(dctx)
 		_ = workflow.Await(dctx, func() bool {
-			return c.payments.Len() > 0 || workflow.AllHandlersFinished(dctx) && c.refundsStarted == len(c.refunds)
+			return c.payments.Len() > 0 || workflow.AllHandlersFinished(dctx) && !c.refundsPending()
 		})
 		if c.payments.Len() == 0 {
 			return c.view, nil
@@ -100,8 +102,8 @@ type checkout struct {
 	view  View
 	state Status
 
-	// undo holds the compensations registered so far, run last-in-first-out.
-	undo []func(ctx workflow.Context, reason Status)
+	// undo is what an unconfirmed end gives back: holds and money (undo.go).
+	undo undo
 
 	// payments carries the payment signals. Only the saga's main coroutine receives from it,
 	// at the points where it decides, so a payment and the decision it could change (the
@@ -109,8 +111,7 @@ type checkout struct {
 	payments workflow.ReceiveChannel
 	// wake is sent to by the update handlers (cancel, extend) to wake the payment wait.
 	wake workflow.Channel
-	// closing is set once the saga has chosen its end: no payment can confirm it any more
-	// and support can no longer extend it.
+	// closing is set once the saga has chosen its end (see decision.go).
 	closing bool
 	// adopted is set when Postgres already recorded this cart's end (an earlier saga that
 	// Temporal's retention dropped): this run only answers with that end.
@@ -123,10 +124,6 @@ type checkout struct {
 	lastFailure *Payment        // the latest failed attempt; the buyer may still retry
 	canceledPay *Payment        // the payment was canceled for good
 	cancelBy    string
-
-	// refunds are payments the checkout cannot keep; startRefunds starts one Refund each.
-	refunds        []refundOrder
-	refundsStarted int
 
 	holdStarted time.Time
 	expiresAt   time.Time
@@ -142,12 +139,8 @@ type checkout struct {
 	flagged        bool // something support must look at besides a stuck step (wrong money, ...)
 }
 
-type refundOrder struct {
-	payment Payment
-	reason  string
-}
-
-// run executes the saga's forward steps and ends it one way or another.
+// run is the saga: its named steps, in order. Every step that can end the checkout early
+// ends it (end or adoptEnded) and run stops there.
 func (c *checkout) run(ctx workflow.Context) {
 	rec, err := c.record(ctx)
 	if err != nil {
@@ -155,12 +148,7 @@ func (c *checkout) run(ctx workflow.Context) {
 		return
 	}
 	if rec.Status != activities.StatusOpen {
-		c.adopt(ctx, rec)
-		if len(rec.Payments) > 0 && workflow.GetVersion(ctx, "adopt-refunds-orphans", workflow.DefaultVersion, 1) == 1 {
-			// Payments that came before a checkout that had already ended (or was refused
-			// just now) are not its order's: refunded, like any payment after the end.
-			c.applyOrphans(ctx, rec.Payments)
-		}
+		c.adoptEnded(ctx, rec)
 		return
 	}
 	c.view.Items, c.view.AmountCents, c.view.Currency = rec.Items, rec.AmountCents, rec.Currency
@@ -174,19 +162,27 @@ func (c *checkout) run(ctx workflow.Context) {
 		c.applyOrphans(ctx, orphans)
 		return
 	}
-
-	c.holdStarted = workflow.Now(ctx)
-	// Rounded up to the second: the buyer never gets less than the window they were promised.
-	c.expiresAt = c.holdStarted.Add(paymentTimeout(c.in.PaymentTimeoutSeconds) + time.Second - 1).UTC().Truncate(time.Second)
-	c.view.ExpiresAt = ptr(c.expiresAt)
-	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
-
+	c.openPaymentWindow(ctx)
 	// A payment that arrived while reserving counts: every hold is in place and the window
 	// has just opened. A payment that arrived with a cancel still wins: money was taken
 	// while the units were held for the buyer.
 	c.applyOrphans(ctx, orphans)
 	c.drainPayments(ctx)
 	timedOut, err := c.awaitPayment(ctx)
+	c.finish(ctx, timedOut, err)
+}
+
+// openPaymentWindow starts the hold's clock: every SKU is held and the buyer may pay.
+func (c *checkout) openPaymentWindow(ctx workflow.Context) {
+	c.holdStarted = workflow.Now(ctx)
+	// Rounded up to the second: the buyer never gets less than the window they were promised.
+	c.expiresAt = c.holdStarted.Add(paymentTimeout(c.in.PaymentTimeoutSeconds) + time.Second - 1).UTC().Truncate(time.Second)
+	c.view.ExpiresAt = ptr(c.expiresAt)
+	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
+}
+
+// finish ends the payment wait the way it was decided: confirmed when paid, else ended.
+func (c *checkout) finish(ctx workflow.Context, timedOut bool, err error) {
 	switch {
 	case temporal.IsCanceledError(err):
 		c.end(ctx, StatusCancelled, "workflow cancelled")
@@ -251,11 +247,6 @@ func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error)
 	return false, nil
 }
 
-// decided reports whether the payment wait is over for a reason other than the timer.
-func (c *checkout) decided() bool {
-	return c.paid != nil || c.canceledPay != nil || c.cancelBy != ""
-}
-
 // drainPayments applies every payment waiting in the channel, in the order they arrived.
 func (c *checkout) drainPayments(ctx workflow.Context) {
 	for {
@@ -275,10 +266,10 @@ func (c *checkout) applyOrphans(ctx workflow.Context, orphans []activities.Recor
 	}
 }
 
-// adopt answers for a cart whose end Postgres already recorded: Temporal's retention dropped
-// the saga that ended it, and the cart was posted again. An end is final forever, so this run
-// takes that end as its own and stops: it holds no stock and records nothing.
-func (c *checkout) adopt(ctx workflow.Context, rec activities.CheckoutRecord) {
+// adoptEnded answers for a cart whose end Postgres already recorded: Temporal's retention
+// dropped the saga that ended it, and the cart was posted again. An end is final forever, so
+// this run takes that end as its own and stops: it holds no stock and records nothing.
+func (c *checkout) adoptEnded(ctx workflow.Context, rec activities.CheckoutRecord) {
 	c.adopted, c.closing = true, true
 	if rec.PaymentRef != "" {
 		// The payment that confirmed it, seen again (a redelivery under a new event id while
@@ -300,6 +291,11 @@ func (c *checkout) adopt(ctx workflow.Context, rec activities.CheckoutRecord) {
 	}
 	c.setState(ctx, v.Status, "")
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Ended as %s earlier (recorded in Postgres); this run only answers with that end", v.Status))
+	if len(rec.Payments) > 0 && workflow.GetVersion(ctx, "adopt-refunds-orphans", workflow.DefaultVersion, 1) == 1 {
+		// Payments that came before a checkout that had already ended (or was refused just
+		// now) are not its order's: refunded, like any payment after the end.
+		c.applyOrphans(ctx, rec.Payments)
+	}
 }
 
 func (c *checkout) waitingDetails(ctx workflow.Context) {
@@ -330,15 +326,7 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 	futures := make([]workflow.Future, len(c.view.Items))
 	for i, it := range c.view.Items {
 		in := activities.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity}
-		c.undo = append(c.undo, func(ctx workflow.Context, reason Status) {
-			in := in
-			in.Reason = string(reason)
-			if c.forfeit && c.endVersion != workflow.DefaultVersion { // older sagas only release
-				c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in)
-				return
-			}
-			c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in)
-		})
+		c.registerRelease(in)
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(reserveOptions, fmt.Sprintf("Hold %d x %s", it.Quantity, it.SKU)))
 		futures[i] = workflow.ExecuteLocalActivity(lctx, acts.ReserveStock, in)
 	}
@@ -424,9 +412,7 @@ func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
 	// release at once: two round trips however many SKUs.
 	c.endVersion = workflow.GetVersion(dctx, endStepsChange, workflow.DefaultVersion, 1)
 	if c.endVersion == workflow.DefaultVersion {
-		for i := len(c.undo) - 1; i >= 0; i-- {
-			c.undo[i](dctx, status)
-		}
+		c.giveBackHolds(dctx, status)
 		recordOutcome(dctx)
 	} else {
 		// The end is recorded before the holds are released. A rebuild of Redis (after it
@@ -435,41 +421,10 @@ func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
 		// get its hold back from the rebuild and keep it. Recorded first, the rebuild sees it
 		// ended, or the release comes after the rebuild and ends the hold.
 		recordOutcome(dctx)
-		wg := workflow.NewWaitGroup(dctx)
-		for _, undo := range c.undo {
-			wg.Add(1)
-			workflow.Go(dctx, func(ctx workflow.Context) {
-				defer wg.Done()
-				undo(ctx, status)
-			})
-		}
-		wg.Wait(dctx)
+		c.giveBackHolds(dctx, status)
 	}
-	c.undo = nil
 	c.setState(dctx, status, reason)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ended as %s: %s", status, reason))
-}
-
-// undoStep runs one step of ending a checkout (see endOptions) until it succeeds. These
-// steps are regular activities, not local ones: the server runs an activity only for the
-// workflow task it accepted, so a worker whose task already timed out (stalled, paused,
-// cut off from the server) can never release holds that the live run, now on another
-// worker, still owns, nor record an end that run did not choose.
-func (c *checkout) undoStep(ctx workflow.Context, summary string, activity any, arg any) {
-	err := c.persist(ctx, summary, func(ctx workflow.Context) error {
-		if c.endVersion == workflow.DefaultVersion { // a saga started before endStepsChange
-			lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
-			return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, nil)
-		}
-		actx := workflow.WithActivityOptions(ctx, withSummary(endOptions, summary))
-		return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, nil)
-	})
-	if err != nil {
-		// Only a named non-retryable error gets here (a release after commit, say): the
-		// hold is not ours to release, which support must look at.
-		c.flag(ctx)
-		workflow.GetLogger(ctx).Error("compensation refused", "step", summary, "error", err)
-	}
 }
 
 // persist runs a step that must not be dropped. When its retry policy gives up, the
@@ -587,9 +542,9 @@ func (c *checkout) onPayment(ctx workflow.Context, p Payment) {
 // applyPayment decides what a new payment event does to the checkout.
 func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
 	logger := workflow.GetLogger(ctx)
-	// Open until the saga chooses its end. A cancel request accepted in the same workflow task
-	// as an earlier payment does not close it: the payment came first, with the holds in place.
-	open := !c.closing && c.state == StatusAwaitingPayment && c.paid == nil && c.canceledPay == nil
+	// A cancel request accepted in the same workflow task as an earlier payment does not close
+	// it: the payment came first, with the holds in place (see takesPayment).
+	open := c.takesPayment()
 	switch {
 	case p.Outcome != PaymentSucceeded && !open:
 		logger.Info("payment event after the checkout was decided ignored", "event_id", p.EventID, "status", c.state)
@@ -616,36 +571,6 @@ func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
 		logger.Warn("payment amount mismatch; refunding it", "event_id", p.EventID)
 	default:
 		c.paid = &p
-	}
-}
-
-// refund queues a payment for a Refund workflow (see startRefunds).
-func (c *checkout) refund(p Payment, reason string) {
-	c.refunds = append(c.refunds, refundOrder{payment: p, reason: reason})
-}
-
-// startRefunds starts one Refund child workflow per queued payment. The child is abandoned
-// when the checkout closes: a refund outlives the saga that ordered it. Its id is derived
-// from the payment, so a payment is never refunded by two workflows.
-func (c *checkout) startRefunds(ctx workflow.Context) {
-	for {
-		if err := workflow.Await(ctx, func() bool { return c.refundsStarted < len(c.refunds) }); err != nil {
-			ctx, _ = workflow.NewDisconnectedContext(ctx) // keep starting refunds after a cancel
-			continue
-		}
-		order := c.refunds[c.refundsStarted]
-		in := RefundInput{
-			CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Provider: order.payment.Provider,
-			PaymentRef: order.payment.PaymentRef, EventID: order.payment.EventID,
-			AmountCents: order.payment.AmountCents, Currency: strings.ToLower(order.payment.Currency), Reason: order.reason,
-		}
-		err := startRefund(ctx, in, fmt.Sprintf("Refund %s of checkout %s", money(in.AmountCents, in.Currency), in.CheckoutID))
-		if err != nil {
-			workflow.GetLogger(ctx).Error("start refund", "payment_ref", in.PaymentRef, "error", err)
-			c.flag(ctx)
-		}
-		c.view.Refunds = append(c.view.Refunds, RefundWorkflowID(in.Provider, in.PaymentRef))
-		c.refundsStarted++
 	}
 }
 

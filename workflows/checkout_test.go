@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -166,6 +167,14 @@ func (f *fixture) run(in workflows.Input) workflows.View {
 	return v
 }
 
+// phoneCheckout is the usual start of a saga test: a fixture, a phone SKU (10 units at
+// 999.00 USD, at most 2 per order) and a checkout of qty phones.
+func phoneCheckout(t *testing.T, qty int64) (*fixture, string, workflows.Input) {
+	f := newFixture(t)
+	phone := f.sku(10, 99_900, 2)
+	return f, phone, input(activities.Item{SKU: phone, Quantity: qty})
+}
+
 func input(items ...activities.Item) workflows.Input {
 	return workflows.Input{
 		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-9", Items: cartLines(items),
@@ -243,9 +252,7 @@ func TestSecondSKUOutOfStockReleasesTheFirst(t *testing.T) {
 }
 
 func TestPaymentTimerExpiresAndReleases(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	in.PaymentTimeoutSeconds = 600
 	start := f.env.Now()
 
@@ -268,9 +275,7 @@ func TestPaymentTimerExpiresAndReleases(t *testing.T) {
 func TestCancelWhileWaitingStillReleases(t *testing.T) {
 	for _, how := range []string{"workflow cancellation", "cancel update"} {
 		t.Run(how, func(t *testing.T) {
-			f := newFixture(t)
-			phone := f.sku(10, 99_900, 2)
-			in := input(activities.Item{SKU: phone, Quantity: 2})
+			f, phone, in := phoneCheckout(t, 2)
 			f.env.RegisterDelayedCallback(func() {
 				if f.level(phone).Held != 2 {
 					t.Error("expected 2 units held while waiting for payment")
@@ -307,9 +312,7 @@ func TestCancelWhileWaitingStillReleases(t *testing.T) {
 func TestPaymentFailedThenSucceededPays(t *testing.T) {
 	// A declined card is one attempt: the buyer retries with another card while the
 	// checkout is open, and that payment confirms it.
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, _, in := phoneCheckout(t, 1)
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
 	f.payAt(2*time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_s", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_1", AmountCents: 99_900, Currency: "usd"})
 
@@ -319,9 +322,7 @@ func TestPaymentFailedThenSucceededPays(t *testing.T) {
 }
 
 func TestPaymentFailedReleasesAtDeadline(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, phone, in := phoneCheckout(t, 1)
 	in.PaymentTimeoutSeconds = 600
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
 	start := f.env.Now()
@@ -343,9 +344,7 @@ func TestPaymentFailedReleasesAtDeadline(t *testing.T) {
 }
 
 func TestPaymentCanceledReleasesAtOnce(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, phone, in := phoneCheckout(t, 1)
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_x", Outcome: workflows.PaymentCanceled, PaymentRef: "pi_1"})
 	start := f.env.Now()
 
@@ -360,9 +359,7 @@ func TestPaymentCanceledReleasesAtOnce(t *testing.T) {
 }
 
 func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	f.payAt(time.Minute, paid("evt_1", 199_800))
 	f.payAt(time.Minute, paid("evt_1", 199_800)) // the same event redelivered
 	reconciled := paid("reconcile-pi_evt_1", 199_800)
@@ -393,9 +390,7 @@ func TestWrongAmountNeverConfirms(t *testing.T) {
 		"currency": {Provider: "stripe", EventID: "evt_c", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_c", AmountCents: 99_900, Currency: "eur"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			phone := f.sku(10, 99_900, 2)
-			in := input(activities.Item{SKU: phone, Quantity: 1})
+			f, phone, in := phoneCheckout(t, 1)
 			in.PaymentTimeoutSeconds = 300
 			f.payAt(time.Minute, p)
 			f.env.RegisterDelayedCallback(func() {
@@ -431,9 +426,7 @@ func TestWrongAmountNeverConfirms(t *testing.T) {
 }
 
 func TestTransientRedisAndPostgresErrorsAreRetried(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	var reserveCalls, confirmCalls atomic.Int32
 	// First attempt of each step fails as a dropped connection would; later attempts run
 	// the real activity against the real stores.
@@ -463,6 +456,63 @@ func TestTransientRedisAndPostgresErrorsAreRetried(t *testing.T) {
 	}
 	if p := f.level(phone); p.Sold != 2 || p.Held != 0 {
 		t.Errorf("phone: %+v, want 2 sold and nothing held", p)
+	}
+}
+
+// A half-succeeded reserve: the real script ran in Redis and took the hold, then the
+// activity reported a failure (the reply was lost, the worker's deadline passed). This is why
+// the saga registers each release before its reserve runs: had it registered the release
+// only after a successful reserve, this hold would stay taken after the saga ended.
+func TestReserveThatHeldButReportedFailureIsReleasedWhenTheSagaEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(attempt int32) error // nil: report the real result
+		want workflows.Status
+		held int64 // after the reservation was answered
+	}{
+		{"failure for good", func(int32) error {
+			return temporal.NewNonRetryableApplicationError("reserve reply lost", "ReplyLost", nil)
+		}, workflows.StatusFailed, 0},
+		{"failure once, then a retry", func(attempt int32) error {
+			if attempt == 1 {
+				return errors.New("run reserve script: read tcp 127.0.0.1:6379: i/o timeout")
+			}
+			return nil
+		}, workflows.StatusExpired, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, phone, in := phoneCheckout(t, 2)
+			in.PaymentTimeoutSeconds = 60
+			var attempts atomic.Int32
+			f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
+				func(ctx context.Context, s activities.StockInput) (lua.ReserveResult, error) {
+					res, err := f.acts.ReserveStock(ctx, s) // the script runs for real
+					if err != nil {
+						return res, err
+					}
+					if err := tc.fail(attempts.Add(1)); err != nil {
+						return lua.ReserveResult{}, err
+					}
+					return res, nil
+				})
+			var heldWhileOpen int64 = -1
+			f.env.RegisterDelayedCallback(func() { heldWhileOpen = f.level(phone).Held }, 30*time.Second)
+
+			v := f.run(in)
+
+			if v.Status != tc.want {
+				t.Fatalf("status %s, want %s", v.Status, tc.want)
+			}
+			if tc.want != workflows.StatusFailed && heldWhileOpen != tc.held {
+				t.Errorf("held while waiting for payment: %d, want %d (the retry found its own hold)", heldWhileOpen, tc.held)
+			}
+			if p := f.level(phone); p.Held != 0 || p.Available != 10 {
+				t.Errorf("after the saga ended %s: %+v, want nothing held and all 10 available", v.Status, p)
+			}
+			if held, err := f.stock.Holds(context.Background(), phone); err != nil || len(held) != 0 {
+				t.Errorf("holds of %s after the saga ended: %v (err %v), want none", phone, held, err)
+			}
+		})
 	}
 }
 

@@ -46,6 +46,16 @@ func (f *fixture) settled(checkoutID string, refs ...string) {
 	}
 }
 
+// runTo runs the saga to its end and fails the test unless it ended with want.
+func (f *fixture) runTo(in workflows.Input, want workflows.Status) workflows.View {
+	f.t.Helper()
+	v := f.run(in)
+	if v.Status != want {
+		f.t.Fatalf("status %s (reason %v), want %s", v.Status, v.Reason, want)
+	}
+	return v
+}
+
 // (a), the payment signal and the timer in one workflow task, cannot be made in the
 // time-skipping environment (it runs a workflow task per event): it is tested on a real
 // server in e2e (TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms).
@@ -53,9 +63,7 @@ func (f *fixture) settled(checkoutID string, refs ...string) {
 // (b) A payment that arrives while the ending steps run (here: while the release of an
 // expired checkout runs) is refunded.
 func TestPaymentWhileEndingIsRefunded(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	in.PaymentTimeoutSeconds = 60
 	var once sync.Once
 	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
@@ -64,11 +72,8 @@ func TestPaymentWhileEndingIsRefunded(t *testing.T) {
 			return f.acts.ReleaseStock(ctx, s)
 		})
 
-	v := f.run(in)
+	f.runTo(in, workflows.StatusExpired)
 
-	if v.Status != workflows.StatusExpired {
-		t.Errorf("status %s, want expired", v.Status)
-	}
 	f.settled(in.CheckoutID, "pi_evt_late")
 	if p := f.level(phone); p.Held != 0 || p.Sold != 0 {
 		t.Errorf("phone: %+v, want nothing held or sold", p)
@@ -87,40 +92,30 @@ func TestPaymentWhileReservingThenOutOfStockIsRefunded(t *testing.T) {
 			return f.acts.ReserveStock(ctx, s)
 		})
 
-	v := f.run(in)
+	f.runTo(in, workflows.StatusOutOfStock)
 
-	if v.Status != workflows.StatusOutOfStock {
-		t.Errorf("status %s, want out_of_stock", v.Status)
-	}
 	f.settled(in.CheckoutID, "pi_evt_early")
 }
 
 // (d) A payment delivered before the cart is priced, followed by a failed record, is
 // refunded rather than dropped.
 func TestPaymentBeforePricingThenFailedRecordIsRefunded(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, _, in := phoneCheckout(t, 1)
 	f.env.OnActivity(f.acts.RecordCheckout, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, r activities.RecordCheckoutInput) (activities.CheckoutRecord, error) {
 			f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_first", 99_900))
 			return activities.CheckoutRecord{}, temporal.NewNonRetryableApplicationError("mixed", activities.ErrTypeMixedCurrency, nil)
 		})
 
-	v := f.run(in)
+	f.runTo(in, workflows.StatusFailed)
 
-	if v.Status != workflows.StatusFailed {
-		t.Errorf("status %s, want failed", v.Status)
-	}
 	f.settled(in.CheckoutID, "pi_evt_first")
 }
 
 // (e) The workflow itself cancelled (the UI's Request Cancellation) racing a payment: the
 // payment that came second is refunded, and the holds are released.
 func TestWorkflowCancelRacingPaymentRefundsIt(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, phone, in := phoneCheckout(t, 1)
 	f.env.RegisterDelayedCallback(func() {
 		f.env.CancelWorkflow()
 		f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_race", 99_900))
@@ -177,9 +172,7 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 // checkout is recorded: the saga confirms with it (issue 9, defect 4). Before the fix the
 // checkout waited for a payment it already had, and expired.
 func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, _, in := phoneCheckout(t, 1)
 	ctx := context.Background()
 	ev := activities.PaymentEvent{Provider: "stripe", EventID: "evt_orphan", Type: "payment_intent.succeeded",
 		CheckoutID: in.CheckoutID, PaymentRef: "pi_orphan", AmountCents: 99_900, Currency: "usd",
@@ -222,11 +215,8 @@ func TestConfirmRefusedForLackOfStockForfeitsTheHolds(t *testing.T) {
 		f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_short", 99_900))
 	}, time.Minute)
 
-	v := f.run(in)
+	f.runTo(in, workflows.StatusFailed)
 
-	if v.Status != workflows.StatusFailed {
-		t.Errorf("status %s, want failed", v.Status)
-	}
 	f.settled(in.CheckoutID, "pi_evt_short")
 	got, err := f.inv.Get(context.Background(), phone)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build record
+
 package workflows_test
 
 import (
@@ -33,11 +35,11 @@ import (
 // exactly as the API starts them, so the histories hold the reservation update's events.
 //
 // Re-record only when the recorded behaviour is meant to be retired, never to make a failing
-// replay pass (see "Changing the saga safely" in the README).
+// replay pass (see "Changing the saga safely" in the README). It is built only with the
+// record tag, so `go test ./...` never runs it:
+//
+//	TEMPORAL_CLI=$PWD/.tools/temporal STRIPE_MOCK=$PWD/.tools/stripe-mock go test -tags record -count=1 -run TestRecordHistories ./workflows/
 func TestRecordHistories(t *testing.T) {
-	if os.Getenv("RECORD_HISTORIES") != "1" {
-		t.Skip("generator of workflows/testdata/*.json, not a check; record with: RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/")
-	}
 	r := newRecorder(t)
 	paths := map[string]func(r *recorder) string{
 		"confirmed":                     recordConfirmed,
@@ -115,22 +117,6 @@ func (r *recorder) sku(onHand int64) string {
 		r.t.Fatalf("stock %s: %v", sku, err)
 	}
 	return sku
-}
-
-// checkoutInput is a cart of the given SKUs, two units of the first and one of each other.
-func checkoutInput(checkoutID string, timeoutSeconds int64, skus ...string) workflows.Input {
-	in := workflows.Input{
-		CheckoutID: checkoutID, CustomerID: "u-record", PaymentTimeoutSeconds: timeoutSeconds,
-		RequestID: "req-" + checkoutID, RequestHash: "hash-" + checkoutID, IdempotencyKey: checkoutID,
-	}
-	for i, sku := range skus {
-		quantity := int64(1)
-		if i == 0 {
-			quantity = 2
-		}
-		in.Items = append(in.Items, workflows.CartLine{SKU: sku, Quantity: quantity})
-	}
-	return in
 }
 
 // start starts a checkout the way the API does (api/checkouts.go, Server.reserve): the same
@@ -398,11 +384,4 @@ func (r *recorder) waitListed(query string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

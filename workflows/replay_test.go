@@ -17,11 +17,12 @@ import (
 )
 
 // Replay safety. Every file in testdata/ is the full history of one real execution, recorded
-// on a Temporal dev server by TestRecordHistories (record_test.go). Replaying it with today's
-// workflow code must produce exactly the commands the history holds: a change that would
-// break sagas already running in production (a step added, removed or reordered without
-// workflow.GetVersion, a timer or child started differently) fails here, in CI, before a
-// worker with that code is deployed. See "Changing the saga safely" in the README.
+// on a Temporal dev server by TestRecordHistories (record_test.go, built with -tags record).
+// Replaying it with today's workflow code must produce exactly the commands the history
+// holds: a change that would break sagas already running in production (a step added,
+// removed or reordered without workflow.GetVersion, a timer or child started differently)
+// fails here, in CI, before a worker with that code is deployed. See "Changing the saga
+// safely" in the README.
 
 // recordedHistories are the paths every build must replay: one history per saga path and
 // helper workflow. Deleting a file does not make the test pass; it fails until the history
@@ -52,11 +53,11 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
-		t.Fatalf("no recorded histories in workflows/%s: record them with RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/", historiesDir)
+		t.Fatalf("no recorded histories in workflows/%s: record them with go test -tags record -count=1 -run TestRecordHistories ./workflows/ (record_test.go)", historiesDir)
 	}
 	for _, name := range recordedHistories {
 		if !slices.Contains(files, historyFile(name)) {
-			t.Errorf("the history of path %q is missing (%s): record it with RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/", name, historyFile(name))
+			t.Errorf("the history of path %q is missing (%s): record it with go test -tags record -count=1 -run TestRecordHistories ./workflows/ (record_test.go)", name, historyFile(name))
 		}
 	}
 	for _, file := range files {

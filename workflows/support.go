@@ -50,7 +50,7 @@ func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (Re
 }
 
 func (c *checkout) validateCancel(ctx workflow.Context, req CancelRequest) error {
-	if c.state == StatusConfirming || c.state == StatusConfirmed || c.paid != nil {
+	if c.paidFor() {
 		return temporal.NewApplicationError("checkout is already paid and cannot be cancelled", ErrTypeAlreadyPaid)
 	}
 	if req.By != "customer" && req.By != "support" {
@@ -62,7 +62,7 @@ func (c *checkout) validateCancel(ctx workflow.Context, req CancelRequest) error
 // cancel ends an open checkout; it answers with the final view. Cancelling a checkout that
 // already ended otherwise is harmless and answers with that end.
 func (c *checkout) cancel(ctx workflow.Context, req CancelRequest) (View, error) {
-	if c.cancelBy == "" && c.paid == nil && !c.closing {
+	if c.takesCancel() {
 		c.cancelBy = req.By
 		c.wake.SendAsync(struct{}{})
 	}
@@ -73,7 +73,7 @@ func (c *checkout) cancel(ctx workflow.Context, req CancelRequest) (View, error)
 }
 
 func (c *checkout) validateExtend(ctx workflow.Context, req ExtendRequest) error {
-	if c.state != StatusAwaitingPayment || c.closing || c.paid != nil || c.canceledPay != nil || c.cancelBy != "" {
+	if !c.extendable() {
 		return temporal.NewApplicationError(fmt.Sprintf("only a checkout awaiting payment can be extended; this one is %s", c.state), ErrTypeNotExtendable)
 	}
 	if req.Seconds < 1 || req.Seconds > MaxPaymentTimeoutSeconds {

@@ -53,10 +53,8 @@ func (f *fixture) status() workflows.View {
 	return view
 }
 
-func TestExtendHold(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+func TestExtendMovesTheDeadlineWithinTheCap(t *testing.T) {
+	f, phone, in := phoneCheckout(t, 1)
 	in.PaymentTimeoutSeconds = 900
 	start := f.env.Now()
 
@@ -91,9 +89,7 @@ func TestExtendHold(t *testing.T) {
 }
 
 func TestExtendRefusedOnceDecided(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, _, in := phoneCheckout(t, 1)
 	// Cancel and extend in the same instant: the cancel is taken first, the extend refused.
 	f.updateAt(time.Minute, workflows.UpdateCancel, "c1", workflows.CancelRequest{By: "support"})
 	late := f.updateAt(time.Minute, workflows.UpdateExtend, "x1", workflows.ExtendRequest{Seconds: 60})
@@ -109,9 +105,7 @@ func TestExtendRefusedOnceDecided(t *testing.T) {
 }
 
 func TestStuckReleaseWaitsForSupportRetry(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 2})
+	f, phone, in := phoneCheckout(t, 2)
 	in.PaymentTimeoutSeconds = 60
 	var broken atomic.Bool
 	broken.Store(true)
@@ -152,9 +146,7 @@ func TestStuckReleaseWaitsForSupportRetry(t *testing.T) {
 }
 
 func TestRetryRefusedWhenNothingIsStuck(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, _, in := phoneCheckout(t, 1)
 	in.PaymentTimeoutSeconds = 120
 	r := f.updateAt(time.Minute, workflows.UpdateRetry, "r1", workflows.RetryRequest{})
 
@@ -166,9 +158,7 @@ func TestRetryRefusedWhenNothingIsStuck(t *testing.T) {
 }
 
 func TestAcknowledgeClearsAFlag(t *testing.T) {
-	f := newFixture(t)
-	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	f, _, in := phoneCheckout(t, 1)
 	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_w", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_w", AmountCents: 1, Currency: "usd"})
 	early := f.updateAt(30*time.Second, workflows.UpdateAcknowledge, "a0", workflows.AcknowledgeRequest{})
 	var flagged workflows.View

@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -73,14 +75,14 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + cfg.APIAddr
-	waitFor(t, "the API to be ready with its worker", func() bool {
+	require.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	})
+	}, 60*time.Second, 100*time.Millisecond, "the API ready with its worker")
 
 	cart := testenv.RandomID("c-trace-")
 	body := fmt.Sprintf(`{"cart_id": %q, "customer_id": "u-trace", "items": [{"sku": %q, "quantity": 2}]}`, cart, sku)
@@ -102,12 +104,12 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 	// payment arrived), each HTTP request's just after its answer went out.
 	workflowID := workflows.WorkflowID(cart)
 	var spans spanTree
-	waitFor(t, "the saga's and both requests' spans", func() bool {
+	require.Eventually(t, func() bool {
 		spans = newSpanTree(exporter.GetSpans())
 		return len(spans.named("RunWorkflow:Checkout", attribute.String("temporalWorkflowID", workflowID))) > 0 &&
 			len(spans.named("RunActivity:CommitStock", attribute.String("temporalWorkflowID", workflowID))) > 0 &&
 			len(spans.named("POST /v1/checkouts")) > 0 && len(spans.named("POST /v1/webhooks/stripe")) > 0
-	})
+	}, 60*time.Second, 100*time.Millisecond, "the saga's and both requests' spans")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("spans:\n%s", spans)
@@ -312,16 +314,4 @@ next:
 		return line
 	}
 	return nil
-}
-
-// waitFor polls cond until it holds, failing the test after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

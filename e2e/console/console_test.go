@@ -11,14 +11,10 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -29,33 +25,27 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/stripe/stripe-go/v82/webhook"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/inventory"
-	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 const (
-	adminToken    = "console-admin-token-0123456789"
-	webhookSecret = "whsec_console_test_secret"
 	// uiDeadline bounds every wait on the page: the UI is a single-page app that loads its
 	// data after the page, on a machine other tests share.
 	uiDeadline = 60 * time.Second
 )
 
-// TestSupportConsole puts a few checkouts of two customers and two SKUs in different states,
+// TestSupportFindsAndReadsCheckoutsInTheWebUI puts a few checkouts of two customers and two SKUs in different states,
 // then, in the browser: lists them with the runbook's kind of query and checks which rows
 // show, and opens one to read what the runbook says support reads there.
-func TestSupportConsole(t *testing.T) {
+func TestSupportFindsAndReadsCheckoutsInTheWebUI(t *testing.T) {
 	browser := chromiumPath(t)
 	p := startProduct(t)
 
@@ -332,74 +322,33 @@ func (b *browser) shot(t *testing.T, dir, name string) {
 type product struct {
 	t     *testing.T
 	tc    client.Client
-	api   string
+	api   *checkouttest.Client
 	uiURL string
-	http  *http.Client
 }
 
 func startProduct(t *testing.T) *product {
-	srv, uiURL := testenv.DevServerWith(t, testenv.DevServerOptions{EnableUI: true, SearchAttributes: workflows.SearchAttributeTypes})
-	_, pool := testenv.Postgres(t)
-	rdb := testenv.Redis(t)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default", Logger: sdklog.NewStructuredLogger(logger)})
-	if err != nil {
-		t.Fatalf("dial temporal: %v", err)
-	}
-	t.Cleanup(tc.Close)
-	store, stock := store.New(pool), lua.New(rdb)
-	inv := &inventory.Inventory{Store: store, Stock: stock}
-
-	w := worker.New(tc, &activities.Activities{Store: store, Stock: stock, Temporal: tc})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-
-	hs := httptest.NewServer(api.New(api.Config{
-		AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret},
-		DefaultPaymentTimeoutSeconds: 600, TemporalUIURL: uiURL, Namespace: "default",
-	}, api.Deps{Temporal: tc, Catalog: store, Inventory: inv, Records: store, Payments: store, Logger: logger}))
-	t.Cleanup(hs.Close)
-	return &product{t: t, tc: tc, api: hs.URL, uiURL: uiURL, http: &http.Client{Timeout: 60 * time.Second}}
+	p := checkouttest.Start(t, checkouttest.Options{UI: true, NoAPI: true})
+	url := p.ServeAPI(api.Config{TemporalUIURL: p.UIURL}, p.Temporal, false)
+	return &product{t: t, tc: p.Temporal, api: checkouttest.NewClient(url), uiURL: p.UIURL}
 }
 
 // call sends a JSON request to the API and decodes a 2xx answer into out.
 func (p *product) call(method, path string, body any, header map[string]string, out any) int {
 	p.t.Helper()
-	var raw []byte
-	if body != nil {
-		raw, _ = json.Marshal(body)
-	}
-	req, err := http.NewRequest(method, p.api+path, bytes.NewReader(raw))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := p.http.Do(req)
+	a, err := p.api.Do(p.t.Context(), method, path, body, header, out)
 	if err != nil {
 		p.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode < 300 && out != nil {
-		if err := json.Unmarshal(answer, out); err != nil {
-			p.t.Fatalf("%s %s: decode %q: %v", method, path, answer, err)
-		}
+	if a.Code >= 300 {
+		p.t.Logf("%s %s: %d %s", method, path, a.Code, a.Body)
 	}
-	if resp.StatusCode >= 300 {
-		p.t.Logf("%s %s: %d %s", method, path, resp.StatusCode, answer)
-	}
-	return resp.StatusCode
+	return a.Code
 }
 
 func (p *product) stock(sku string, onHand int64) {
 	p.t.Helper()
 	body := map[string]any{"on_hand": onHand, "price_cents": 99_900, "currency": "usd", "max_per_order": 2}
-	if code := p.call(http.MethodPut, "/v1/inventory/"+sku, body, map[string]string{"Authorization": "Bearer " + adminToken}, nil); code != http.StatusOK {
+	if code := p.call(http.MethodPut, "/v1/inventory/"+sku, body, checkouttest.Admin(checkouttest.AdminToken), nil); code != http.StatusOK {
 		p.t.Fatalf("stock %s: %d", sku, code)
 	}
 }
@@ -419,16 +368,8 @@ func (p *product) checkout(cartID, customer string, items ...api.RequestItem) ap
 // pay sends a correctly signed payment_intent.succeeded of the checkout's amount.
 func (p *product) pay(v api.CheckoutView) {
 	p.t.Helper()
-	body, _ := json.Marshal(map[string]any{
-		"id": "evt_" + v.CheckoutID, "object": "event", "type": "payment_intent.succeeded", "api_version": "2024-06-20",
-		"data": map[string]any{"object": map[string]any{
-			"id": "pi_" + v.CheckoutID, "object": "payment_intent", "amount": v.AmountCents, "amount_received": v.AmountCents,
-			"currency": "usd", "metadata": map[string]string{"checkout_id": v.CheckoutID},
-		}},
-	})
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
-	if code := p.call(http.MethodPost, "/v1/webhooks/stripe", json.RawMessage(body), map[string]string{"Stripe-Signature": signed.Header}, nil); code != http.StatusOK {
-		p.t.Fatalf("pay %s: %d", v.CheckoutID, code)
+	if err := p.api.Pay(p.t.Context(), v.CheckoutID, v.AmountCents, checkouttest.WebhookSecret); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
@@ -451,39 +392,24 @@ func (p *product) view(checkoutID string) api.CheckoutView {
 // waitStatus polls the checkout until it has status s.
 func (p *product) waitStatus(checkoutID string, s workflows.Status) {
 	p.t.Helper()
-	deadline := time.Now().Add(uiDeadline)
-	for {
-		v := p.view(checkoutID)
-		if v.Status == s {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("checkout %s is %s, never %s", checkoutID, v.Status, s)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	require.Eventually(p.t, func() bool { return p.view(checkoutID).Status == s }, uiDeadline, 100*time.Millisecond,
+		"checkout %s never %s", checkoutID, s)
 }
 
 // waitList polls a visibility query until it returns exactly the workflows want.
 func (p *product) waitList(query string, want ...string) {
 	p.t.Helper()
 	slices.Sort(want)
-	deadline := time.Now().Add(uiDeadline)
-	for {
+	require.EventuallyWithT(p.t, func(c *assert.CollectT) {
 		var got []string
-		resp, err := p.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: query})
+		resp, err := p.tc.ListWorkflow(p.t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: query})
+		require.NoError(c, err)
 		for _, ex := range resp.GetExecutions() {
 			got = append(got, ex.GetExecution().GetWorkflowId())
 		}
 		slices.Sort(got)
-		if err == nil && slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("query %s: got %v (err %v), want %v", query, got, err, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		assert.Equal(c, want, got, "query %s", query)
+	}, uiDeadline, 100*time.Millisecond)
 }
 
 // runID is the id of the workflow's latest run, for the UI's page of it.

@@ -35,15 +35,30 @@ var (
 	redisNodes = []string{"redis-1", "redis-2", "redis-3", "redis-4", "redis-5", "redis-6"}
 )
 
-// contractSearchAttributes are the search attributes of CONTRACT.md ("Support staff in the
-// Temporal UI"), with the type names of `temporal operator search-attribute create --type`.
-var contractSearchAttributes = map[string]string{
-	"CheckoutState":  "Keyword",
-	"CustomerId":     "Keyword",
-	"Skus":           "KeywordList",
-	"AmountCents":    "Int",
-	"HoldExpiresAt":  "Datetime",
-	"NeedsAttention": "Bool",
+// contractSearchAttributes are the search attributes docs/contract.md names ("Every checkout
+// workflow carries search attributes ..."), read from the page itself so the compose file is
+// checked against the specification, with the type names of
+// `temporal operator search-attribute create --type`.
+func contractSearchAttributes(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "contract.md"))
+	if err != nil {
+		t.Fatalf("read the contract: %v", err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "Every checkout workflow carries search attributes")
+	if start < 0 {
+		t.Fatal("docs/contract.md no longer says which search attributes every checkout carries")
+	}
+	paragraph, _, _ := strings.Cut(doc[start:], "\n\n")
+	attrs := map[string]string{}
+	for _, m := range regexp.MustCompile("`(\\w+)`\\s+\\((\\w+)\\)").FindAllStringSubmatch(paragraph, -1) {
+		attrs[m[1]] = m[2]
+	}
+	if len(attrs) == 0 {
+		t.Fatalf("no `Name` (Type) search attributes in the contract's paragraph: %q", paragraph)
+	}
+	return attrs
 }
 
 // composeEnv is the only environment the loader sees: the test never depends on the caller's.
@@ -210,13 +225,14 @@ func TestComposeFile(t *testing.T) {
 			}
 			got[m[1]] = m[2]
 		}
-		for name, typ := range contractSearchAttributes {
+		contract := contractSearchAttributes(t)
+		for name, typ := range contract {
 			if got[name] != typ {
 				t.Errorf("search attribute %s: registered as %q, want %q", name, got[name], typ)
 			}
 		}
 		for name := range got {
-			if _, ok := contractSearchAttributes[name]; !ok {
+			if _, ok := contract[name]; !ok {
 				t.Errorf("search attribute %s is registered but not in the contract", name)
 			}
 		}

@@ -1,0 +1,135 @@
+package checkouttest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client is a well-behaved client of the API: it retries a 503 or 429 after its
+// Retry-After (1 s when the answer names none), at most MaxRetries times. Every request
+// of the contract is safe to repeat (the cart id, the event id or the Idempotency-Key
+// make the second one a no-op), so the retry is too.
+type Client struct {
+	BaseURL string
+	HTTP    *http.Client
+	// MaxRetries bounds the retries of one request; 0 never retries.
+	MaxRetries int
+}
+
+// NewClient returns a Client on baseURL with keep-alive connections for a wide burst and
+// 30 retries.
+func NewClient(baseURL string) *Client {
+	return &Client{BaseURL: baseURL, MaxRetries: 30, HTTP: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
+	}}}
+}
+
+// Answer is the last answer to a request, with every attempt's.
+type Answer struct {
+	Code       int
+	Header     http.Header
+	Body       []byte
+	Problem    string        // the problem+json code of an error answer
+	RetryAfter time.Duration // of the last answer
+	Attempts   []string      // every answer: "201", "409 out_of_stock", "503 overloaded", "transport error"
+	Retried    int           // answers retried after their Retry-After
+	Latency    time.Duration // of the last attempt
+	Answered   time.Time     // when the last answer arrived
+}
+
+// JSON is the answer's body decoded as an object (nil if it is not one).
+func (a Answer) JSON() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(a.Body, &m)
+	return m
+}
+
+// Do sends a request to BaseURL+path, retrying as the type says, and decodes a 2xx JSON
+// answer into out (if not nil). body is sent as it is when it is a []byte, as JSON
+// otherwise (nil: no body).
+func (c *Client) Do(ctx context.Context, method, path string, body any, header map[string]string, out any) (Answer, error) {
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			return Answer{}, fmt.Errorf("encode %s %s body: %w", method, path, err)
+		}
+	}
+	var a Answer
+	for {
+		err := c.once(ctx, method, path, raw, header, &a)
+		if err != nil {
+			a.Attempts = append(a.Attempts, "transport error")
+		} else {
+			a.Attempts = append(a.Attempts, strings.TrimSpace(strconv.Itoa(a.Code)+" "+a.Problem))
+		}
+		if err != nil || (a.Code != http.StatusServiceUnavailable && a.Code != http.StatusTooManyRequests) || a.Retried == c.MaxRetries {
+			if err == nil && out != nil && len(a.Body) > 0 && a.Code < 300 {
+				if err := json.Unmarshal(a.Body, out); err != nil {
+					return a, fmt.Errorf("decode %s %s answer %q: %w", method, path, a.Body, err)
+				}
+			}
+			return a, err
+		}
+		a.Retried++
+		wait := a.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return a, ctx.Err()
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, body []byte, header map[string]string, a *Answer) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	started := time.Now()
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	a.Body, err = io.ReadAll(resp.Body)
+	a.Code, a.Header, a.Latency, a.Answered = resp.StatusCode, resp.Header, time.Since(started), time.Now()
+	a.RetryAfter, a.Problem = 0, ""
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		a.RetryAfter = time.Duration(secs) * time.Second
+	}
+	if resp.StatusCode >= 400 {
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(a.Body, &p)
+		a.Problem = p.Code
+	}
+	if err != nil {
+		return fmt.Errorf("read %s %s answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Admin is the Authorization header of the operator and support endpoints.
+func Admin(token string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + token}
+}
