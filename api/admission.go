@@ -3,6 +3,7 @@ package api
 import (
 	"container/list"
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -27,7 +28,8 @@ import (
 // Past the bound a request waits, first come first served, up to AdmissionWait, then is shed
 // with 503 and Retry-After: a flash-sale crowd gets a quick "try again" instead of a pile of
 // slow answers. At most one bound's worth of requests waits: a request that finds that many
-// ahead of it would wait more than a round of answers, so it is shed at once.
+// ahead of it would wait more than a round of answers, so it is shed at once, and asked to
+// come back in 2 s rather than 1, which spreads a crowd's retries over a longer sale.
 
 // Admission defaults. The bound starts at 32 (what a dev server on two cores took with no
 // request timing out, when the bound was fixed) and moves between 8 and 256. The target is
@@ -69,18 +71,24 @@ func newLimiter(max int, target time.Duration) *limiter {
 	}
 }
 
+// Why a request got no place.
+var (
+	errRoundWaiting = errors.New("a round of requests is already waiting")
+	errWaitedOut    = errors.New("no place came in time")
+)
+
 // acquire waits up to wait for a place. It returns the function that gives the place back,
-// or false when none came in time (or ctx ended).
-func (l *limiter) acquire(ctx context.Context, wait time.Duration) (release func(), ok bool) {
+// or why none came (errRoundWaiting at once, errWaitedOut after the wait or when ctx ended).
+func (l *limiter) acquire(ctx context.Context, wait time.Duration) (release func(), err error) {
 	l.mu.Lock()
 	if l.waiting.Len() == 0 && l.inFlight < int(l.limit) {
 		n := l.admit()
 		l.mu.Unlock()
-		return l.releaser(n), true
+		return l.releaser(n), nil
 	}
 	if l.waiting.Len() >= int(l.limit) {
 		l.mu.Unlock()
-		return nil, false
+		return nil, errRoundWaiting
 	}
 	w := &waiter{admitted: make(chan struct{})}
 	e := l.waiting.PushBack(w)
@@ -90,18 +98,18 @@ func (l *limiter) acquire(ctx context.Context, wait time.Duration) (release func
 	defer timer.Stop()
 	select {
 	case <-w.admitted:
-		return l.releaser(w.number), true
+		return l.releaser(w.number), nil
 	case <-timer.C:
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w.done { // handed a place just as the wait ended: take it
-		return l.releaser(w.number), true
+		return l.releaser(w.number), nil
 	}
 	w.done = true
 	l.waiting.Remove(e)
-	return nil, false
+	return nil, errWaitedOut
 }
 
 // admit takes a place; l.mu is held.
@@ -151,11 +159,15 @@ func (l *limiter) current() (limit, inFlight int) {
 
 // admit bounds the checkout requests talking to Temporal at once (see above).
 func (s *Server) admit(ctx context.Context) (func(), *Problem) {
-	if release, ok := s.admission.acquire(ctx, s.cfg.AdmissionWait); ok {
+	release, err := s.admission.acquire(ctx, s.cfg.AdmissionWait)
+	if err == nil {
 		return release, nil
 	}
 	metrics.Shed.Inc()
 	p := problem(http.StatusServiceUnavailable, "overloaded", "too many checkouts are starting right now; retry shortly")
 	p.retryAfter = 1
+	if errors.Is(err, errRoundWaiting) {
+		p.retryAfter = 2
+	}
 	return nil, p
 }

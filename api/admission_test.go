@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -24,8 +25,8 @@ func fill(t *testing.T, l *limiter, n int) []func() {
 	t.Helper()
 	var releases []func()
 	for i := range n {
-		release, ok := l.acquire(context.Background(), 0)
-		if !ok {
+		release, err := l.acquire(context.Background(), 0)
+		if err != nil {
 			t.Fatalf("place %d of %d was not admitted at once", i+1, n)
 		}
 		releases = append(releases, release)
@@ -41,8 +42,8 @@ func bound(l *limiter) int {
 func TestAdmissionStartsAt32AndShedsPastIt(t *testing.T) {
 	l, _ := testLimiter(DefaultMaxStartingCheckouts)
 	fill(t, l, initialAdmissionLimit)
-	if _, ok := l.acquire(context.Background(), 10*time.Millisecond); ok {
-		t.Fatal("a request past the bound was admitted instead of shed")
+	if _, err := l.acquire(context.Background(), 10*time.Millisecond); !errors.Is(err, errWaitedOut) {
+		t.Fatalf("a request past the bound, with no round waiting, got %v; want it shed after its wait (%v)", err, errWaitedOut)
 	}
 	if limit, inFlight := l.current(); limit != initialAdmissionLimit || inFlight != initialAdmissionLimit {
 		t.Fatalf("bound %d with %d in flight, want %d and %d", limit, inFlight, initialAdmissionLimit, initialAdmissionLimit)
@@ -119,7 +120,7 @@ func TestAdmissionHandsFreedPlacesToTheOldestWaiter(t *testing.T) {
 	order := make(chan int, 2)
 	for i := range 2 {
 		go func() {
-			if _, ok := l.acquire(context.Background(), time.Minute); ok {
+			if _, err := l.acquire(context.Background(), time.Minute); err == nil {
 				order <- i
 			}
 		}()
@@ -171,8 +172,8 @@ func TestAdmissionShedsAtOnceWhenARoundIsWaiting(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	start := time.Now()
-	if _, ok := l.acquire(context.Background(), time.Minute); ok {
-		t.Fatal("a fifth waiter behind a full round was admitted")
+	if _, err := l.acquire(context.Background(), time.Minute); !errors.Is(err, errRoundWaiting) {
+		t.Fatalf("a fifth waiter behind a full round got %v, want %v", err, errRoundWaiting)
 	}
 	if waited := time.Since(start); waited > 10*time.Second {
 		t.Fatalf("shed after %s; with a round already waiting it must not wait for the minute", waited)
@@ -184,7 +185,7 @@ func TestAdmissionShedsWhenTheRequestEnds(t *testing.T) {
 	inFlight := fill(t, l, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, ok := l.acquire(ctx, time.Minute); ok {
+	if _, err := l.acquire(ctx, time.Minute); err == nil {
 		t.Fatal("a request whose context ended was admitted")
 	}
 	inFlight[0]()
