@@ -301,6 +301,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),
 		AdmissionWait:                cfg.AdmissionWait,
+		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 	}, api.Deps{
 		Temporal:  d.temporal,
