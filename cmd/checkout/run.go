@@ -27,7 +27,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
-	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/worker"
@@ -413,16 +412,6 @@ func catalogAndInventory(s *store.Store, stock *lua.Stock, ttl time.Duration) (a
 		return s, inv
 	}
 	cache := store.NewCatalogCache(s, ttl)
-	return cache, forgettingInventory{inv, cache}
-}
-
-// forgettingInventory tells the catalog cache of every SKU an operator sets.
-type forgettingInventory struct {
-	*inventory.Inventory
-	cache *store.CatalogCache
-}
-
-func (f forgettingInventory) Set(ctx context.Context, p shop.Product) (shop.InventoryView, error) {
-	defer f.cache.Forget(p.SKU)
-	return f.Inventory.Set(ctx, p)
+	inv.Catalog = cache
+	return cache, inv
 }
