@@ -88,6 +88,9 @@ func main() {
 		o.sizes = quickSizes()
 	}
 	o.command = "make bench (cd bench && go run . " + strings.Join(os.Args[1:], " ") + ")"
+	if root, err := filepath.Abs(".."); err == nil { // the report names no path of this machine
+		o.command = strings.ReplaceAll(o.command, root+string(filepath.Separator), "../")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -90,13 +90,18 @@ func (r results) targets() []target {
 	})
 	g := r.gate
 	q = ratio(g.soldOutRate(), g.bareRate())
-	ts = append(ts, target{
-		name:     "Sold-out rejections >= 0.5 x the requests/s of a bare Echo handler (same client, concurrency " + fmt.Sprint(g.concurrency) + ")",
-		measured: fmt.Sprintf("%.0f vs %.0f req/s", g.soldOutRate(), g.bareRate()),
-		ratio:    fmt.Sprintf("%.3f x", q), met: q >= 0.5 && g.workflowsStarted == 0,
-		why: "a rejected POST reads and strictly decodes the body, validates it, runs the gate's pipelined Redis read " +
-			"(HMGET, HEXISTS, EXISTS) and writes a problem+json body; the client, the API and Redis share the same 2 cores.",
-	})
+	why := "a rejected POST reads and strictly decodes the body, validates it, checks the catalog (from memory, CATALOG_CACHE_MS) " +
+		"and the gate (from memory while the in-process sold-out flag holds, else a pipelined Redis read) and writes a " +
+		"problem+json body through the API's middleware (body limit, timeout, recover, request log); the client, the API " +
+		"and Redis share the same 2 cores."
+	for _, bound := range []float64{0.5, 0.8} { // the first version's target, then issue 12's
+		ts = append(ts, target{
+			name:     fmt.Sprintf("Sold-out rejections >= %.1f x the requests/s of a bare Echo handler (same client, concurrency %d)", bound, g.concurrency),
+			measured: fmt.Sprintf("%.0f vs %.0f req/s", g.soldOutRate(), g.bareRate()),
+			ratio:    fmt.Sprintf("%.3f x", q), met: q >= bound && g.workflowsStarted == 0,
+			why: why,
+		})
+	}
 	q = ratio(r.e2e.rate(), r.empty.rate())
 	ts = append(ts, target{
 		name:     "End-to-end checkouts/s >= 0.5 x the empty-workflow rate of the same dev server (concurrency " + fmt.Sprint(r.e2e.concurrency) + ")",
