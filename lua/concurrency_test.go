@@ -184,7 +184,7 @@ func BenchmarkReserveFCALLvsEVALSHA(b *testing.B) {
 	rdb := testClient(b)
 	ctx := b.Context()
 	lib := "#!lua name=checkoutbench\n" + commonLua +
-		"redis.register_function('reserve', function(KEYS, ARGV)\n" + reserveLua + "\nend)\n"
+		"redis.register_function('reserve', function(KEYS, ARGV)\n" + source("reserve") + "\nend)\n"
 	if err := rdb.FunctionLoadReplace(ctx, lib).Err(); err != nil {
 		b.Fatalf("function load: %v", err)
 	}
