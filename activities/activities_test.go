@@ -25,6 +25,13 @@ func testDB(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
+// recordingActivities are the activities over a fresh database and no Redis: enough for
+// the steps that only record (RecordCheckout prices the cart from the pool's catalog).
+func recordingActivities(t *testing.T) (*pgxpool.Pool, *Activities) {
+	pool := testDB(t)
+	return pool, &Activities{Store: store.New(pool)}
+}
+
 func testRedis(t *testing.T) *redis.Client { return testenv.Redis(t) }
 
 func requireAppError(t *testing.T, err error, wantType string) {
@@ -43,9 +50,7 @@ func requireAppError(t *testing.T, err error, wantType string) {
 
 func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 	t.Parallel()
-	pool := testDB(t)
-	db := store.New(pool)
-	a := &Activities{Store: db}
+	pool, a := recordingActivities(t)
 	skuA, skuB := randomID("A-"), randomID("B-")
 	testenv.PutSKU(t, pool, skuA, 10, 250, "usd")
 	testenv.PutSKU(t, pool, skuB, 10, 1000, "usd")
@@ -100,9 +105,7 @@ func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 
 func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
 	t.Parallel()
-	pool := testDB(t)
-	db := store.New(pool)
-	a := &Activities{Store: db}
+	pool, a := recordingActivities(t)
 	usd, eur := randomID("USD-"), randomID("EUR-")
 	testenv.PutSKU(t, pool, usd, 10, 100, "usd")
 	testenv.PutSKU(t, pool, eur, 10, 100, "eur")
@@ -120,7 +123,7 @@ func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
 			id := randomID("c-")
 			_, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: tt.items})
 			requireAppError(t, err, tt.wantType)
-			if _, err := db.Checkout(t.Context(), id); !errors.Is(err, ErrNotFound) {
+			if _, err := a.Store.Checkout(t.Context(), id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("refused checkout was recorded: read it back with err %v, want ErrNotFound", err)
 			}
 		})

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -30,9 +31,7 @@ func newRecoveryFixture(t *testing.T) *recoveryFixture {
 	f := &recoveryFixture{t: t, acts: &Activities{Store: db, Stock: stockRedis}, pool: pool, sku: randomID("REC-"),
 		inv: &inventory.Inventory{Store: db, Stock: stockRedis}}
 	t.Cleanup(func() { rdb.Del(t.Context(), lua.StockKey(f.sku), lua.HoldsKey(f.sku)) })
-	if _, err := f.inv.Set(t.Context(), Product{SKU: f.sku, OnHand: 10, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		t.Fatal(err)
-	}
+	f.stock(10, 100, 5)
 	var s testsuite.WorkflowTestSuite
 	f.actEv = s.NewTestActivityEnvironment()
 	f.actEv.RegisterActivity(f.acts)
@@ -49,6 +48,30 @@ func (f *recoveryFixture) checkout(qty int64) string {
 		f.t.Fatal(err)
 	}
 	return id
+}
+
+// stock sets the SKU through the operators' service: onHand units at priceCents (usd), at
+// most maxPerOrder per order.
+func (f *recoveryFixture) stock(onHand, priceCents, maxPerOrder int64) {
+	f.t.Helper()
+	if _, err := f.inv.Set(f.t.Context(), Product{SKU: f.sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// loseHold makes Redis forget the hold of checkout as a failover to a lagging replica does:
+// the hold is gone and the stock hash reads available units and none held.
+func (f *recoveryFixture) loseHold(checkout string, available int64) {
+	rdb := testRedis(f.t)
+	rdb.HDel(f.t.Context(), lua.HoldsKey(f.sku), checkout)
+	rdb.HSet(f.t.Context(), lua.StockKey(f.sku), "available", available, "held", 0)
+}
+
+// confirm confirms the order of checkout's one unit in Postgres, as the saga does once paid.
+func (f *recoveryFixture) confirm(ctx context.Context, checkout string) error {
+	_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: checkout, CustomerID: "u-1",
+		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout})
+	return err
 }
 
 func (f *recoveryFixture) level() InventoryView {
@@ -92,8 +115,7 @@ func TestReconcileStockRepairsAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	// confirmed was confirmed in Postgres, but its hold was never committed.
-	if _, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: confirmed, CustomerID: "u-1",
-		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_1"}); err != nil {
+	if err := f.confirm(ctx, confirmed); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE checkouts SET ended_at = now() - interval '1 hour' WHERE checkout_id = ANY($1)`, []string{expired, confirmed}); err != nil {
