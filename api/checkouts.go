@@ -286,16 +286,32 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	return c.JSON(status, s.present(v))
 }
 
-// getCheckout answers for open checkouts from the saga and for finished ones from the
-// saga's result, or from Postgres once Temporal no longer keeps the history.
-func (s *Server) getCheckout(c echo.Context) error {
+// cartParam reads the cart id of the path, refuses an invalid one, and names the checkout and
+// its saga for the request log.
+func cartParam(c echo.Context) (string, error) {
 	id := c.Param("cart_id")
 	if !shop.ValidID(id) {
-		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
+		return "", invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
 	}
 	c.Set(ctxCheckoutID, id)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
-	if err := s.checkOwner(c, id, false); err != nil {
+	return id, nil
+}
+
+// callersCart is cartParam for a client's own cart: another client's reads as not found.
+func (s *Server) callersCart(c echo.Context) (string, error) {
+	id, err := cartParam(c)
+	if err != nil {
+		return "", err
+	}
+	return id, s.checkOwner(c, id, false)
+}
+
+// getCheckout answers for open checkouts from the saga and for finished ones from the
+// saga's result, or from Postgres once Temporal no longer keeps the history.
+func (s *Server) getCheckout(c echo.Context) error {
+	id, err := s.callersCart(c)
+	if err != nil {
 		return err
 	}
 	v, err := s.view(c.Request().Context(), id)
@@ -352,13 +368,8 @@ func (s *Server) recordedView(ctx context.Context, checkoutID string) (workflows
 // cancelCheckout ends an open checkout as cancelled. Repeating it is harmless; a paid
 // checkout answers 409.
 func (s *Server) cancelCheckout(c echo.Context) error {
-	id := c.Param("cart_id")
-	if !shop.ValidID(id) {
-		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
-	}
-	c.Set(ctxCheckoutID, id)
-	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
-	if err := s.checkOwner(c, id, false); err != nil {
+	id, err := s.callersCart(c)
+	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
