@@ -36,8 +36,7 @@ func confirmInput(rec shop.CheckoutRecord) store.Order {
 
 func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	skuA, skuB, rec := recordCart(t, pool, 10, 4, 3, 4)
 
 	orderID, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
@@ -134,8 +133,7 @@ func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
 // second saga after retention). Before the fix it answered the old order as a success.
 func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	skuA, _, rec := recordCart(t, pool, 10, 4, 3, 4)
 	if _, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec)); err != nil {
 		t.Fatalf("confirm order: %v", err)
@@ -152,8 +150,7 @@ func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 
 func TestConfirmOrderRollsBackWhenOneLineIsShort(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	// A is processed first and has plenty; B has 1 on hand for a line of 2.
 	skuA, skuB, rec := recordCart(t, pool, 10, 1, 2, 2)
 	beforeA, beforeB := testenv.ReadSKU(t, pool, skuA), testenv.ReadSKU(t, pool, skuB)
@@ -187,8 +184,7 @@ func TestConfirmOrderRollsBackWhenOneLineIsShort(t *testing.T) {
 
 func TestRecordOutcomeKeepsTheFirstEnd(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
 
 	if err := s.RecordOutcome(t.Context(), store.Outcome{CheckoutID: rec.CheckoutID, Status: "expired", Reason: "payment timed out"}); err != nil {
@@ -221,8 +217,7 @@ func TestRecordOutcomeKeepsTheFirstEnd(t *testing.T) {
 
 func TestRecordOutcomeLeavesConfirmedCheckout(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
 	orderID, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
 	if err != nil {
