@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -59,17 +60,17 @@ func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 		CheckoutID: randomID("c-"),
 		CustomerID: "u-1",
 		// The client's prices are ignored: the catalog prices the cart.
-		Items: []Item{{SKU: skuA, Quantity: 3, UnitPriceCents: 1}, {SKU: skuB, Quantity: 1, UnitPriceCents: 1}},
+		Items: []shop.Item{{SKU: skuA, Quantity: 3, UnitPriceCents: 1}, {SKU: skuB, Quantity: 1, UnitPriceCents: 1}},
 	}
 	first, err := a.RecordCheckout(t.Context(), in)
 	if err != nil {
 		t.Fatalf("record checkout: %v", err)
 	}
-	if first.CheckoutID != in.CheckoutID || first.CustomerID != "u-1" || first.Status != StatusOpen ||
+	if first.CheckoutID != in.CheckoutID || first.CustomerID != "u-1" || first.Status != shop.RecordOpen ||
 		first.Currency != "usd" || first.AmountCents != 3*250+1000 {
 		t.Errorf("recorded %+v; want checkout %s of u-1, status open, usd, 1750 cents", first, in.CheckoutID)
 	}
-	wantItems := map[string]Item{
+	wantItems := map[string]shop.Item{
 		skuA: {SKU: skuA, Quantity: 3, UnitPriceCents: 250},
 		skuB: {SKU: skuB, Quantity: 1, UnitPriceCents: 1000},
 	}
@@ -112,19 +113,19 @@ func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		items    []Item
+		items    []shop.Item
 		wantType string
 	}{
-		{"unknown sku", []Item{{SKU: usd, Quantity: 1}, {SKU: randomID("NOPE-"), Quantity: 1}}, ErrTypeUnknownSKU},
-		{"mixed currency", []Item{{SKU: usd, Quantity: 1}, {SKU: eur, Quantity: 1}}, ErrTypeMixedCurrency},
+		{"unknown sku", []shop.Item{{SKU: usd, Quantity: 1}, {SKU: randomID("NOPE-"), Quantity: 1}}, shop.ErrTypeUnknownSKU},
+		{"mixed currency", []shop.Item{{SKU: usd, Quantity: 1}, {SKU: eur, Quantity: 1}}, shop.ErrTypeMixedCurrency},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := randomID("c-")
 			_, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: tt.items})
 			requireAppError(t, err, tt.wantType)
-			if _, err := a.Store.Checkout(t.Context(), id); !errors.Is(err, ErrNotFound) {
-				t.Errorf("refused checkout was recorded: read it back with err %v, want ErrNotFound", err)
+			if _, err := a.Store.Checkout(t.Context(), id); !errors.Is(err, shop.ErrNotFound) {
+				t.Errorf("refused checkout was recorded: read it back with err %v, want shop.ErrNotFound", err)
 			}
 		})
 	}
@@ -139,11 +140,11 @@ func TestConfirmOrderRefusesAStockMismatchForGood(t *testing.T) {
 	a := &Activities{Store: store.New(pool)}
 	sku := randomID("A-")
 	testenv.PutSKU(t, pool, sku, 1, 300, "usd")
-	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []Item{{SKU: sku, Quantity: 2}}})
+	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: 2}}})
 	if err != nil {
 		t.Fatalf("record checkout: %v", err)
 	}
 	_, err = a.ConfirmOrder(t.Context(), ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
 		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "fakepay", PaymentRef: "pay-1"})
-	requireAppError(t, err, ErrTypeStockMismatch)
+	requireAppError(t, err, shop.ErrTypeStockMismatch)
 }

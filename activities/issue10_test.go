@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/store"
@@ -45,11 +46,11 @@ func TestReconcileStockRestoresLostHolds(t *testing.T) {
 		t.Fatalf("after reconcile: %+v; want a's hold restored (available 0, held 1)", v)
 	}
 	b := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1})
-	requireAppError(t, err, ErrTypeOutOfStock)
+	requireAppError(t, err, shop.ErrTypeOutOfStock)
 }
 
 // Redis went back to a copy from before the last holds (a restart from an older snapshot):
@@ -62,7 +63,7 @@ func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 	snapshot := dumpKeys(t, rdb, f.sku)
 	for range 3 {
 		id := randomID("c-")
-		if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+		if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: id, SKU: f.sku, Quantity: 1}); err != nil {
@@ -71,11 +72,11 @@ func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 	}
 	restoreKeys(t, rdb, snapshot)
 	late := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: late, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: late, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: late, SKU: f.sku, Quantity: 1})
-	requireAppError(t, err, ErrTypeOutOfStock)
+	requireAppError(t, err, shop.ErrTypeOutOfStock)
 	if v := f.level(); v.Available+v.Held != v.OnHand {
 		t.Errorf("after the resync: %+v; want available + held == on_hand", v)
 	}
@@ -93,7 +94,7 @@ func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.actEv.ExecuteActivity(f.acts.CommitStock, StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1})
-	requireAppError(t, err, ErrTypeNoHold)
+	requireAppError(t, err, shop.ErrTypeNoHold)
 	if v := f.level(); v.OnHand != 1 || v.Available != 1 || v.Held != 0 {
 		t.Errorf("after the commit without a hold: %+v; want on_hand 1 == available 1", v)
 	}
@@ -108,7 +109,7 @@ func TestForfeitStockReturnsNoUnits(t *testing.T) {
 	// Redis lost a's hold and sold the unit again to b.
 	f.loseHold(a, 1)
 	b := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.acts.Stock.Reserve(ctx, f.sku, b, 1); err != nil {
@@ -159,7 +160,7 @@ func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
 	inv := &inventory.Inventory{Store: f.acts.Store, Stock: lua.New(slow)}
 	setDone := make(chan error, 1)
 	go func() {
-		_, err := inv.Set(context.Background(), Product{SKU: f.sku, OnHand: 12, PriceCents: 100, Currency: "usd", MaxPerOrder: 5})
+		_, err := inv.Set(context.Background(), shop.Product{SKU: f.sku, OnHand: 12, PriceCents: 100, Currency: "usd", MaxPerOrder: 5})
 		setDone <- err
 	}()
 	select {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/store"
@@ -41,7 +42,7 @@ func newRecoveryFixture(t *testing.T) *recoveryFixture {
 // checkout records an open checkout of qty units and holds them in Redis.
 func (f *recoveryFixture) checkout(qty int64) string {
 	id := randomID("c-")
-	if _, err := f.acts.RecordCheckout(f.t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []Item{{SKU: f.sku, Quantity: qty}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(f.t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: qty}}}); err != nil {
 		f.t.Fatal(err)
 	}
 	if _, err := f.acts.Stock.Reserve(f.t.Context(), f.sku, id, qty); err != nil {
@@ -54,7 +55,7 @@ func (f *recoveryFixture) checkout(qty int64) string {
 // most maxPerOrder per order.
 func (f *recoveryFixture) stock(onHand, priceCents, maxPerOrder int64) {
 	f.t.Helper()
-	if _, err := f.inv.Set(f.t.Context(), Product{SKU: f.sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder}); err != nil {
+	if _, err := f.inv.Set(f.t.Context(), shop.Product{SKU: f.sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -70,11 +71,11 @@ func (f *recoveryFixture) loseHold(checkout string, available int64) {
 // confirm confirms the order of checkout's one unit in Postgres, as the saga does once paid.
 func (f *recoveryFixture) confirm(ctx context.Context, checkout string) error {
 	_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: checkout, CustomerID: "u-1",
-		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout})
+		Items: []shop.Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout})
 	return err
 }
 
-func (f *recoveryFixture) level() InventoryView {
+func (f *recoveryFixture) level() shop.InventoryView {
 	v, err := f.inv.Get(f.t.Context(), f.sku)
 	if err != nil {
 		f.t.Fatal(err)
