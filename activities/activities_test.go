@@ -33,6 +33,14 @@ func recordingActivities(t *testing.T) (*pgxpool.Pool, *Activities) {
 	return pool, &Activities{Store: store.New(pool)}
 }
 
+// newSKU puts a new SKU, named prefix plus a random suffix, in the catalog: 10 on hand at
+// priceCents in currency.
+func newSKU(t *testing.T, pool *pgxpool.Pool, prefix string, priceCents int64, currency string) string {
+	sku := randomID(prefix)
+	testenv.PutSKU(t, pool, sku, 10, priceCents, currency)
+	return sku
+}
+
 func testRedis(t *testing.T) *redis.Client { return testenv.Redis(t) }
 
 func requireAppError(t *testing.T, err error, wantType string) {
@@ -52,9 +60,7 @@ func requireAppError(t *testing.T, err error, wantType string) {
 func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 	t.Parallel()
 	pool, a := recordingActivities(t)
-	skuA, skuB := randomID("A-"), randomID("B-")
-	testenv.PutSKU(t, pool, skuA, 10, 250, "usd")
-	testenv.PutSKU(t, pool, skuB, 10, 1000, "usd")
+	skuA, skuB := newSKU(t, pool, "A-", 250, "usd"), newSKU(t, pool, "B-", 1000, "usd")
 
 	in := RecordCheckoutInput{
 		CheckoutID: randomID("c-"),
@@ -107,9 +113,7 @@ func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
 	t.Parallel()
 	pool, a := recordingActivities(t)
-	usd, eur := randomID("USD-"), randomID("EUR-")
-	testenv.PutSKU(t, pool, usd, 10, 100, "usd")
-	testenv.PutSKU(t, pool, eur, 10, 100, "eur")
+	usd, eur := newSKU(t, pool, "USD-", 100, "usd"), newSKU(t, pool, "EUR-", 100, "eur")
 
 	tests := []struct {
 		name     string
