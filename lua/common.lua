@@ -27,6 +27,46 @@ local function gen_arg(s)
   return tonumber(s)
 end
 
+-- int_args checks the leading arguments ARGV[1..#bounds] of a script: bounds[i] is {min, max}
+-- for a decimal integer in that range, or 'gen' for a gen. It returns the values in order;
+-- or nil and the index of the first bad one, for the script's INVALID_ARGUMENT reply.
+local function int_args(bounds)
+  local values = {}
+  for i, b in ipairs(bounds) do
+    local v
+    if b == 'gen' then
+      v = gen_arg(ARGV[i])
+    else
+      v = int_arg(ARGV[i], b[1], b[2])
+    end
+    if v == nil then
+      return nil, i
+    end
+    values[i] = v
+  end
+  return values
+end
+
+-- holds_args checks the lists rebuild and reconcile take after their leading arguments:
+-- ARGV[at] the count n of settled holders, the n holders, then (holder, quantity) pairs to
+-- the end. It returns n; or nil and the index of the bad argument.
+local function holds_args(at)
+  local n = int_arg(ARGV[at], 0, 100000)
+  if n == nil or #ARGV < at + n then
+    return nil, at
+  end
+  local pairs_from = at + 1 + n
+  if (#ARGV - pairs_from + 1) % 2 ~= 0 then
+    return nil, #ARGV
+  end
+  for i = pairs_from, #ARGV, 2 do
+    if int_arg(ARGV[i + 1], 1, 1000000) == nil then
+      return nil, i + 1
+    end
+  end
+  return n
+end
+
 -- hold_end returns holder's marker: 'released', 'committed', 'rebuilt' or nil.
 local function hold_end(ends, holder)
   local v = redis.call('HGET', ends, holder)
