@@ -36,9 +36,7 @@ func TestInventorySetAfterRedisLostEverythingKeepsOpenHolds(t *testing.T) {
 func TestReconcileStockRestoresLostHolds(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	f.stock(1, 100, 1)
-	a := f.checkout(1)
-	f.loseHold(a, 1) // the write the failover lost
+	f.lostHold(1) // the write the failover lost
 	if _, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +85,7 @@ func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	f.stock(2, 100, 1)
-	a := f.checkout(1)
-	f.loseHold(a, 2)
+	a := f.lostHold(2)
 	if err := f.confirm(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +100,7 @@ func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 func TestForfeitStockReturnsNoUnits(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	f.stock(1, 100, 1)
-	a := f.checkout(1)
-	// Redis lost a's hold and sold the unit again to b.
-	f.loseHold(a, 1)
+	a := f.lostHold(1) // Redis lost a's hold; the unit is sold again to b below
 	b := randomID("c-")
 	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)

@@ -68,6 +68,16 @@ func (f *recoveryFixture) loseHold(checkout string, available int64) {
 	rdb.HSet(f.t.Context(), lua.StockKey(f.sku), "available", available, "held", 0)
 }
 
+// lostHold stocks onHand units (at most one per order), holds one for a new checkout, and
+// makes Redis lose that hold (loseHold): all onHand units read available. It returns the
+// checkout.
+func (f *recoveryFixture) lostHold(onHand int64) string {
+	f.stock(onHand, 100, 1)
+	a := f.checkout(1)
+	f.loseHold(a, onHand)
+	return a
+}
+
 // confirm confirms the order of checkout's one unit in Postgres, as the saga does once paid.
 func (f *recoveryFixture) confirm(ctx context.Context, checkout string) error {
 	_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: checkout, CustomerID: "u-1",
