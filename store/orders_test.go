@@ -34,15 +34,23 @@ func confirmInput(rec shop.CheckoutRecord) store.Order {
 	}
 }
 
+// mustConfirm confirms the order of the recorded cart (confirmInput), failing the test on an
+// error; it returns the order id and whether this call created it.
+func mustConfirm(t *testing.T, s *store.Store, rec shop.CheckoutRecord) (orderID string, created bool) {
+	t.Helper()
+	orderID, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
+	if err != nil {
+		t.Fatalf("confirm order: %v", err)
+	}
+	return orderID, created
+}
+
 func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
 	t.Parallel()
 	pool, s := newStore(t)
 	skuA, skuB, rec := recordCart(t, pool, 10, 4, 3, 4)
 
-	orderID, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
-	if err != nil {
-		t.Fatalf("confirm order: %v", err)
-	}
+	orderID, created := mustConfirm(t, s, rec)
 	if orderID != shop.OrderID(rec.CheckoutID) || !created {
 		t.Errorf("confirm = (%q, created %v), want (%q, true)", orderID, created, shop.OrderID(rec.CheckoutID))
 	}
@@ -135,9 +143,7 @@ func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 	t.Parallel()
 	pool, s := newStore(t)
 	skuA, _, rec := recordCart(t, pool, 10, 4, 3, 4)
-	if _, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec)); err != nil {
-		t.Fatalf("confirm order: %v", err)
-	}
+	mustConfirm(t, s, rec)
 	other := confirmInput(rec)
 	other.PaymentRef = "pay-2"
 	if _, _, err := s.ConfirmOrder(t.Context(), other); !errors.Is(err, store.ErrPaidOtherwise) {
@@ -219,10 +225,7 @@ func TestRecordOutcomeLeavesConfirmedCheckout(t *testing.T) {
 	t.Parallel()
 	pool, s := newStore(t)
 	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
-	orderID, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
-	if err != nil {
-		t.Fatalf("confirm order: %v", err)
-	}
+	orderID, _ := mustConfirm(t, s, rec)
 	before, err := s.Checkout(t.Context(), rec.CheckoutID)
 	if err != nil {
 		t.Fatalf("read checkout: %v", err)
