@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 

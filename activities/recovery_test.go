@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
