@@ -548,30 +548,6 @@ func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) *Problem {
 	return p
 }
 
-// admit bounds the checkout requests talking to Temporal at once. Past the bound a request
-// waits up to AdmissionWait, then is shed with 503 and Retry-After: a flash-sale crowd gets a
-// quick "try again" instead of a pile of timeouts.
-func (s *Server) admit(ctx context.Context) (func(), *Problem) {
-	release := func() { <-s.starting }
-	select {
-	case s.starting <- struct{}{}:
-		return release, nil
-	default:
-	}
-	timer := time.NewTimer(s.cfg.AdmissionWait)
-	defer timer.Stop()
-	select {
-	case s.starting <- struct{}{}:
-		return release, nil
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	metrics.Shed.Inc()
-	p := problem(http.StatusServiceUnavailable, "overloaded", "too many checkouts are starting right now; retry shortly")
-	p.retryAfter = 1
-	return nil, p
-}
-
 // checkCatalog refuses unknown SKUs and quantities over a SKU's limit before any saga starts.
 // The saga checks again (the Lua script is the judge); this only answers bad carts early.
 func (s *Server) checkCatalog(ctx context.Context, req CheckoutRequest) *Problem {

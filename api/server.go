@@ -77,10 +77,12 @@ type Config struct {
 	TemporalUIURL            string // for the view's temporal_ui link
 	Namespace                string
 	RequestTimeout           time.Duration
-	// MaxStartingCheckouts bounds the checkout requests talking to Temporal at once; a
-	// request waits up to AdmissionWait for a place, then gets 503 with Retry-After.
+	// MaxStartingCheckouts caps the checkout requests talking to Temporal at once; below it
+	// the bound follows their latency against AdmissionTarget (admission.go). A request
+	// waits up to AdmissionWait for a place, then gets 503 with Retry-After.
 	MaxStartingCheckouts int
 	AdmissionWait        time.Duration
+	AdmissionTarget      time.Duration
 	// IdempotencyKeyRetention is how long a key stays bound to its body (the contract asks
 	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
 	IdempotencyKeyRetention time.Duration
@@ -95,16 +97,6 @@ const DefaultMaxPaymentTimeoutSeconds = 3600
 // contract's 24 hours and Temporal's retention (1 to 3 days), so a key outlives any answer
 // the saga itself could still give about it.
 const DefaultIdempotencyKeyRetention = 7 * 24 * time.Hour
-
-// Admission defaults: enough concurrent starts to keep a dev server busy on two cores (it
-// completes about 30 checkouts a second), few enough that an admitted request finishes well
-// inside the request timeout (in the benchmark's flash sale, 128 and 64 admitted requests
-// timed out behind each other, 246 at 64; 32 had none), and a wait that absorbs a burst
-// without letting clients pile up.
-const (
-	DefaultMaxStartingCheckouts = 32
-	DefaultAdmissionWait        = 2 * time.Second
-)
 
 // Deps are the API's collaborators.
 type Deps struct {
@@ -139,9 +131,9 @@ type Deps struct {
 type Server struct {
 	cfg Config
 	Deps
-	starting chan struct{} // admission: one token per checkout request talking to Temporal
-	workers  *workerCheck  // nil without Deps.Workers
-	standard standardVerifiers
+	admission *limiter     // one place per checkout request talking to Temporal
+	workers   *workerCheck // nil without Deps.Workers
+	standard  standardVerifiers
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
@@ -168,10 +160,13 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.AdmissionWait <= 0 {
 		cfg.AdmissionWait = DefaultAdmissionWait
 	}
+	if cfg.AdmissionTarget <= 0 {
+		cfg.AdmissionTarget = DefaultAdmissionTarget
+	}
 	if cfg.IdempotencyKeyRetention <= 0 {
 		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
 	}
-	s := &Server{cfg: cfg, Deps: deps, starting: make(chan struct{}, cfg.MaxStartingCheckouts),
+	s := &Server{cfg: cfg, Deps: deps, admission: newLimiter(cfg.MaxStartingCheckouts, cfg.AdmissionTarget),
 		standard: newStandardVerifiers(cfg.StandardWebhookSecrets)}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}

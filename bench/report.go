@@ -359,12 +359,14 @@ func flashWhy(f flashResult, sz sizes) string {
 		parts = append(parts, fmt.Sprintf("%d units oversold", f.oversold))
 	}
 	if f.fiveXX > 0 {
-		parts = append(parts, fmt.Sprintf("%d answers were 5xx other than admission control's 503 (answers: %s): with %d checkouts admitted at once (api.DefaultMaxStartingCheckouts) "+
+		parts = append(parts, fmt.Sprintf("%d answers were 5xx other than admission control's 503 (answers: %s): with up to %d checkouts admitted at once (api.DefaultMaxStartingCheckouts, the admission bound's cap) "+
 			"and the dev server completing only a few dozen sagas a second on these 2 cores, the last admitted updates wait longer than the "+
 			"API's 15 s request timeout and are answered 503 service_unavailable", f.fiveXX, answersLine(f.answers), api.DefaultMaxStartingCheckouts))
 	}
 	if f.gaveUp > 0 {
-		parts = append(parts, fmt.Sprintf("%d clients were still refused after %d retries", f.gaveUp, sz.flashRetries))
+		parts = append(parts, fmt.Sprintf("%d clients were still refused after %d retries: admission sheds at once when a round "+
+			"of requests already waits (api/admission.go), so a client retrying every second may spend its retries before "+
+			"the sale sells out", f.gaveUp, sz.flashRetries))
 	}
 	if f.sold != int64(f.units) {
 		parts = append(parts, fmt.Sprintf("%d of %d units sold: %d checkouts held %d units that their clients never learnt of "+

@@ -30,6 +30,9 @@ type Inventory struct {
 	// Logger gets the Redis steps that failed after Postgres took a change (the reconciler
 	// finishes them); nil logs to slog.Default.
 	Logger *slog.Logger
+	// Catalog, when set, is told of every SKU set here (price, max_per_order, a new SKU), so
+	// the API's catalog check in this process reads it again at once (store.CatalogCache).
+	Catalog interface{ Forget(sku string) }
 }
 
 // maxSetAttempts bounds how often a PUT without If-Match starts again because a sale changed
@@ -47,6 +50,9 @@ func (inv *Inventory) Set(ctx context.Context, p shop.Product) (shop.InventoryVi
 // ifMatch, a sale between the read and the write makes it read again (so on_hand ends at
 // p.OnHand, never at p.OnHand plus the units sold meanwhile).
 func (inv *Inventory) SetIfMatch(ctx context.Context, p shop.Product, ifMatch string) (shop.InventoryView, error) {
+	if inv.Catalog != nil {
+		defer inv.Catalog.Forget(p.SKU)
+	}
 	for range maxSetAttempts {
 		cur, exists, err := inv.Store.Product(ctx, p.SKU)
 		if err != nil {

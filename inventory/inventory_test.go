@@ -98,3 +98,37 @@ func TestGetOfAnUnknownSKUIsNotFound(t *testing.T) {
 		t.Errorf("inventory get of an unknown sku: err = %v, want shop.ErrNotFound", err)
 	}
 }
+
+// A SKU an operator sets through this process reaches the API's catalog check at once, even
+// with the catalog answering from memory for a long TTL: SetIfMatch (the PUT's path) and Set
+// both tell the cache.
+func TestSetReachesTheCachedCatalogAtOnce(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	rdb := testenv.Redis(t)
+	st := store.New(pool)
+	cache := store.NewCatalogCache(st, time.Hour)
+	inv := &inventory.Inventory{Store: st, Stock: lua.New(rdb), Catalog: cache}
+	sku := testenv.RandomID("INV-")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rdb.Del(ctx, lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndsKey(sku)).Err()
+	})
+	if got, _ := cache.Products(t.Context(), []string{sku}); len(got) != 0 {
+		t.Fatalf("catalog %+v before the SKU exists", got)
+	}
+	view, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 500, Currency: "usd", MaxPerOrder: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := cache.Products(t.Context(), []string{sku}); got[sku].MaxPerOrder != 3 {
+		t.Fatalf("catalog %+v after the SKU was created, want it with max_per_order 3", got)
+	}
+	if _, err := inv.SetIfMatch(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 500, Currency: "usd", MaxPerOrder: 1}, view.ETag); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := cache.Products(t.Context(), []string{sku}); got[sku].MaxPerOrder != 1 {
+		t.Fatalf("catalog %+v after max_per_order went to 1 with If-Match, want 1 at once", got)
+	}
+}

@@ -20,9 +20,11 @@ const StopTimeout = 15 * time.Second
 func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
 		// A flash sale starts hundreds of sagas at once; the SDK's default of two pollers per
-		// task type leaves them queued on the server while the worker idles.
-		MaxConcurrentWorkflowTaskPollers: 8,
-		MaxConcurrentActivityTaskPollers: 8,
+		// task type leaves them queued on the server while the worker idles, and a fixed
+		// eight keeps polls open (server work) while the shop is quiet. Autoscaling follows
+		// the server's hints: more pollers while tasks wait, down to one while idle.
+		WorkflowTaskPollerBehavior: pollers(),
+		ActivityTaskPollerBehavior: pollers(),
 		// Stop waits this long for running activities and local activities, longer than the
 		// longest attempt (10 s, the saga's must-finish steps), so a deploy lets a release or
 		// confirm finish here instead of abandoning it to time out and run again elsewhere.
@@ -35,6 +37,13 @@ func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 	})
 	Register(w, acts)
 	return w
+}
+
+// pollers autoscales the pollers of one task type between 1 and 32, from 8.
+func pollers() sdkworker.PollerBehavior {
+	return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: 8, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 32,
+	})
 }
 
 // localActivityLimit is the Postgres pool's size (activities.DefaultPoolMaxConns unless

@@ -56,6 +56,8 @@ type config struct {
 	StripeAPIURL       string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
 	MaxStarting        int64         // MAX_STARTING_CHECKOUTS: admission bound
 	AdmissionWait      time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
+	// AdmissionTarget: ADMISSION_TARGET_MS, the start latency admission keeps the bound under
+	AdmissionTarget time.Duration
 	// CatalogTTL: CATALOG_CACHE_MS, how long the API's catalog check answers from memory (0: off)
 	CatalogTTL time.Duration
 	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
@@ -111,6 +113,7 @@ func loadConfig(dev bool) (config, error) {
 		StripeAPIURL:       str("STRIPE_API_URL", ""),
 		MaxStarting:        integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
 		AdmissionWait:      time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
+		AdmissionTarget:    time.Duration(integer("ADMISSION_TARGET_MS", api.DefaultAdmissionTarget.Milliseconds(), 10, 60_000)) * time.Millisecond,
 		CatalogTTL:         time.Duration(integer("CATALOG_CACHE_MS", store.DefaultCatalogTTL.Milliseconds(), 0, 60_000)) * time.Millisecond,
 		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
 			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,

@@ -27,7 +27,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
-	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/worker"
@@ -317,6 +316,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),
 		AdmissionWait:                cfg.AdmissionWait,
+		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 	}, api.Deps{
 		Temporal:  d.temporal,
@@ -428,16 +428,6 @@ func catalogAndInventory(s *store.Store, stock *lua.Stock, ttl time.Duration) (a
 		return s, inv
 	}
 	cache := store.NewCatalogCache(s, ttl)
-	return cache, forgettingInventory{inv, cache}
-}
-
-// forgettingInventory tells the catalog cache of every SKU an operator sets.
-type forgettingInventory struct {
-	*inventory.Inventory
-	cache *store.CatalogCache
-}
-
-func (f forgettingInventory) Set(ctx context.Context, p shop.Product) (shop.InventoryView, error) {
-	defer f.cache.Forget(p.SKU)
-	return f.Inventory.Set(ctx, p)
+	inv.Catalog = cache
+	return cache, inv
 }

@@ -84,6 +84,9 @@ type Product struct {
 	Store     *store.Store
 	Stock     *lua.Stock
 	Inventory *inventory.Inventory
+	// Catalog is the API's catalog check, cached as the product caches it (cmd/checkout):
+	// an operator's Set through Inventory reaches it at once.
+	Catalog *store.CatalogCache
 	// URL is the base URL of the API Open started (empty with NoAPI); Client talks to it.
 	URL    string
 	Client *Client
@@ -105,7 +108,8 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	p := &Product{Services: svc, opts: opts, Logger: opts.Logger, Store: store.New(svc.Pool), Stock: lua.New(svc.Redis)}
-	p.Inventory = &inventory.Inventory{Store: p.Store, Stock: p.Stock}
+	p.Catalog = store.NewCatalogCache(p.Store, store.DefaultCatalogTTL)
+	p.Inventory = &inventory.Inventory{Store: p.Store, Stock: p.Stock, Catalog: p.Catalog}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -212,10 +216,10 @@ func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url str
 			cfg.DefaultPaymentTimeoutSeconds = def.DefaultPaymentTimeoutSeconds
 		}
 	}
-	deps := api.Deps{Temporal: tc, Catalog: p.Store, Inventory: p.Inventory, Records: p.Store, Payments: p.Store,
+	deps := api.Deps{Temporal: tc, Catalog: p.Catalog, Inventory: p.Inventory, Records: p.Store, Payments: p.Store,
 		Logger: p.opts.Logger, Audit: p.Auditor(), Ready: p.opts.Ready}
-	if gate {
-		deps.Gate = p.Stock
+	if gate { // the gate as the product wires it: losers of a sold-out SKU answered from memory
+		deps.Gate = lua.NewSoldOutFlag(p.Stock, lua.DefaultSoldOutBound)
 	}
 	var h http.Handler = api.New(cfg, deps)
 	if p.opts.Wrap != nil {
