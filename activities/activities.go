@@ -108,6 +108,17 @@ func (a *Activities) resynced(ctx context.Context, sku string, notStocked bool, 
 	return run()
 }
 
+// endHold runs one of the scripts that end the checkout's hold on the SKU (release, commit,
+// forfeit) through resynced, and returns the units the hold had.
+func (a *Activities) endHold(ctx context.Context, in StockInput, end func(ctx context.Context, sku, checkoutID string) (int64, error)) (int64, error) {
+	var units int64
+	err := a.resynced(ctx, in.SKU, false, func() (err error) {
+		units, err = end(ctx, in.SKU, in.CheckoutID)
+		return err
+	})
+	return units, err
+}
+
 // ReserveStock holds Quantity units of SKU for the checkout, atomically in Redis.
 func (a *Activities) ReserveStock(ctx context.Context, in StockInput) (lua.ReserveResult, error) {
 	var res lua.ReserveResult
@@ -166,11 +177,7 @@ func holdRefusal(err error) error {
 // ReserveStock and is registered before the reserve runs, so it must also succeed when no
 // hold was ever taken (it then leaves a tombstone that refuses a late reserve).
 func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, error) {
-	var released int64
-	err := a.resynced(ctx, in.SKU, false, func() (err error) {
-		released, err = a.Stock.Release(ctx, in.SKU, in.CheckoutID)
-		return err
-	})
+	released, err := a.endHold(ctx, in, a.Stock.Release)
 	switch {
 	case err == nil:
 		if released > 0 {
@@ -193,11 +200,7 @@ func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, er
 // refunded). CommitStock reconciles the SKU from Postgres first, which removes them, then
 // returns the error so the saga flags the checkout for support.
 func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, error) {
-	var committed int64
-	err := a.resynced(ctx, in.SKU, false, func() (err error) {
-		committed, err = a.Stock.Commit(ctx, in.SKU, in.CheckoutID)
-		return err
-	})
+	committed, err := a.endHold(ctx, in, a.Stock.Commit)
 	switch {
 	case err == nil:
 		return committed, nil
@@ -223,11 +226,7 @@ func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, err
 // when nothing was held or the hold already ended without a sale, and a committed hold is
 // shop.ErrTypeHoldCommitted. Retrying is safe.
 func (a *Activities) ForfeitStock(ctx context.Context, in StockInput) (int64, error) {
-	var forfeited int64
-	err := a.resynced(ctx, in.SKU, false, func() (err error) {
-		forfeited, err = a.Stock.Forfeit(ctx, in.SKU, in.CheckoutID)
-		return err
-	})
+	forfeited, err := a.endHold(ctx, in, a.Stock.Forfeit)
 	if err != nil {
 		return 0, holdRefusal(err)
 	}

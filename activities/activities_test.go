@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -23,6 +24,21 @@ func randomID(prefix string) string { return testenv.RandomID(prefix) }
 func testDB(t *testing.T) *pgxpool.Pool {
 	_, pool := testenv.Postgres(t)
 	return pool
+}
+
+// recordingActivities are the activities over a fresh database and no Redis: enough for
+// the steps that only record (RecordCheckout prices the cart from the pool's catalog).
+func recordingActivities(t *testing.T) (*pgxpool.Pool, *Activities) {
+	pool := testDB(t)
+	return pool, &Activities{Store: store.New(pool)}
+}
+
+// newSKU puts a new SKU, named prefix plus a random suffix, in the catalog: 10 on hand at
+// priceCents in currency.
+func newSKU(t *testing.T, pool *pgxpool.Pool, prefix string, priceCents int64, currency string) string {
+	sku := randomID(prefix)
+	testenv.PutSKU(t, pool, sku, 10, priceCents, currency)
+	return sku
 }
 
 func testRedis(t *testing.T) *redis.Client { return testenv.Redis(t) }
@@ -43,28 +59,24 @@ func requireAppError(t *testing.T, err error, wantType string) {
 
 func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 	t.Parallel()
-	pool := testDB(t)
-	db := store.New(pool)
-	a := &Activities{Store: db}
-	skuA, skuB := randomID("A-"), randomID("B-")
-	testenv.PutSKU(t, pool, skuA, 10, 250, "usd")
-	testenv.PutSKU(t, pool, skuB, 10, 1000, "usd")
+	pool, a := recordingActivities(t)
+	skuA, skuB := newSKU(t, pool, "A-", 250, "usd"), newSKU(t, pool, "B-", 1000, "usd")
 
 	in := RecordCheckoutInput{
 		CheckoutID: randomID("c-"),
 		CustomerID: "u-1",
 		// The client's prices are ignored: the catalog prices the cart.
-		Items: []Item{{SKU: skuA, Quantity: 3, UnitPriceCents: 1}, {SKU: skuB, Quantity: 1, UnitPriceCents: 1}},
+		Items: []shop.Item{{SKU: skuA, Quantity: 3, UnitPriceCents: 1}, {SKU: skuB, Quantity: 1, UnitPriceCents: 1}},
 	}
 	first, err := a.RecordCheckout(t.Context(), in)
 	if err != nil {
 		t.Fatalf("record checkout: %v", err)
 	}
-	if first.CheckoutID != in.CheckoutID || first.CustomerID != "u-1" || first.Status != StatusOpen ||
+	if first.CheckoutID != in.CheckoutID || first.CustomerID != "u-1" || first.Status != shop.RecordOpen ||
 		first.Currency != "usd" || first.AmountCents != 3*250+1000 {
 		t.Errorf("recorded %+v; want checkout %s of u-1, status open, usd, 1750 cents", first, in.CheckoutID)
 	}
-	wantItems := map[string]Item{
+	wantItems := map[string]shop.Item{
 		skuA: {SKU: skuA, Quantity: 3, UnitPriceCents: 250},
 		skuB: {SKU: skuB, Quantity: 1, UnitPriceCents: 1000},
 	}
@@ -100,28 +112,24 @@ func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 
 func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
 	t.Parallel()
-	pool := testDB(t)
-	db := store.New(pool)
-	a := &Activities{Store: db}
-	usd, eur := randomID("USD-"), randomID("EUR-")
-	testenv.PutSKU(t, pool, usd, 10, 100, "usd")
-	testenv.PutSKU(t, pool, eur, 10, 100, "eur")
+	pool, a := recordingActivities(t)
+	usd, eur := newSKU(t, pool, "USD-", 100, "usd"), newSKU(t, pool, "EUR-", 100, "eur")
 
 	tests := []struct {
 		name     string
-		items    []Item
+		items    []shop.Item
 		wantType string
 	}{
-		{"unknown sku", []Item{{SKU: usd, Quantity: 1}, {SKU: randomID("NOPE-"), Quantity: 1}}, ErrTypeUnknownSKU},
-		{"mixed currency", []Item{{SKU: usd, Quantity: 1}, {SKU: eur, Quantity: 1}}, ErrTypeMixedCurrency},
+		{"unknown sku", []shop.Item{{SKU: usd, Quantity: 1}, {SKU: randomID("NOPE-"), Quantity: 1}}, shop.ErrTypeUnknownSKU},
+		{"mixed currency", []shop.Item{{SKU: usd, Quantity: 1}, {SKU: eur, Quantity: 1}}, shop.ErrTypeMixedCurrency},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := randomID("c-")
 			_, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: tt.items})
 			requireAppError(t, err, tt.wantType)
-			if _, err := db.Checkout(t.Context(), id); !errors.Is(err, ErrNotFound) {
-				t.Errorf("refused checkout was recorded: read it back with err %v, want ErrNotFound", err)
+			if _, err := a.Store.Checkout(t.Context(), id); !errors.Is(err, shop.ErrNotFound) {
+				t.Errorf("refused checkout was recorded: read it back with err %v, want shop.ErrNotFound", err)
 			}
 		})
 	}
@@ -136,11 +144,11 @@ func TestConfirmOrderRefusesAStockMismatchForGood(t *testing.T) {
 	a := &Activities{Store: store.New(pool)}
 	sku := randomID("A-")
 	testenv.PutSKU(t, pool, sku, 1, 300, "usd")
-	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []Item{{SKU: sku, Quantity: 2}}})
+	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: 2}}})
 	if err != nil {
 		t.Fatalf("record checkout: %v", err)
 	}
 	_, err = a.ConfirmOrder(t.Context(), ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
 		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "fakepay", PaymentRef: "pay-1"})
-	requireAppError(t, err, ErrTypeStockMismatch)
+	requireAppError(t, err, shop.ErrTypeStockMismatch)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -20,15 +21,11 @@ import (
 func TestInventorySetAfterRedisLostEverythingKeepsOpenHolds(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 20, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		t.Fatal(err)
-	}
+	f.stock(20, 100, 5)
 	f.checkout(5)
 	f.checkout(5)
 	testRedis(t).Del(ctx, lua.StockKey(f.sku), lua.HoldsKey(f.sku))
-	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 20, PriceCents: 250, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		t.Fatal(err)
-	}
+	f.stock(20, 250, 5)
 	if v := f.level(); v.Held != 10 || v.Available != 10 || v.PriceCents != 250 {
 		t.Fatalf("after a PUT on an empty redis: %+v; want held 10 (the open checkouts), available 10", v)
 	}
@@ -39,13 +36,7 @@ func TestInventorySetAfterRedisLostEverythingKeepsOpenHolds(t *testing.T) {
 func TestReconcileStockRestoresLostHolds(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 1, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
-		t.Fatal(err)
-	}
-	a := f.checkout(1)
-	rdb := testRedis(t)
-	rdb.HDel(ctx, lua.HoldsKey(f.sku), a) // the write the failover lost
-	rdb.HSet(ctx, lua.StockKey(f.sku), "available", 1, "held", 0)
+	f.lostHold(1) // the write the failover lost
 	if _, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +44,11 @@ func TestReconcileStockRestoresLostHolds(t *testing.T) {
 		t.Fatalf("after reconcile: %+v; want a's hold restored (available 0, held 1)", v)
 	}
 	b := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1})
-	requireAppError(t, err, ErrTypeOutOfStock)
+	requireAppError(t, err, shop.ErrTypeOutOfStock)
 }
 
 // Redis went back to a copy from before the last holds (a restart from an older snapshot):
@@ -65,14 +56,12 @@ func TestReconcileStockRestoresLostHolds(t *testing.T) {
 func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 3, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
-		t.Fatal(err)
-	}
+	f.stock(3, 100, 1)
 	rdb := testRedis(t)
 	snapshot := dumpKeys(t, rdb, f.sku)
 	for range 3 {
 		id := randomID("c-")
-		if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+		if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: id, SKU: f.sku, Quantity: 1}); err != nil {
@@ -81,11 +70,11 @@ func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 	}
 	restoreKeys(t, rdb, snapshot)
 	late := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: late, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: late, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: late, SKU: f.sku, Quantity: 1})
-	requireAppError(t, err, ErrTypeOutOfStock)
+	requireAppError(t, err, shop.ErrTypeOutOfStock)
 	if v := f.level(); v.Available+v.Held != v.OnHand {
 		t.Errorf("after the resync: %+v; want available + held == on_hand", v)
 	}
@@ -96,19 +85,12 @@ func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 2, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
-		t.Fatal(err)
-	}
-	a := f.checkout(1)
-	rdb := testRedis(t)
-	rdb.HDel(ctx, lua.HoldsKey(f.sku), a)
-	rdb.HSet(ctx, lua.StockKey(f.sku), "available", 2, "held", 0)
-	if _, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: a, CustomerID: "u-1",
-		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a}); err != nil {
+	a := f.lostHold(2)
+	if err := f.confirm(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	_, err := f.actEv.ExecuteActivity(f.acts.CommitStock, StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1})
-	requireAppError(t, err, ErrTypeNoHold)
+	requireAppError(t, err, shop.ErrTypeNoHold)
 	if v := f.level(); v.OnHand != 1 || v.Available != 1 || v.Held != 0 {
 		t.Errorf("after the commit without a hold: %+v; want on_hand 1 == available 1", v)
 	}
@@ -118,25 +100,17 @@ func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 func TestForfeitStockReturnsNoUnits(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
-	if _, err := f.inv.Set(ctx, Product{SKU: f.sku, OnHand: 1, PriceCents: 100, Currency: "usd", MaxPerOrder: 1}); err != nil {
-		t.Fatal(err)
-	}
-	a := f.checkout(1)
-	// Redis lost a's hold and sold the unit again to b.
-	rdb := testRedis(t)
-	rdb.HDel(ctx, lua.HoldsKey(f.sku), a)
-	rdb.HSet(ctx, lua.StockKey(f.sku), "available", 1, "held", 0)
+	a := f.lostHold(1) // Redis lost a's hold; the unit is sold again to b below
 	b := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lua.New(rdb).Reserve(ctx, f.sku, b, 1); err != nil {
+	if _, err := f.acts.Stock.Reserve(ctx, f.sku, b, 1); err != nil {
 		t.Fatal(err)
 	}
 	// Both pay; a is confirmed, b's order is refused (on_hand 0).
 	for _, id := range []string{a, b} {
-		_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: id, CustomerID: "u",
-			Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + id})
+		err := f.confirm(ctx, id)
 		if id == b && !errors.Is(err, store.ErrInsufficientOnHand) {
 			t.Fatalf("confirm of b: %v; want insufficient on hand", err)
 		}
@@ -179,7 +153,7 @@ func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
 	inv := &inventory.Inventory{Store: f.acts.Store, Stock: lua.New(slow)}
 	setDone := make(chan error, 1)
 	go func() {
-		_, err := inv.Set(context.Background(), Product{SKU: f.sku, OnHand: 12, PriceCents: 100, Currency: "usd", MaxPerOrder: 5})
+		_, err := inv.Set(context.Background(), shop.Product{SKU: f.sku, OnHand: 12, PriceCents: 100, Currency: "usd", MaxPerOrder: 5})
 		setDone <- err
 	}()
 	select {
@@ -189,8 +163,7 @@ func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	_, _, err := f.acts.Store.ConfirmOrder(cctx, store.Order{CheckoutID: a, CustomerID: "u-1",
-		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a})
+	err := f.confirm(cctx, a)
 	stall.open()
 	if err != nil {
 		t.Errorf("confirm while Set waits on redis: %v; want it not blocked by Set", err)

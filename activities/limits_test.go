@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -22,11 +23,11 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 		t.Fatal(err)
 	}
 	customer := randomID("u-")
-	record := func(qty int64, skus ...string) CheckoutRecord {
+	record := func(qty int64, skus ...string) shop.CheckoutRecord {
 		t.Helper()
 		in := RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer}
 		for _, s := range skus {
-			in.Items = append(in.Items, Item{SKU: s, Quantity: qty})
+			in.Items = append(in.Items, shop.Item{SKU: s, Quantity: qty})
 		}
 		rec, err := a.RecordCheckout(t.Context(), in)
 		if err != nil {
@@ -35,16 +36,16 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 		return rec
 	}
 	first := record(2, sku)
-	if first.Status != StatusOpen {
+	if first.Status != shop.RecordOpen {
 		t.Fatalf("first checkout of 2 (limit 3): %+v", first)
 	}
 	if r := record(2, sku, other); r.Status != "out_of_stock" || r.Reason != ReasonCustomerLimit || r.EndedAt == nil {
 		t.Errorf("2 more of a SKU with 2 of 3 taken: status %q reason %q ended %v; want out_of_stock, %s, ended", r.Status, r.Reason, r.EndedAt, ReasonCustomerLimit)
 	}
-	if r := record(1, sku); r.Status != StatusOpen {
+	if r := record(1, sku); r.Status != shop.RecordOpen {
 		t.Errorf("the third unit: %+v, want open", r)
 	}
-	if r := record(5, other); r.Status != StatusOpen {
+	if r := record(5, other); r.Status != shop.RecordOpen {
 		t.Errorf("a SKU without a limit: %+v, want open", r)
 	}
 	// An expired checkout gives its units back; a confirmed one keeps counting.
@@ -52,19 +53,19 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := record(2, sku)
-	if second.Status != StatusOpen {
+	if second.Status != shop.RecordOpen {
 		t.Fatalf("after the first expired: %+v, want open", second)
 	}
 	if _, _, err := a.Store.ConfirmOrder(t.Context(), store.Order{CheckoutID: second.CheckoutID, CustomerID: customer,
-		Items: []Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}); err != nil {
+		Items: []shop.Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}); err != nil {
 		t.Fatal(err)
 	}
 	if r := record(1, sku); r.Status != "out_of_stock" || r.Reason != ReasonCustomerLimit {
 		t.Errorf("a fourth unit with 2 bought and 1 open: %+v, want refused", r)
 	}
 	// Another customer is not affected.
-	in := RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: randomID("u-"), Items: []Item{{SKU: sku, Quantity: 3}}}
-	if r, err := a.RecordCheckout(t.Context(), in); err != nil || r.Status != StatusOpen {
+	in := RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: randomID("u-"), Items: []shop.Item{{SKU: sku, Quantity: 3}}}
+	if r, err := a.RecordCheckout(t.Context(), in); err != nil || r.Status != shop.RecordOpen {
 		t.Errorf("another customer's 3: %+v %v, want open", r, err)
 	}
 }
@@ -101,7 +102,7 @@ func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer, Items: []Item{{SKU: sku, Quantity: tc.qty}}})
+					rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer, Items: []shop.Item{{SKU: sku, Quantity: tc.qty}}})
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {
@@ -112,7 +113,7 @@ func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if got[StatusOpen+" "] != tc.wantOpen || got["out_of_stock "+tc.reason] != 1000-tc.wantOpen {
+			if got[shop.RecordOpen+" "] != tc.wantOpen || got["out_of_stock "+tc.reason] != 1000-tc.wantOpen {
 				t.Errorf("1000 concurrent checkouts of one customer: %v; want %d open, the rest refused as %s", got, tc.wantOpen, tc.reason)
 			}
 			if n := testenv.Count(t, pool, `SELECT count(*) FROM checkouts WHERE customer_id = $1 AND ended_at IS NULL`, customer); n != int64(tc.wantOpen) {

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -30,9 +32,7 @@ func newRecoveryFixture(t *testing.T) *recoveryFixture {
 	f := &recoveryFixture{t: t, acts: &Activities{Store: db, Stock: stockRedis}, pool: pool, sku: randomID("REC-"),
 		inv: &inventory.Inventory{Store: db, Stock: stockRedis}}
 	t.Cleanup(func() { rdb.Del(t.Context(), lua.StockKey(f.sku), lua.HoldsKey(f.sku)) })
-	if _, err := f.inv.Set(t.Context(), Product{SKU: f.sku, OnHand: 10, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		t.Fatal(err)
-	}
+	f.stock(10, 100, 5)
 	var s testsuite.WorkflowTestSuite
 	f.actEv = s.NewTestActivityEnvironment()
 	f.actEv.RegisterActivity(f.acts)
@@ -42,7 +42,7 @@ func newRecoveryFixture(t *testing.T) *recoveryFixture {
 // checkout records an open checkout of qty units and holds them in Redis.
 func (f *recoveryFixture) checkout(qty int64) string {
 	id := randomID("c-")
-	if _, err := f.acts.RecordCheckout(f.t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []Item{{SKU: f.sku, Quantity: qty}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(f.t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: qty}}}); err != nil {
 		f.t.Fatal(err)
 	}
 	if _, err := f.acts.Stock.Reserve(f.t.Context(), f.sku, id, qty); err != nil {
@@ -51,7 +51,41 @@ func (f *recoveryFixture) checkout(qty int64) string {
 	return id
 }
 
-func (f *recoveryFixture) level() InventoryView {
+// stock sets the SKU through the operators' service: onHand units at priceCents (usd), at
+// most maxPerOrder per order.
+func (f *recoveryFixture) stock(onHand, priceCents, maxPerOrder int64) {
+	f.t.Helper()
+	if _, err := f.inv.Set(f.t.Context(), shop.Product{SKU: f.sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// loseHold makes Redis forget the hold of checkout as a failover to a lagging replica does:
+// the hold is gone and the stock hash reads available units and none held.
+func (f *recoveryFixture) loseHold(checkout string, available int64) {
+	rdb := testRedis(f.t)
+	rdb.HDel(f.t.Context(), lua.HoldsKey(f.sku), checkout)
+	rdb.HSet(f.t.Context(), lua.StockKey(f.sku), "available", available, "held", 0)
+}
+
+// lostHold stocks onHand units (at most one per order), holds one for a new checkout, and
+// makes Redis lose that hold (loseHold): all onHand units read available. It returns the
+// checkout.
+func (f *recoveryFixture) lostHold(onHand int64) string {
+	f.stock(onHand, 100, 1)
+	a := f.checkout(1)
+	f.loseHold(a, onHand)
+	return a
+}
+
+// confirm confirms the order of checkout's one unit in Postgres, as the saga does once paid.
+func (f *recoveryFixture) confirm(ctx context.Context, checkout string) error {
+	_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: checkout, CustomerID: "u-1",
+		Items: []shop.Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout})
+	return err
+}
+
+func (f *recoveryFixture) level() shop.InventoryView {
 	v, err := f.inv.Get(f.t.Context(), f.sku)
 	if err != nil {
 		f.t.Fatal(err)
@@ -92,8 +126,7 @@ func TestReconcileStockRepairsAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	// confirmed was confirmed in Postgres, but its hold was never committed.
-	if _, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: confirmed, CustomerID: "u-1",
-		Items: []Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_1"}); err != nil {
+	if err := f.confirm(ctx, confirmed); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE checkouts SET ended_at = now() - interval '1 hour' WHERE checkout_id = ANY($1)`, []string{expired, confirmed}); err != nil {

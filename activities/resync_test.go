@@ -3,6 +3,7 @@ package activities
 import (
 	"testing"
 
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -27,7 +28,7 @@ func TestResyncBetweenConfirmAndCommitKeepsTheUnits(t *testing.T) {
 	f := newRecoveryFixture(t)
 	a := f.checkout(2)
 	if _, _, err := f.acts.Store.ConfirmOrder(t.Context(), store.Order{CheckoutID: a, CustomerID: "u-1",
-		Items: []Item{{SKU: f.sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a}); err != nil {
+		Items: []shop.Item{{SKU: f.sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a}); err != nil {
 		t.Fatal(err)
 	}
 	f.resyncMidway(func() {

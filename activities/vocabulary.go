@@ -6,20 +6,17 @@ import (
 )
 
 // The vocabulary's words under the names activities used before package shop held them.
-// They are aliases (the same types and values), kept so the saga (workflows), its tests and
-// the end-to-end suites compile unchanged while they move to naming package shop directly;
-// new code names package shop.
+// They are aliases (the same types and values), kept only for the users that still name
+// them: the saga and its tests (workflows), the worker and e2e's cost test. Every other
+// package, activities included, names package shop; drop an alias with its last user.
 type (
-	Item             = shop.Item
-	Shortage         = shop.Shortage
-	Product          = shop.Product
-	CheckoutRecord   = shop.CheckoutRecord
-	RecordedPayment  = shop.RecordedPayment
-	PaymentEvent     = shop.PaymentEvent
-	RecordedEvent    = shop.RecordedEvent
-	IdempotencyClaim = shop.IdempotencyClaim
-	InventoryView    = shop.InventoryView
-	Adjustment       = shop.Adjustment
+	Item            = shop.Item
+	Shortage        = shop.Shortage
+	Product         = shop.Product
+	CheckoutRecord  = shop.CheckoutRecord
+	RecordedPayment = shop.RecordedPayment
+	PaymentEvent    = shop.PaymentEvent
+	InventoryView   = shop.InventoryView
 )
 
 // Error types of non-retryable activity failures (shop.ErrType...).
@@ -30,7 +27,6 @@ const (
 	ErrTypeHoldEnded      = shop.ErrTypeHoldEnded
 	ErrTypeHoldCommitted  = shop.ErrTypeHoldCommitted
 	ErrTypeHoldReleased   = shop.ErrTypeHoldReleased
-	ErrTypeNoHold         = shop.ErrTypeNoHold
 	ErrTypeUnknownSKU     = shop.ErrTypeUnknownSKU
 	ErrTypeMixedCurrency  = shop.ErrTypeMixedCurrency
 	ErrTypeStockMismatch  = shop.ErrTypeStockMismatch
@@ -42,30 +38,12 @@ const StatusOpen = shop.RecordOpen
 
 // Event dispositions (shop.Disposition...).
 const (
-	DispositionSignalled    = shop.DispositionSignalled
-	DispositionIgnored      = shop.DispositionIgnored
-	DispositionOrphan       = shop.DispositionOrphan
-	DispositionLate         = shop.DispositionLate
-	DispositionPending      = shop.DispositionPending
-	DispositionMatched      = shop.DispositionMatched
-	DispositionOrphanRefund = shop.DispositionOrphanRefund
-)
-
-// The stores' errors (shop.Err...): the same values, so errors.Is matches either name.
-var (
-	ErrNotFound             = shop.ErrNotFound
-	ErrVersionMismatch      = shop.ErrVersionMismatch
-	ErrIdempotencyKeyReused = shop.ErrIdempotencyKeyReused
-	ErrOnHandBelowHeld      = shop.ErrOnHandBelowHeld
-	ErrInsufficientStock    = shop.ErrInsufficientStock
-	ErrUnstorableEvent      = shop.ErrUnstorableEvent
+	DispositionOrphan  = shop.DispositionOrphan
+	DispositionMatched = shop.DispositionMatched
 )
 
 // OrderID is the id of a confirmed checkout's order (shop.OrderID).
 func OrderID(checkoutID string) string { return shop.OrderID(checkoutID) }
-
-// ETag is the entity tag of a SKU at a row version (shop.ETag).
-func ETag(version int64) string { return shop.ETag(version) }
 
 // Names the saga and the worker use from before package store held them.
 const (

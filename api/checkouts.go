@@ -240,6 +240,22 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 	}
 }
 
+// rejections are the answers to a checkout refused at reservation, by the saga's reject
+// code, but for out of stock (answerReservation adds the shortages).
+var rejections = map[string]struct {
+	status       int
+	code, detail string
+}{
+	workflows.RejectOverLimit:     {http.StatusUnprocessableEntity, "quantity_over_limit", "a quantity is over its SKU's per-order limit"},
+	workflows.RejectUnknownSKU:    {http.StatusUnprocessableEntity, "unknown_sku", "the cart names a SKU that does not exist"},
+	workflows.RejectMixedCurrency: {http.StatusUnprocessableEntity, "mixed_currency", "the cart's SKUs are priced in different currencies"},
+	workflows.RejectCustomerLimit: {http.StatusConflict, "customer_limit", "the cart would take this customer over a SKU's per-customer limit; nothing was held"},
+	// No Retry-After: this cart stays refused. The customer pays for or cancels an open
+	// checkout, then starts again with a new cart_id.
+	workflows.RejectTooManyOpen: {http.StatusTooManyRequests, "too_many_open_checkouts",
+		"this customer already has the most open checkouts allowed; pay for or cancel one, then start again with a new cart_id"},
+}
+
 // answerReservation maps the saga's reservation outcome to the contract's responses.
 func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult) error {
 	v := res.View
@@ -250,25 +266,14 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 			res.RejectCode = *v.Reason
 		}
 	}
-	switch res.RejectCode {
-	case workflows.RejectOutOfStock:
+	if res.RejectCode == workflows.RejectOutOfStock {
 		metrics.SoldOut.Inc()
 		p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
 		p.Shortages = v.Shortages
 		return p
-	case workflows.RejectOverLimit:
-		return problem(http.StatusUnprocessableEntity, "quantity_over_limit", "a quantity is over its SKU's per-order limit")
-	case workflows.RejectUnknownSKU:
-		return problem(http.StatusUnprocessableEntity, "unknown_sku", "the cart names a SKU that does not exist")
-	case workflows.RejectMixedCurrency:
-		return problem(http.StatusUnprocessableEntity, "mixed_currency", "the cart's SKUs are priced in different currencies")
-	case workflows.RejectCustomerLimit:
-		return problem(http.StatusConflict, "customer_limit", "the cart would take this customer over a SKU's per-customer limit; nothing was held")
-	case workflows.RejectTooManyOpen:
-		// No Retry-After: this cart stays refused. The customer pays for or cancels an open
-		// checkout, then starts again with a new cart_id.
-		return problem(http.StatusTooManyRequests, "too_many_open_checkouts",
-			"this customer already has the most open checkouts allowed; pay for or cancel one, then start again with a new cart_id")
+	}
+	if r, ok := rejections[res.RejectCode]; ok {
+		return problem(r.status, r.code, r.detail)
 	}
 	if v.Status == workflows.StatusFailed {
 		p := problem(http.StatusInternalServerError, "checkout_failed",
@@ -286,16 +291,32 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	return c.JSON(status, s.present(v))
 }
 
-// getCheckout answers for open checkouts from the saga and for finished ones from the
-// saga's result, or from Postgres once Temporal no longer keeps the history.
-func (s *Server) getCheckout(c echo.Context) error {
+// cartParam reads the cart id of the path, refuses an invalid one, and names the checkout and
+// its saga for the request log.
+func cartParam(c echo.Context) (string, error) {
 	id := c.Param("cart_id")
 	if !shop.ValidID(id) {
-		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
+		return "", invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
 	}
 	c.Set(ctxCheckoutID, id)
 	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
-	if err := s.checkOwner(c, id, false); err != nil {
+	return id, nil
+}
+
+// callersCart is cartParam for a client's own cart: another client's reads as not found.
+func (s *Server) callersCart(c echo.Context) (string, error) {
+	id, err := cartParam(c)
+	if err != nil {
+		return "", err
+	}
+	return id, s.checkOwner(c, id, false)
+}
+
+// getCheckout answers for open checkouts from the saga and for finished ones from the
+// saga's result, or from Postgres once Temporal no longer keeps the history.
+func (s *Server) getCheckout(c echo.Context) error {
+	id, err := s.callersCart(c)
+	if err != nil {
 		return err
 	}
 	v, err := s.view(c.Request().Context(), id)
@@ -352,13 +373,8 @@ func (s *Server) recordedView(ctx context.Context, checkoutID string) (workflows
 // cancelCheckout ends an open checkout as cancelled. Repeating it is harmless; a paid
 // checkout answers 409.
 func (s *Server) cancelCheckout(c echo.Context) error {
-	id := c.Param("cart_id")
-	if !shop.ValidID(id) {
-		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
-	}
-	c.Set(ctxCheckoutID, id)
-	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
-	if err := s.checkOwner(c, id, false); err != nil {
+	id, err := s.callersCart(c)
+	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

@@ -29,6 +29,21 @@ func listen(t *testing.T, e *echo.Echo) string {
 	return addr
 }
 
+// sendRaw serves h on a real TCP listener, connects and writes raw, as a slow or broken client
+// would; the connection is closed when the test ends.
+func sendRaw(t *testing.T, h *harness, raw string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", listen(t, h.e))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatalf("write %q: %v", raw, err)
+	}
+	return conn
+}
+
 func waitForListener(t *testing.T, addr string) {
 	t.Helper()
 	waitFor(t, "the API to listen on "+addr, func() bool {
@@ -59,14 +74,7 @@ func untilClosed(t *testing.T, conn net.Conn, limit time.Duration) (string, time
 func TestSlowHeaderClientIsCutOff(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	conn, err := net.Dial("tcp", listen(t, h.e))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /v1/checkouts HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"); err != nil {
-		t.Fatalf("write half a header: %v", err)
-	}
+	conn := sendRaw(t, h, "POST /v1/checkouts HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n") // half a header
 	_, took := untilClosed(t, conn, 3*api.ReadHeaderTimeout)
 	t.Logf("a client that never finished its headers was cut off after %s", took.Round(time.Millisecond))
 	if took < api.ReadHeaderTimeout-time.Second {
@@ -80,14 +88,7 @@ func TestSlowHeaderClientIsCutOff(t *testing.T) {
 func TestSlowBodyIsCutOffAtTheRequestTimeout(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.RequestTimeout = time.Second })
-	conn, err := net.Dial("tcp", listen(t, h.e))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /v1/checkouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
-		t.Fatalf("write the headers: %v", err)
-	}
+	conn := sendRaw(t, h, "POST /v1/checkouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	got, took := untilClosed(t, conn, 10*time.Second)
 	t.Logf("a body that stopped arriving was answered after %s: %q", took.Round(time.Millisecond), firstLine(got))
 	if !strings.HasPrefix(got, "HTTP/1.1 408") || !strings.Contains(got, `"request_timeout"`) {

@@ -110,13 +110,7 @@ func TestPutThenGetInventory(t *testing.T) {
 	rec := h.do(t, request{method: http.MethodGet, path: path, header: bearer(testAdminToken)})
 	problemOf(t, rec, http.StatusNotFound, "not_found")
 
-	rec = h.do(t, request{method: http.MethodPut, path: path, header: bearer(testAdminToken),
-		body: body(`{"on_hand": 100, "price_cents": 99900, "currency": "USD", "max_per_order": 2}`)})
-	if rec.Code != http.StatusOK {
-		t.Fatalf("PUT status = %d, want 200; body %s", rec.Code, rec.Body)
-	}
-	var put shop.InventoryView
-	decodeJSON(t, rec, &put)
+	put := h.putInventory(t, sku, `{"on_hand": 100, "price_cents": 99900, "currency": "USD", "max_per_order": 2}`)
 	want := shop.InventoryView{SKU: sku, OnHand: 100, Available: 100, PriceCents: 99900, Currency: "usd", MaxPerOrder: 2}
 	if put != want {
 		t.Errorf("PUT view = %+v, want %+v", put, want)
@@ -148,16 +142,12 @@ func TestPutInventoryBelowHeldIsRefused(t *testing.T) {
 	h := newHarness(t, nil)
 	sku := h.sku(t, "PHONE-")
 	path := "/v1/inventory/" + sku
-	rec := h.do(t, request{method: http.MethodPut, path: path, header: bearer(testAdminToken),
-		body: body(`{"on_hand": 10, "price_cents": 500, "currency": "usd", "max_per_order": 5}`)})
-	if rec.Code != http.StatusOK {
-		t.Fatalf("PUT status = %d, want 200; body %s", rec.Code, rec.Body)
-	}
+	h.putInventory(t, sku, `{"on_hand": 10, "price_cents": 500, "currency": "usd", "max_per_order": 5}`)
 	if _, err := h.stock.Reserve(t.Context(), sku, "c-1", 5); err != nil {
 		t.Fatalf("reserve: %v", err)
 	}
 
-	rec = h.do(t, request{method: http.MethodPut, path: path, header: bearer(testAdminToken),
+	rec := h.do(t, request{method: http.MethodPut, path: path, header: bearer(testAdminToken),
 		body: body(`{"on_hand": 3, "price_cents": 700, "currency": "eur", "max_per_order": 9}`)})
 	problemOf(t, rec, http.StatusConflict, "on_hand_below_held")
 
@@ -186,14 +176,21 @@ func TestPutInventoryBelowHeldIsRefused(t *testing.T) {
 	}
 
 	// Exactly what is held is allowed: nothing left available.
-	rec = h.do(t, request{method: http.MethodPut, path: path, header: bearer(testAdminToken),
-		body: body(`{"on_hand": 5, "price_cents": 500, "currency": "usd", "max_per_order": 5}`)})
-	if rec.Code != http.StatusOK {
-		t.Fatalf("PUT on_hand = held: status %d, want 200; body %s", rec.Code, rec.Body)
-	}
-	var view shop.InventoryView
-	decodeJSON(t, rec, &view)
+	view := h.putInventory(t, sku, `{"on_hand": 5, "price_cents": 500, "currency": "usd", "max_per_order": 5}`)
 	if view.OnHand != 5 || view.Available != 0 || view.Held != 5 {
 		t.Errorf("view = %+v, want on_hand 5, available 0, held 5", view)
 	}
+}
+
+// putInventory sets a SKU as an operator does (PUT /v1/inventory/{sku}, admin token), requires
+// 200 and returns the view answered.
+func (h *harness) putInventory(t *testing.T, sku, product string) shop.InventoryView {
+	t.Helper()
+	rec := h.do(t, request{method: http.MethodPut, path: "/v1/inventory/" + sku, header: bearer(testAdminToken), body: body(product)})
+	if rec.Code != http.StatusOK {
+		t.Fatalf("PUT %s: status %d, want 200; body %s", product, rec.Code, rec.Body)
+	}
+	var v shop.InventoryView
+	decodeJSON(t, rec, &v)
+	return v
 }

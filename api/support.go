@@ -8,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -46,12 +45,10 @@ func (s *Server) supportAcknowledge(c echo.Context) error {
 
 // supportUpdate sends a support update to a checkout's saga and answers with its view.
 func (s *Server) supportUpdate(c echo.Context, name string, arg any) error {
-	id := c.Param("cart_id")
-	if !shop.ValidID(id) {
-		return invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
+	id, err := cartParam(c)
+	if err != nil {
+		return err
 	}
-	c.Set(ctxCheckoutID, id)
-	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
 	var v workflows.View
 	if err := s.update(c.Request().Context(), workflows.WorkflowID(id), name, arg, &v); err != nil {
 		return err

@@ -17,11 +17,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -110,7 +110,7 @@ func do(ctx context.Context, hc *http.Client, method, url string, body []byte, h
 }
 
 func (s *stack) setStock(ctx context.Context, sku string, units int64, maxPerOrder int64) error {
-	_, err := s.inv.Set(ctx, activities.Product{SKU: sku, OnHand: units, PriceCents: 1_999, Currency: "usd", MaxPerOrder: maxPerOrder})
+	_, err := s.inv.Set(ctx, shop.Product{SKU: sku, OnHand: units, PriceCents: 1_999, Currency: "usd", MaxPerOrder: maxPerOrder})
 	return err
 }
 

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -33,7 +33,7 @@ func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
 	v := s.openCheckout(t, id, 5)
 	stopWorker()
 	code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
-	if code != http.StatusOK || status != activities.DispositionSignalled {
+	if code != http.StatusOK || status != shop.DispositionSignalled {
 		t.Fatalf("webhook inside the window: %d %s, want 200 signalled", code, status)
 	}
 	if time.Now().After(*v.ExpiresAt) {

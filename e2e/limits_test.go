@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // One customer sends 1,000 checkouts of a SKU with max_per_customer 2 at once, through the
@@ -21,7 +21,7 @@ import (
 func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T) {
 	p := checkouttest.Start(t, checkouttest.Options{API: api.Config{DefaultPaymentTimeoutSeconds: 600}})
 	sku := testenv.RandomID("LIMIT-")
-	if _, err := p.Inventory.Set(t.Context(), activities.Product{SKU: sku, OnHand: 500, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+	if _, err := p.Inventory.Set(t.Context(), shop.Product{SKU: sku, OnHand: 500, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
 		t.Fatalf("stock %s: %v", sku, err)
 	}
 	customer, run := testenv.RandomID("u-"), testenv.RandomID("")
@@ -74,7 +74,7 @@ func TestClientTokensKeepCartsApartEndToEnd(t *testing.T) {
 	hs := httptest.NewServer(api.New(cfg, deps))
 	t.Cleanup(hs.Close)
 	sku := testenv.RandomID("CLIENT-")
-	if _, err := p.Inventory.Set(t.Context(), activities.Product{SKU: sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
+	if _, err := p.Inventory.Set(t.Context(), shop.Product{SKU: sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
 		t.Fatal(err)
 	}
 	cart := testenv.RandomID("cart-")

@@ -324,7 +324,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
 				pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
 				code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, pi, unitPrice))
-				if status != activities.DispositionSignalled {
+				if status != shop.DispositionSignalled {
 					t.Errorf("answer status %q, want signalled", status)
 				}
 				return []int{code}, []string{pi}
@@ -431,7 +431,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 				// Another event id for the same payment (Stripe's charge and intent events,
 				// say) must not refund it a second time either.
 				c3, st3 := s.sendStripe(t, s.api, stripeEvent("evt_2_"+id, "payment_intent.succeeded", id, pi, unitPrice))
-				if st1 != activities.DispositionLate || st2 != "duplicate" || st3 != activities.DispositionLate {
+				if st1 != shop.DispositionLate || st2 != "duplicate" || st3 != shop.DispositionLate {
 					t.Errorf("answers %q, %q, %q; want late_refund, duplicate, late_refund", st1, st2, st3)
 				}
 				if v := s.waitRefund(t, pi); v.Status != workflows.RefundRefunded {
@@ -476,7 +476,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			noCheckout: true,
 			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
 				code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
-				if status != activities.DispositionOrphan {
+				if status != shop.DispositionOrphan {
 					t.Errorf("answer status %q, want orphan", status)
 				}
 				return []int{code}, []string{"pi_" + id}
@@ -510,7 +510,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 					if code != http.StatusOK && code != http.StatusServiceUnavailable {
 						t.Errorf("redelivery answered %d %s", code, status)
 					}
-					if code == http.StatusOK && status != activities.DispositionSignalled {
+					if code == http.StatusOK && status != shop.DispositionSignalled {
 						t.Errorf("redelivery answered %s, want signalled", status)
 					}
 					return code == http.StatusOK, strconv.Itoa(code)
@@ -530,7 +530,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
 				body, hdr := standardEvent(t, "msg_"+id, "payment.succeeded", id, "pay_"+id, unitPrice, standardSecretNew)
 				code, out := s.post(t, s.api, "/v1/webhooks/standard/"+standardProvider, body, hdr)
-				if out["status"] != activities.DispositionSignalled {
+				if out["status"] != shop.DispositionSignalled {
 					t.Errorf("answer %v, want status signalled", out)
 				}
 				code2, out2 := s.post(t, s.api, "/v1/webhooks/standard/"+standardProvider, body, hdr)

@@ -25,62 +25,53 @@ func TestSalesOnARedisCluster(t *testing.T) {
 	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
 	s := newStackOn(t, rdb)
 
-	t.Run("hot SKU's slot resharded", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		hot := sl.skus()[len(sl.skus())-1] // "PHONE-<run>": every cart wants it
-		slot := rdb.ClusterKeySlot(t.Context(), lua.StockKey(hot)).Val()
-		var during string
-		started := time.Now()
-		sl.play(t, trigger, func() {
+	// Each fault runs while a sale is on and returns what it did, for the report.
+	faults := []struct {
+		name   string
+		inject func(t *testing.T, sl *sale, hot string, slot int64) (during string)
+	}{
+		{"hot SKU's slot resharded", func(t *testing.T, sl *sale, hot string, slot int64) string {
 			before := sl.post5xx.Load()
 			move := testenv.BeginSlotMove(t, rdb, slot)
 			time.Sleep(time.Second) // importing/migrating, keys on the source
 			moved := move.MoveKeys(t, 0)
 			time.Sleep(time.Second) // keys on the target, the source answers ASK
 			move.Finish(t)
-			during = fmt.Sprintf("slot %d of %s moved from %s to %s (%d keys), %d POSTs answered 5xx during the migration",
+			return fmt.Sprintf("slot %d of %s moved from %s to %s (%d keys), %d POSTs answered 5xx during the migration",
 				slot, hot, move.From.Options().Addr, move.To.Options().Addr, moved, sl.post5xx.Load()-before)
-		})
-		sl.report(t, started, during)
-	})
-
-	t.Run("hot SKU's master failed over", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		hot := sl.skus()[len(sl.skus())-1]
-		slot := rdb.ClusterKeySlot(t.Context(), lua.StockKey(hot)).Val()
-		var during string
-		started := time.Now()
-		sl.play(t, trigger, func() {
+		}},
+		{"hot SKU's master failed over", func(t *testing.T, sl *sale, hot string, slot int64) string {
 			before := sl.post5xx.Load()
 			at := time.Now()
 			promoted, old := testenv.FailOver(t, rdb, slot, false)
-			during = fmt.Sprintf("master %s of %s (slot %d) failed over to %s in %s, %d POSTs answered 5xx meanwhile",
+			return fmt.Sprintf("master %s of %s (slot %d) failed over to %s in %s, %d POSTs answered 5xx meanwhile",
 				old.Options().Addr, hot, slot, promoted.Options().Addr, time.Since(at).Round(time.Millisecond), sl.post5xx.Load()-before)
-		})
-		sl.report(t, started, during)
-	})
-
-	t.Run("hot SKU's master failed over losing a second of writes", func(t *testing.T) {
-		sl := newSale(s, saleCarts, saleUnits)
-		hot := sl.skus()[len(sl.skus())-1]
-		slot := rdb.ClusterKeySlot(t.Context(), lua.StockKey(hot)).Val()
-		var during string
-		started := time.Now()
-		sl.play(t, trigger, func() {
+		}},
+		{"hot SKU's master failed over losing a second of writes", func(t *testing.T, sl *sale, hot string, slot int64) string {
 			var lostGen, keptGen int64
 			promoted := testenv.FailOverLosingWrites(t, rdb, slot, func() {
 				time.Sleep(time.Second) // the sale goes on against the cut-off master
 				lostGen, _ = rdb.HGet(t.Context(), lua.StockKey(hot), "gen").Int64()
 			})
 			keptGen, _ = rdb.HGet(t.Context(), lua.StockKey(hot), "gen").Int64()
-			during = fmt.Sprintf("%s (slot %d) failed over to %s, which lacks the last second of writes: gen %d before, %d after",
-				hot, slot, promoted.Options().Addr, lostGen, keptGen)
 			if keptGen >= lostGen {
 				t.Errorf("the failover lost no change of %s (gen %d, then %d): the test proves nothing", hot, lostGen, keptGen)
 			}
+			return fmt.Sprintf("%s (slot %d) failed over to %s, which lacks the last second of writes: gen %d before, %d after",
+				hot, slot, promoted.Options().Addr, lostGen, keptGen)
+		}},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			sl := newSale(s, saleCarts, saleUnits)
+			hot := sl.skus()[len(sl.skus())-1] // "PHONE-<run>": every cart wants it
+			slot := rdb.ClusterKeySlot(t.Context(), lua.StockKey(hot)).Val()
+			var during string
+			started := time.Now()
+			sl.play(t, trigger, func() { during = f.inject(t, sl, hot, slot) })
+			sl.report(t, started, during)
 		})
-		sl.report(t, started, during)
-	})
+	}
 }
 
 // clusterURL is the REDIS_URL of a cluster: its first node, and the others as addr= seeds

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // TestSaleKeepsItsPromisesThroughStockFaults runs the flash sale of TestSaleKeepsItsPromisesThroughServiceFaults through the stock faults of issue 10:
@@ -70,7 +70,7 @@ func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					// GET, then PUT on_hand + 3 with If-Match, again on 412 (a sale moved it).
-					tries, delta := s.putIfMatch(t, sku, func(v activities.InventoryView) int64 { return v.OnHand + 3 })
+					tries, delta := s.putIfMatch(t, sku, func(v shop.InventoryView) int64 { return v.OnHand + 3 })
 					mu.Lock()
 					sl.stock[sku] += delta
 					done = append(done, fmt.Sprintf("PUT on_hand+3 of %s after %d tries", sku, tries))
@@ -89,7 +89,7 @@ func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 			s.redis.start() // empty: the suite's Redis keeps nothing
 			for _, sku := range sl.skus() {
 				// The same stock with a new price: the open checkouts' holds must survive.
-				tries, delta := s.putIfMatch(t, sku, func(v activities.InventoryView) int64 { return v.OnHand })
+				tries, delta := s.putIfMatch(t, sku, func(v shop.InventoryView) int64 { return v.OnHand })
 				puts = append(puts, fmt.Sprintf("%s after %d tries (delta %d)", sku, tries, delta))
 				sl.stock[sku] += delta
 			}
@@ -209,13 +209,13 @@ func (s *stack) adjust(t *testing.T, sku, key string, delta int64, reason string
 // putIfMatch reads a SKU and PUTs want(view) as its on_hand with If-Match and a new price,
 // reading again after a 412 (a sale changed it meanwhile). It returns the tries and the
 // change of on_hand it made.
-func (s *stack) putIfMatch(t *testing.T, sku string, want func(activities.InventoryView) int64) (int, int64) {
+func (s *stack) putIfMatch(t *testing.T, sku string, want func(shop.InventoryView) int64) (int, int64) {
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
 	tries := 0
 	var delta int64
 	err := waitFor(clientDeadline, func() error {
 		tries++
-		var v activities.InventoryView
+		var v shop.InventoryView
 		code, hdr, err := s.do(http.MethodGet, "/v1/inventory/"+sku, nil, admin, &v)
 		if err != nil || code != http.StatusOK {
 			return fmt.Errorf("get %s: %d %v", sku, code, err)

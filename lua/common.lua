@@ -27,6 +27,48 @@ local function gen_arg(s)
   return tonumber(s)
 end
 
+-- int_args checks the arguments ARGV[first..first+#bounds-1] of a script (first: 1 unless
+-- given): bounds[i] is {min, max} for a decimal integer in that range, or 'gen' for a gen.
+-- It returns the values in order; or nil and the ARGV index of the first bad one, for the
+-- script's INVALID_ARGUMENT reply.
+local function int_args(bounds, first)
+  first = first or 1
+  local values = {}
+  for i, b in ipairs(bounds) do
+    local arg, v = ARGV[first + i - 1], nil
+    if b == 'gen' then
+      v = gen_arg(arg)
+    else
+      v = int_arg(arg, b[1], b[2])
+    end
+    if v == nil then
+      return nil, first + i - 1
+    end
+    values[i] = v
+  end
+  return values
+end
+
+-- holds_args checks the lists rebuild and reconcile take after their leading arguments:
+-- ARGV[at] the count n of settled holders, the n holders, then (holder, quantity) pairs to
+-- the end. It returns n; or nil and the index of the bad argument.
+local function holds_args(at)
+  local n = int_arg(ARGV[at], 0, 100000)
+  if n == nil or #ARGV < at + n then
+    return nil, at
+  end
+  local pairs_from = at + 1 + n
+  if (#ARGV - pairs_from + 1) % 2 ~= 0 then
+    return nil, #ARGV
+  end
+  for i = pairs_from, #ARGV, 2 do
+    if int_arg(ARGV[i + 1], 1, 1000000) == nil then
+      return nil, i + 1
+    end
+  end
+  return n
+end
+
 -- hold_end returns holder's marker: 'released', 'committed', 'rebuilt' or nil.
 local function hold_end(ends, holder)
   local v = redis.call('HGET', ends, holder)
@@ -56,15 +98,11 @@ local function holder_args(max)
   if type(holder) ~= 'string' or #holder == 0 then
     return {10, 1, 0, 0}
   end
-  local n = int_arg(ARGV[2], 1, max)
-  if n == nil then
-    return {10, 2, 0, 0}
+  local args, bad = int_args({{1, max}, 'gen'}, 2)
+  if bad then
+    return {10, bad, 0, 0}
   end
-  local seen = gen_arg(ARGV[3])
-  if seen == nil then
-    return {10, 3, 0, 0}
-  end
-  return nil, holder, n, seen
+  return nil, holder, args[1], args[2]
 end
 
 -- end_args checks the arguments of the scripts that end a hold (release, commit, forfeit):
@@ -110,6 +148,28 @@ local function drop_hold(keys, holder, quantity, back, how, ttl, gen)
   redis.call('HDEL', keys[2], holder)
   end_hold(keys[3], holder, how, ttl)
   return {0, quantity, available, gen}
+end
+
+-- release_hold is the body of release.lua and forfeit.lua: it ends the caller's hold as
+-- 'released', giving its units back to available when give_back (a release) or not (a
+-- forfeit), and returns the script's reply. With no hold it still writes the tombstone: the
+-- saga registers its release before its reserve runs, so a release can arrive first (or
+-- instead), and the tombstone makes a reserve that arrives later refuse to hold, whether or
+-- not the SKU is stocked.
+local function release_hold(give_back)
+  local refusal, checkout, ttl, gen, quantity = end_args(KEYS[1], KEYS[2], KEYS[3])
+  if refusal then
+    return refusal
+  end
+  if quantity == nil then
+    end_hold(KEYS[3], checkout, 'released', ttl)
+    return {8, 0, 0, gen}
+  end
+  local back = 0
+  if give_back then
+    back = quantity
+  end
+  return drop_hold(KEYS, checkout, quantity, back, 'released', ttl, gen)
 end
 
 -- start_hold is what the scripts that take a hold (reserve, stage_change) check first: the

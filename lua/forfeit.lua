@@ -19,15 +19,6 @@
 -- a unit back that does not exist and the next buyer would pay for it; forfeiting drops
 -- held and leaves available, so available + held comes back to on_hand. The tombstone is
 -- "released": to the saga the hold ended without a sale, and a late reserve is refused.
+-- The body is common.lua's release_hold, which release.lua shares.
 
-local refusal, checkout, ttl, gen, quantity = end_args(KEYS[1], KEYS[2], KEYS[3])
-if refusal then
-  return refusal
-end
-
-if quantity == nil then
-  end_hold(KEYS[3], checkout, 'released', ttl)
-  return {8, 0, 0, gen}
-end
-
-return drop_hold(KEYS, checkout, quantity, 0, 'released', ttl, gen)
+return release_hold(false)

@@ -30,35 +30,16 @@
 -- When only the stock hash was lost, the surviving holds are kept, and settled holders and
 -- increases not yet recorded are treated as reconcile.lua treats them.
 
-local on_hand = int_arg(ARGV[1], 0, 1000000000)
-if on_hand == nil then
-  return {10, 1, 0, 0}
+local args, bad = int_args({{0, 1000000000}, {1, 1000000}, 'gen', {1, 315360000}})
+local n
+if args then
+  n, bad = holds_args(5)
 end
-local max_per_order = int_arg(ARGV[2], 1, 1000000)
-if max_per_order == nil then
-  return {10, 2, 0, 0}
+if bad then
+  return {10, bad, 0, 0}
 end
-local floor = gen_arg(ARGV[3])
-if floor == nil then
-  return {10, 3, 0, 0}
-end
-local ttl = int_arg(ARGV[4], 1, 315360000)
-if ttl == nil then
-  return {10, 4, 0, 0}
-end
-local n = int_arg(ARGV[5], 0, 100000)
-if n == nil or #ARGV < 5 + n then
-  return {10, 5, 0, 0}
-end
+local on_hand, max_per_order, floor, ttl = args[1], args[2], args[3], args[4]
 local pairs_from = 6 + n
-if (#ARGV - pairs_from + 1) % 2 ~= 0 then
-  return {10, #ARGV, 0, 0}
-end
-for i = pairs_from, #ARGV, 2 do
-  if int_arg(ARGV[i + 1], 1, 1000000) == nil then
-    return {10, i + 1, 0, 0}
-  end
-end
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local cur = redis.call('HMGET', KEYS[1], 'available', 'held', 'gen')

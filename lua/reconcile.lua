@@ -32,31 +32,16 @@
 -- while placeholders exceed on_hand, so reserve.lua refuses. Clamping at 0 would let each
 -- placeholder's checkout hold a unit another checkout holds.
 
-local on_hand = int_arg(ARGV[1], 0, 1000000000)
-if on_hand == nil then
-  return {10, 1, 0, 0, 0, 0}
+local args, bad = int_args({{0, 1000000000}, 'gen', {1, 315360000}})
+local n
+if args then
+  n, bad = holds_args(4)
 end
-local floor = gen_arg(ARGV[2])
-if floor == nil then
-  return {10, 2, 0, 0, 0, 0}
+if bad then
+  return {10, bad, 0, 0, 0, 0}
 end
-local ttl = int_arg(ARGV[3], 1, 315360000)
-if ttl == nil then
-  return {10, 3, 0, 0, 0, 0}
-end
-local n = int_arg(ARGV[4], 0, 100000)
-if n == nil or #ARGV < 4 + n then
-  return {10, 4, 0, 0, 0, 0}
-end
+local on_hand, floor, ttl = args[1], args[2], args[3]
 local pairs_from = 5 + n
-if (#ARGV - pairs_from + 1) % 2 ~= 0 then
-  return {10, #ARGV, 0, 0, 0, 0}
-end
-for i = pairs_from, #ARGV, 2 do
-  if int_arg(ARGV[i + 1], 1, 1000000) == nil then
-    return {10, i + 1, 0, 0, 0, 0}
-  end
-end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {1, 0, 0, 0, 0, 0}
 end

@@ -3,7 +3,18 @@ package lua
 import (
 	"errors"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
+
+// lostSKU is a SKU stocked with onHand units that Redis then lost entirely (its stock hash
+// and holds), as after a restart without persistence; s has seen its gen.
+func lostSKU(t *testing.T, onHand, maxPerOrder int64) (*Stock, *redis.Client, string) {
+	t.Helper()
+	s, rdb, sku := stocked(t, onHand, maxPerOrder)
+	rdb.Del(t.Context(), StockKey(sku), HoldsKey(sku))
+	return s, rdb, sku
+}
 
 func TestRebuildAfterRedisLostTheSKU(t *testing.T) {
 	s, rdb, sku := stocked(t, 10, 5)
@@ -39,9 +50,8 @@ func TestRebuildAfterRedisLostTheSKU(t *testing.T) {
 }
 
 func TestRebuildNeverOversells(t *testing.T) {
-	s, rdb, sku := stocked(t, 4, 5)
+	s, rdb, sku := lostSKU(t, 4, 5)
 	ctx := t.Context()
-	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	// More open checkouts than units (some were going to be refused): available goes
 	// negative, so available + held stays on_hand, and no new hold can be taken.
 	l, _, err := s.Rebuild(ctx, sku, 4, 5, []Hold{{"c-1", 3}, {"c-2", 3}}, nil, 0)
@@ -62,9 +72,8 @@ func TestRebuildNeverOversells(t *testing.T) {
 }
 
 func TestRebuildSkipsReleasedCheckouts(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, rdb, sku := lostSKU(t, 10, 5)
 	ctx := t.Context()
-	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	// c-a's release ran against the empty Redis (leaving its tombstone) before it recorded
 	// its end in Postgres: the rebuild must not give it a hold nobody would release. (A
 	// worker that never saw the SKU's gen; one that did would rebuild first, see gens.)
@@ -106,9 +115,8 @@ func TestReconcileRepairsDrift(t *testing.T) {
 // that clamps -1 to 0 lets R's reserve give its placeholder back onto 0 and hold: two holds
 // on one unit.
 func TestReconcileKeepsRebuildPlaceholders(t *testing.T) {
-	s, rdb, sku := stocked(t, 1, 1)
+	s, rdb, sku := lostSKU(t, 1, 1)
 	ctx := t.Context()
-	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	if l, _, err := s.Rebuild(ctx, sku, 1, 1, []Hold{{"c-a", 1}, {"c-r", 1}}, nil, 0); err != nil || l.Available != -1 {
 		t.Fatalf("rebuild: %+v, %v; want available -1", l, err)
 	}

@@ -15,19 +15,7 @@
 --   {12 ROLLED_BACK,       gen in redis, gen seen, gen}   nothing changes (see reserve.lua)
 --
 -- A stock hash that is gone while the caller has seen a gen counts as rolled back too:
--- the caller rebuilds first, so the release finds the hold the rebuild restored.
+-- the caller rebuilds first, so the release finds the hold the rebuild restored. The body
+-- is common.lua's release_hold, which forfeit.lua shares.
 
-local refusal, checkout, ttl, gen, quantity = end_args(KEYS[1], KEYS[2], KEYS[3])
-if refusal then
-  return refusal
-end
-
-if quantity == nil then
-  -- The saga registers this release before its reserve runs, so a release
-  -- can arrive first (or instead). The tombstone makes a reserve that
-  -- arrives later refuse to hold, whether or not the SKU is stocked.
-  end_hold(KEYS[3], checkout, 'released', ttl)
-  return {8, 0, 0, gen}
-end
-
-return drop_hold(KEYS, checkout, quantity, quantity, 'released', ttl, gen)
+return release_hold(true)

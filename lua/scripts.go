@@ -1,7 +1,7 @@
 package lua
 
 import (
-	_ "embed"
+	"embed"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,58 +13,38 @@ type script struct {
 	*redis.Script
 }
 
-//go:embed common.lua
-var commonLua string
+// sources holds every script, NAME.lua, and common.lua, which each script runs behind.
+//
+//go:embed *.lua
+var sources embed.FS
 
-func newScript(name, src string) script { return script{name, redis.NewScript(commonLua + src)} }
+var commonLua = source("common")
 
-//go:embed reserve.lua
-var reserveLua string
-var reserveScript = newScript("reserve", reserveLua)
-
-//go:embed release.lua
-var releaseLua string
-var releaseScript = newScript("release", releaseLua)
-
-//go:embed commit.lua
-var commitLua string
-var commitScript = newScript("commit", commitLua)
-
-//go:embed set_stock.lua
-var setStockLua string
-var setStockScript = newScript("set_stock", setStockLua)
-
-//go:embed rebuild.lua
-var rebuildLua string
-var rebuildScript = newScript("rebuild", rebuildLua)
-
-//go:embed reconcile.lua
-var reconcileLua string
-var reconcileScript = newScript("reconcile", reconcileLua)
-
-//go:embed forfeit.lua
-var forfeitLua string
-var forfeitScript = newScript("forfeit", forfeitLua)
-
-//go:embed stage_change.lua
-var stageChangeLua string
-var stageChangeScript = newScript("stage_change", stageChangeLua)
-
-//go:embed sweep.lua
-var sweepLua string
-var sweepScript = newScript("sweep", sweepLua)
-
-var scriptSources = map[string]string{
-	"reserve":      reserveLua,
-	"release":      releaseLua,
-	"commit":       commitLua,
-	"set_stock":    setStockLua,
-	"rebuild":      rebuildLua,
-	"reconcile":    reconcileLua,
-	"forfeit":      forfeitLua,
-	"stage_change": stageChangeLua,
-	"sweep":        sweepLua,
+// source is the text of NAME.lua; it panics on a name with no file, which only a typo in
+// this file can cause (the files are embedded at build time).
+func source(name string) string {
+	b, err := sources.ReadFile(name + ".lua")
+	if err != nil {
+		panic("lua: no script " + name + ": " + err.Error())
+	}
+	return string(b)
 }
+
+func newScript(name string) script {
+	return script{name, redis.NewScript(commonLua + source(name))}
+}
+
+var (
+	reserveScript     = newScript("reserve")
+	releaseScript     = newScript("release")
+	commitScript      = newScript("commit")
+	setStockScript    = newScript("set_stock")
+	rebuildScript     = newScript("rebuild")
+	reconcileScript   = newScript("reconcile")
+	forfeitScript     = newScript("forfeit")
+	stageChangeScript = newScript("stage_change")
+	sweepScript       = newScript("sweep")
+)
 
 var allScripts = []script{reserveScript, releaseScript, commitScript, forfeitScript, stageChangeScript,
 	setStockScript, rebuildScript, reconcileScript, sweepScript}
@@ -73,9 +53,10 @@ var allScripts = []script{reserveScript, releaseScript, commitScript, forfeitScr
 // common.lua included, for tools that drive a script themselves (redis-benchmark); "" when
 // there is no such script.
 func ScriptSource(name string) string {
-	src, ok := scriptSources[name]
-	if !ok {
-		return ""
+	for _, sc := range allScripts {
+		if sc.name == name {
+			return commonLua + source(name)
+		}
 	}
-	return commonLua + src
+	return ""
 }

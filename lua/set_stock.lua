@@ -15,14 +15,11 @@
 -- through stage_change.lua instead (relative, and rebuilt from Postgres first when Redis
 -- lost the SKU); this absolute load is for benchmarks and tests.
 
-local on_hand = int_arg(ARGV[1], 0, 1000000000)
-if on_hand == nil then
-  return {10, 1, 0, 0}
+local args, bad = int_args({{0, 1000000000}, {1, 1000000}})
+if bad then
+  return {10, bad, 0, 0}
 end
-local max_per_order = int_arg(ARGV[2], 1, 1000000)
-if max_per_order == nil then
-  return {10, 2, 0, 0}
-end
+local on_hand, max_per_order = args[1], args[2]
 
 local held = tonumber(redis.call('HGET', KEYS[1], 'held'))
 if held == nil then

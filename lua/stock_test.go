@@ -456,6 +456,11 @@ func TestScriptsRejectBadArgv(t *testing.T) {
 		{"stage delta huge", stageChangeScript, holdKeys, []any{"~x", -1000000001, 1, 0}, 2},
 		{"set stock on hand negative", setStockScript, holdKeys, []any{-1, 5}, 1},
 		{"set stock max per order huge", setStockScript, holdKeys, []any{5, 99999999999}, 2},
+		{"rebuild gen floor not a number", rebuildScript, holdKeys, []any{10, 5, "x", 60, 0}, 3},
+		{"rebuild ttl zero", rebuildScript, holdKeys, []any{10, 5, 0, 0, 0}, 4},
+		{"rebuild more settled holders than given", rebuildScript, holdKeys, []any{10, 5, 0, 60, 2, "c-1"}, 5},
+		{"rebuild hold without quantity", rebuildScript, holdKeys, []any{10, 5, 0, 60, 0, "c-1"}, 6},
+		{"rebuild hold quantity zero", rebuildScript, holdKeys, []any{10, 5, 0, 60, 0, "c-1", 0}, 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,13 +1,10 @@
 package migrations_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -109,47 +106,9 @@ func TestApplyTwiceIsANoOp(t *testing.T) {
 	}
 }
 
-// freshDatabase creates an empty, unmigrated database and drops it when the test ends.
-func freshDatabase(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adminURL := os.Getenv("TEST_DATABASE_URL")
-	if adminURL == "" {
-		adminURL = "postgres://postgres@127.0.0.1:5432/postgres"
-	}
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatalf("connect to postgres at %s (start it, or set TEST_DATABASE_URL): %v", adminURL, err)
-	}
-	defer admin.Close(ctx)
-	name := testenv.RandomID("checkout_mig_")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		admin, err := pgx.Connect(ctx, adminURL)
-		if err != nil {
-			t.Logf("drop database %s: %v", name, err)
-			return
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
-		}
-	})
-	cfg := admin.Config()
-	if cfg.Password != "" {
-		return fmt.Sprintf("postgres://%s:%s@%s:%d/%s", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
-	}
-	return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, name)
-}
-
 func TestConcurrentApplyMigratesOnce(t *testing.T) {
 	t.Parallel()
-	url := freshDatabase(t)
+	url := testenv.EmptyPostgres(t, "checkout_mig_")
 	ctx := t.Context()
 
 	// Several processes starting together (workers and `checkout migrate`): without the

@@ -22,6 +22,19 @@ func newProvider(f *stripetest.Server, opts ...payments.StripeOption) *payments.
 	return payments.NewStripe(f.Key(), append([]payments.StripeOption{payments.WithStripeAPIURL(f.URL())}, opts...)...)
 }
 
+// onlyRequest is the one request the provider sent, checked to be method path with the
+// secret key as its bearer token.
+func onlyRequest(t *testing.T, f *stripetest.Server, method, path string) stripetest.Request {
+	t.Helper()
+	reqs := f.Requests()
+	require.Len(t, reqs, 1)
+	r := reqs[0]
+	assert.Equal(t, method, r.Method)
+	assert.Equal(t, path, r.Path)
+	assert.Equal(t, "Bearer "+f.Key(), r.Header.Get("Authorization"))
+	return r
+}
+
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -44,12 +57,7 @@ func TestRefundInFullSendsStripeWireFormat(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, payments.Refund{ID: "re_fake0001", Status: "succeeded", AmountCents: 199800}, got)
 
-	reqs := f.Requests()
-	require.Len(t, reqs, 1)
-	r := reqs[0]
-	assert.Equal(t, http.MethodPost, r.Method)
-	assert.Equal(t, "/v1/refunds", r.Path)
-	assert.Equal(t, "Bearer "+f.Key(), r.Header.Get("Authorization"))
+	r := onlyRequest(t, f, http.MethodPost, "/v1/refunds")
 	assert.Equal(t, "refund-c-123-"+pi, r.Header.Get("Idempotency-Key"))
 	assert.Equal(t, "application/x-www-form-urlencoded", r.Header.Get("Content-Type"))
 	assert.NotEmpty(t, r.Header.Get("Stripe-Version"))
@@ -340,12 +348,7 @@ func TestFindSucceededReturnsThePaymentOfTheCheckout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, &payments.Payment{Ref: pi, CheckoutID: "c-200", AmountCents: 199800, Currency: "usd"}, got)
 
-	reqs := f.Requests()
-	require.Len(t, reqs, 1)
-	r := reqs[0]
-	assert.Equal(t, http.MethodGet, r.Method)
-	assert.Equal(t, "/v1/payment_intents/search", r.Path)
-	assert.Equal(t, "Bearer "+f.Key(), r.Header.Get("Authorization"))
+	r := onlyRequest(t, f, http.MethodGet, "/v1/payment_intents/search")
 	assert.Equal(t, "metadata['checkout_id']:'c-200' AND status:'succeeded'", r.Query.Get("query"))
 	assert.Equal(t, "1", r.Query.Get("limit"))
 	assert.Empty(t, r.Header.Get("Idempotency-Key"), "a read carries no key")

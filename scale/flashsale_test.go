@@ -13,10 +13,10 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -145,7 +145,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 		}
 	}
 
-	var inv activities.InventoryView
+	var inv shop.InventoryView
 	if code, err := s.do(apis[1], http.MethodGet, "/v1/inventory/"+sku, nil, &inv, "Authorization", "Bearer "+adminToken); err != nil || code != http.StatusOK {
 		t.Fatalf("read stock: %d %v", code, err)
 	}

@@ -7,14 +7,12 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // An Idempotency-Key binds to the first body it is used with, exactly once however many
 // requests race for it, until retention frees it; pruning deletes only expired keys.
 func TestIdempotencyKeyBindsToTheFirstBodyUntilRetention(t *testing.T) {
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	ctx := t.Context()
 	const retention = time.Hour
 	key := testenv.RandomID("key-")

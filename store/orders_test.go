@@ -34,16 +34,23 @@ func confirmInput(rec shop.CheckoutRecord) store.Order {
 	}
 }
 
-func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
-	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
-	skuA, skuB, rec := recordCart(t, pool, 10, 4, 3, 4)
-
+// mustConfirm confirms the order of the recorded cart (confirmInput), failing the test on an
+// error; it returns the order id and whether this call created it.
+func mustConfirm(t *testing.T, s *store.Store, rec shop.CheckoutRecord) (orderID string, created bool) {
+	t.Helper()
 	orderID, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
 	if err != nil {
 		t.Fatalf("confirm order: %v", err)
 	}
+	return orderID, created
+}
+
+func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	skuA, skuB, rec := recordCart(t, pool, 10, 4, 3, 4)
+
+	orderID, created := mustConfirm(t, s, rec)
 	if orderID != shop.OrderID(rec.CheckoutID) || !created {
 		t.Errorf("confirm = (%q, created %v), want (%q, true)", orderID, created, shop.OrderID(rec.CheckoutID))
 	}
@@ -134,12 +141,9 @@ func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
 // second saga after retention). Before the fix it answered the old order as a success.
 func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	skuA, _, rec := recordCart(t, pool, 10, 4, 3, 4)
-	if _, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec)); err != nil {
-		t.Fatalf("confirm order: %v", err)
-	}
+	mustConfirm(t, s, rec)
 	other := confirmInput(rec)
 	other.PaymentRef = "pay-2"
 	if _, _, err := s.ConfirmOrder(t.Context(), other); !errors.Is(err, store.ErrPaidOtherwise) {
@@ -152,8 +156,7 @@ func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 
 func TestConfirmOrderRollsBackWhenOneLineIsShort(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	// A is processed first and has plenty; B has 1 on hand for a line of 2.
 	skuA, skuB, rec := recordCart(t, pool, 10, 1, 2, 2)
 	beforeA, beforeB := testenv.ReadSKU(t, pool, skuA), testenv.ReadSKU(t, pool, skuB)
@@ -187,8 +190,7 @@ func TestConfirmOrderRollsBackWhenOneLineIsShort(t *testing.T) {
 
 func TestRecordOutcomeKeepsTheFirstEnd(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
 
 	if err := s.RecordOutcome(t.Context(), store.Outcome{CheckoutID: rec.CheckoutID, Status: "expired", Reason: "payment timed out"}); err != nil {
@@ -221,13 +223,9 @@ func TestRecordOutcomeKeepsTheFirstEnd(t *testing.T) {
 
 func TestRecordOutcomeLeavesConfirmedCheckout(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
-	orderID, _, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
-	if err != nil {
-		t.Fatalf("confirm order: %v", err)
-	}
+	orderID, _ := mustConfirm(t, s, rec)
 	before, err := s.Checkout(t.Context(), rec.CheckoutID)
 	if err != nil {
 		t.Fatalf("read checkout: %v", err)

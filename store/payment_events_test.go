@@ -6,15 +6,13 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // A provider's event is recorded once however often it is delivered, and marked delivered
 // once: the first disposition stays.
 func TestPaymentEventIsRecordedOnceAndDeliveredOnce(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	pool, s := newStore(t)
 	ev := shop.PaymentEvent{
 		Provider: "fakepay", EventID: testenv.RandomID("evt-"), Type: "payment.succeeded",
 		CheckoutID: "c-1", PaymentRef: "pay-1", AmountCents: 1750, Currency: "usd",

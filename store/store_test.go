@@ -3,6 +3,8 @@ package store_test
 import (
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/store"
 )
@@ -23,4 +25,12 @@ func TestNewPoolSizesThePool(t *testing.T) {
 		}
 		pool.Close()
 	}
+}
+
+// newStore is a store over a fresh, migrated database, and its pool for the tests that
+// read the tables or put SKUs directly.
+func newStore(t *testing.T) (*pgxpool.Pool, *store.Store) {
+	t.Helper()
+	_, pool := testenv.Postgres(t)
+	return pool, store.New(pool)
 }

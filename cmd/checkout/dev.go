@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/inventory"
-	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -33,25 +32,16 @@ var demoStock = []shop.Product{
 // and the API and worker in this process, until Ctrl-C stops everything.
 func runDev(ctx context.Context, cfg config) error {
 	logger := newLogger(cfg)
-	tr, stopTracing, err := startTracing(ctx, "checkout-dev", logger)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
 	stopTemporal, err := startDevServer(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer stopTemporal()
-
-	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
-		return err
-	}
-	d, err := open(ctx, cfg, logger, tr)
+	d, stop, err := openService(ctx, cfg, logger, "checkout-dev", withMigrations)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer stop()
 	if err := stockDemo(ctx, d); err != nil {
 		return err
 	}

@@ -190,21 +190,42 @@ func startTracing(ctx context.Context, service string, logger *slog.Logger) (*tr
 	}, nil
 }
 
-func runWorker(ctx context.Context, cfg config) error {
-	logger := newLogger(cfg)
-	tr, stopTracing, err := startTracing(ctx, "checkout-worker", logger)
+// Whether openService applies the migrations: the worker and the dev stack own the schema and
+// bring it up to date before they serve; the API only reads and writes it.
+const (
+	withMigrations    = true
+	withoutMigrations = false
+)
+
+// openService brings up what one of the product's processes needs, in order: tracing as service,
+// the migrations when migrate is set, then Postgres, Redis and Temporal (open). stop closes
+// them in reverse; on an error nothing is left open.
+func openService(ctx context.Context, cfg config, logger *slog.Logger, service string, migrate bool) (_ *deps, stop func(), _ error) {
+	tr, stopTracing, err := startTracing(ctx, service, logger)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer stopTracing()
-	if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
-		return err
+	if migrate {
+		if err := migrations.Apply(ctx, cfg.DatabaseURL); err != nil {
+			stopTracing()
+			return nil, nil, err
+		}
 	}
 	d, err := open(ctx, cfg, logger, tr)
 	if err != nil {
+		stopTracing()
+		return nil, nil, err
+	}
+	return d, func() { d.Close(); stopTracing() }, nil
+}
+
+func runWorker(ctx context.Context, cfg config) error {
+	logger := newLogger(cfg)
+	d, stop, err := openService(ctx, cfg, logger, "checkout-worker", withMigrations)
+	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer stop()
 	defer serveMetrics(cfg.WorkerMetricsAddr, "worker", logger)()
 	return serveWorker(ctx, cfg, d)
 }
@@ -270,16 +291,11 @@ func runAPI(ctx context.Context, cfg config) error {
 		return err
 	}
 	logger := newLogger(cfg)
-	tr, stopTracing, err := startTracing(ctx, "checkout-api", logger)
+	d, stop, err := openService(ctx, cfg, logger, "checkout-api", withoutMigrations)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
-	d, err := open(ctx, cfg, logger, tr)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
+	defer stop()
 	return serveAPI(ctx, cfg, d)
 }
 

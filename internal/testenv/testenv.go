@@ -47,25 +47,7 @@ func Postgres(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	adminURL := env("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatalf("connect to postgres at %s (start it, or set TEST_DATABASE_URL): %v", adminURL, err)
-	}
-	name := RandomID("checkout_test_")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	_ = admin.Close(ctx)
-
-	cfg, err := pgx.ParseConfig(adminURL)
-	if err != nil {
-		t.Fatalf("parse %s: %v", adminURL, err)
-	}
-	url := fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, name)
-	if cfg.Password != "" {
-		url = fmt.Sprintf("postgres://%s:%s@%s:%d/%s", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
-	}
+	url := EmptyPostgres(t, "checkout_test_")
 	if err := migrations.Apply(ctx, url); err != nil {
 		t.Fatalf("migrate test database: %v", err)
 	}
@@ -73,8 +55,28 @@ func Postgres(t testing.TB) (string, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatalf("open pool on test database: %v", err)
 	}
+	t.Cleanup(pool.Close) // runs before the drop, which EmptyPostgres registered first
+	return url, pool
+}
+
+// EmptyPostgres creates a new database named prefix plus a random suffix, with no
+// migrations applied, on the server of TEST_DATABASE_URL (default: the local server's
+// postgres database as admin), and drops it when the test ends. It returns its URL.
+func EmptyPostgres(t testing.TB, prefix string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adminURL := env("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatalf("connect to postgres at %s (start it, or set TEST_DATABASE_URL): %v", adminURL, err)
+	}
+	name := RandomID(prefix)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	_ = admin.Close(ctx)
 	t.Cleanup(func() {
-		pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		admin, err := pgx.Connect(ctx, adminURL)
@@ -87,7 +89,15 @@ func Postgres(t testing.TB) (string, *pgxpool.Pool) {
 			t.Logf("drop test database %s: %v", name, err)
 		}
 	})
-	return url, pool
+
+	cfg, err := pgx.ParseConfig(adminURL)
+	if err != nil {
+		t.Fatalf("parse %s: %v", adminURL, err)
+	}
+	if cfg.Password != "" {
+		return fmt.Sprintf("postgres://%s:%s@%s:%d/%s", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, name)
 }
 
 // RedisURL is where tests find Redis: TEST_REDIS_URL, default DB 15 of the local server so
