@@ -89,7 +89,7 @@ var mayImport = map[string][]string{
 	"/inventory":    {"/shop", "/store", "/lua"},
 	"/activities":   {"/shop", "/store", "/lua", "/payments", "/metrics"},
 	"/workflows":    {"/shop", "/activities"},
-	"/worker":       {"/shop", "/workflows", "/activities"},
+	"/worker":       {"/shop", "/workflows", "/activities", "/store"},
 	"/audit":        {"/shop", "/lua", "/workflows"},
 	"/ops":          {"/shop", "/audit", "/metrics"},
 	"/api":          {"/shop", "/workflows", "/metrics"},

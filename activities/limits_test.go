@@ -39,8 +39,8 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 	if first.Status != shop.RecordOpen {
 		t.Fatalf("first checkout of 2 (limit 3): %+v", first)
 	}
-	if r := record(2, sku, other); r.Status != "out_of_stock" || r.Reason != ReasonCustomerLimit || r.EndedAt == nil {
-		t.Errorf("2 more of a SKU with 2 of 3 taken: status %q reason %q ended %v; want out_of_stock, %s, ended", r.Status, r.Reason, r.EndedAt, ReasonCustomerLimit)
+	if r := record(2, sku, other); r.Status != "out_of_stock" || r.Reason != shop.RejectCustomerLimit || r.EndedAt == nil {
+		t.Errorf("2 more of a SKU with 2 of 3 taken: status %q reason %q ended %v; want out_of_stock, %s, ended", r.Status, r.Reason, r.EndedAt, shop.RejectCustomerLimit)
 	}
 	if r := record(1, sku); r.Status != shop.RecordOpen {
 		t.Errorf("the third unit: %+v, want open", r)
@@ -60,7 +60,7 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 		Items: []shop.Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}); err != nil {
 		t.Fatal(err)
 	}
-	if r := record(1, sku); r.Status != "out_of_stock" || r.Reason != ReasonCustomerLimit {
+	if r := record(1, sku); r.Status != "out_of_stock" || r.Reason != shop.RejectCustomerLimit {
 		t.Errorf("a fourth unit with 2 bought and 1 open: %+v, want refused", r)
 	}
 	// Another customer is not affected.
@@ -87,8 +87,8 @@ func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
 		wantOpen int
 		reason   string
 	}{
-		{"max_per_customer 2, one unit each", 0, 1, 2, ReasonCustomerLimit},
-		{"open cap 1 under max_per_customer 2", 1, 1, 1, ReasonTooManyOpen},
+		{"max_per_customer 2, one unit each", 0, 1, 2, shop.RejectCustomerLimit},
+		{"open cap 1 under max_per_customer 2", 1, 1, 1, shop.RejectTooManyOpen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := store.New(pool)

@@ -20,6 +20,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -58,11 +59,11 @@ func TestSagaCost(t *testing.T) {
 	defer w.Stop()
 	inv := &inventory.Inventory{Store: store, Stock: stock}
 	sku := testenv.RandomID("COST-")
-	if _, err := inv.Set(ctx, activities.Product{SKU: sku, OnHand: 1000, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if _, err := inv.Set(ctx, shop.Product{SKU: sku, OnHand: 1000, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)
 	}
 	soldOut := testenv.RandomID("GONE-")
-	if _, err := inv.Set(ctx, activities.Product{SKU: soldOut, OnHand: 0, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if _, err := inv.Set(ctx, shop.Product{SKU: soldOut, OnHand: 0, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)
 	}
 

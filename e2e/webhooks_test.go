@@ -21,7 +21,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -599,7 +598,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			if n := s.refundsOf(intents...); n != tc.wantRefunds {
 				t.Errorf("%d refunds at Stripe, want %d", n, tc.wantRefunds)
 			}
-			if tc.wantState == activities.StatusOpen {
+			if tc.wantState == shop.RecordOpen {
 				// Leave nothing awaiting payment for the reconciliation test below.
 				if code, out := s.post(t, s.api, "/v1/checkouts/"+id+"/cancel", nil, nil); code != http.StatusOK {
 					t.Errorf("cancel %s: %d %v", id, code, out)

@@ -9,6 +9,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -46,11 +47,11 @@ func pollers() sdkworker.PollerBehavior {
 	})
 }
 
-// localActivityLimit is the Postgres pool's size (activities.DefaultPoolMaxConns unless
+// localActivityLimit is the Postgres pool's size (store.DefaultPoolMaxConns unless
 // DATABASE_URL sets pool_max_conns).
 func localActivityLimit(acts *activities.Activities) int {
 	if acts.Store == nil {
-		return activities.DefaultPoolMaxConns
+		return store.DefaultPoolMaxConns
 	}
 	return acts.Store.MaxConns()
 }

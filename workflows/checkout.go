@@ -43,6 +43,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // acts is used only to name activity methods; the worker registers the real instance.
@@ -147,7 +148,7 @@ func (c *checkout) run(ctx workflow.Context) {
 		c.end(ctx, c.failureStatus(err), reasonOf(err))
 		return
 	}
-	if rec.Status != activities.StatusOpen {
+	if rec.Status != shop.RecordOpen {
 		c.adoptEnded(ctx, rec)
 		return
 	}
@@ -259,7 +260,7 @@ func (c *checkout) drainPayments(ctx workflow.Context) {
 }
 
 // applyOrphans applies the payments that were recorded for this checkout before it existed.
-func (c *checkout) applyOrphans(ctx workflow.Context, orphans []activities.RecordedPayment) {
+func (c *checkout) applyOrphans(ctx workflow.Context, orphans []shop.RecordedPayment) {
 	for _, o := range orphans {
 		c.onPayment(ctx, Payment{Provider: o.Provider, EventID: o.EventID, Outcome: PaymentKind(o.Outcome),
 			PaymentRef: o.PaymentRef, AmountCents: o.AmountCents, Currency: o.Currency})
@@ -269,7 +270,7 @@ func (c *checkout) applyOrphans(ctx workflow.Context, orphans []activities.Recor
 // adoptEnded answers for a cart whose end Postgres already recorded: Temporal's retention
 // dropped the saga that ended it, and the cart was posted again. An end is final forever, so
 // this run takes that end as its own and stops: it holds no stock and records nothing.
-func (c *checkout) adoptEnded(ctx workflow.Context, rec activities.CheckoutRecord) {
+func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 	c.adopted, c.closing = true, true
 	if rec.PaymentRef != "" {
 		// The payment that confirmed it, seen again (a redelivery under a new event id while
@@ -281,9 +282,9 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec activities.CheckoutRecor
 	c.view = v
 	if v.Status == StatusOutOfStock {
 		switch rec.Reason {
-		case activities.ReasonCustomerLimit:
+		case shop.RejectCustomerLimit:
 			c.rejectCode = RejectCustomerLimit
-		case activities.ReasonTooManyOpen:
+		case shop.RejectTooManyOpen:
 			c.rejectCode = RejectTooManyOpen
 		default:
 			c.rejectCode = RejectOutOfStock
@@ -310,8 +311,8 @@ func (c *checkout) waitingDetails(ctx workflow.Context) {
 }
 
 // record prices the cart and writes the checkout to Postgres.
-func (c *checkout) record(ctx workflow.Context) (activities.CheckoutRecord, error) {
-	var rec activities.CheckoutRecord
+func (c *checkout) record(ctx workflow.Context) (shop.CheckoutRecord, error) {
+	var rec shop.CheckoutRecord
 	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(recordOptions, "Record checkout "+c.in.CheckoutID))
 	err := workflow.ExecuteLocalActivity(lctx, acts.RecordCheckout, activities.RecordCheckoutInput{
 		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: unpriced(c.in.Items),
@@ -336,12 +337,12 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 		if err == nil {
 			continue
 		}
-		var shortage activities.Shortage
+		var shortage shop.Shortage
 		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeOutOfStock && appErr.Details(&shortage) == nil {
+		if errors.As(err, &appErr) && appErr.Type() == shop.ErrTypeOutOfStock && appErr.Details(&shortage) == nil {
 			c.view.Shortages = append(c.view.Shortages, shortage)
 		}
-		if firstErr == nil || isType(err, activities.ErrTypeOutOfStock) && !isType(firstErr, activities.ErrTypeOutOfStock) {
+		if firstErr == nil || isType(err, shop.ErrTypeOutOfStock) && !isType(firstErr, shop.ErrTypeOutOfStock) {
 			firstErr = err
 		}
 	}
@@ -502,22 +503,22 @@ func (c *checkout) failureStatus(err error) Status {
 		return StatusFailed
 	}
 	switch appErr.Type() {
-	case activities.ErrTypeOutOfStock, activities.ErrTypeNotStocked:
+	case shop.ErrTypeOutOfStock, shop.ErrTypeNotStocked:
 		c.rejectCode = RejectOutOfStock
 		return StatusOutOfStock
-	case activities.ErrTypeHoldEnded:
+	case shop.ErrTypeHoldEnded:
 		// This saga's own compensation already released the hold: a workflow task that
 		// reserved, was refused, released, and was lost with its worker before it completed
 		// is run again, and finds its tombstone. The lost run was refused; so is this one.
 		c.rejectCode = RejectOutOfStock
 		return StatusOutOfStock
-	case activities.ErrTypeOverLimit:
+	case shop.ErrTypeOverLimit:
 		c.rejectCode = RejectOverLimit
 		return StatusOutOfStock
-	case activities.ErrTypeUnknownSKU:
+	case shop.ErrTypeUnknownSKU:
 		c.rejectCode = RejectUnknownSKU
 		return StatusFailed
-	case activities.ErrTypeMixedCurrency:
+	case shop.ErrTypeMixedCurrency:
 		c.rejectCode = RejectMixedCurrency
 		return StatusFailed
 	}

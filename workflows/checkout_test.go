@@ -20,6 +20,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -88,7 +89,7 @@ func newFixtureOn(t *testing.T, pool *pgxpool.Pool, stock *lua.Stock) *fixture {
 // sku stocks a new random SKU.
 func (f *fixture) sku(onHand, priceCents, maxPerOrder int64) string {
 	sku := testenv.RandomID("SKU-")
-	_, err := f.inv.Set(context.Background(), activities.Product{
+	_, err := f.inv.Set(context.Background(), shop.Product{
 		SKU: sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder,
 	})
 	if err != nil {
@@ -98,7 +99,7 @@ func (f *fixture) sku(onHand, priceCents, maxPerOrder int64) string {
 }
 
 // level reads a SKU from both stores and checks the at-rest invariant.
-func (f *fixture) level(sku string) activities.InventoryView {
+func (f *fixture) level(sku string) shop.InventoryView {
 	f.t.Helper()
 	v, err := f.inv.Get(context.Background(), sku)
 	if err != nil {
@@ -118,7 +119,7 @@ func (f *fixture) orders(checkoutID string) int {
 	return n
 }
 
-func (f *fixture) recorded(checkoutID string) activities.CheckoutRecord {
+func (f *fixture) recorded(checkoutID string) shop.CheckoutRecord {
 	rec, err := f.acts.Store.Checkout(context.Background(), checkoutID)
 	if err != nil {
 		f.t.Fatalf("read checkout %s: %v", checkoutID, err)
@@ -172,10 +173,10 @@ func (f *fixture) run(in workflows.Input) workflows.View {
 func phoneCheckout(t *testing.T, qty int64) (*fixture, string, workflows.Input) {
 	f := newFixture(t)
 	phone := f.sku(10, 99_900, 2)
-	return f, phone, input(activities.Item{SKU: phone, Quantity: qty})
+	return f, phone, input(shop.Item{SKU: phone, Quantity: qty})
 }
 
-func input(items ...activities.Item) workflows.Input {
+func input(items ...shop.Item) workflows.Input {
 	return workflows.Input{
 		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-9", Items: cartLines(items),
 		PaymentTimeoutSeconds: 900, RequestID: "req-1", RequestHash: "h",
@@ -190,7 +191,7 @@ func paid(id string, cents int64) workflows.Payment {
 func TestHappyPathConfirmsOrderAndCommitsHolds(t *testing.T) {
 	f := newFixture(t)
 	phone, cover := f.sku(10, 99_900, 2), f.sku(5, 1_000, 3)
-	in := input(activities.Item{SKU: phone, Quantity: 2}, activities.Item{SKU: cover, Quantity: 1})
+	in := input(shop.Item{SKU: phone, Quantity: 2}, shop.Item{SKU: cover, Quantity: 1})
 	res := f.reserveAt(0, "req-1")
 	f.payAt(5*time.Minute, paid("evt_1", 2*99_900+1_000))
 
@@ -228,7 +229,7 @@ func TestHappyPathConfirmsOrderAndCommitsHolds(t *testing.T) {
 func TestSecondSKUOutOfStockReleasesTheFirst(t *testing.T) {
 	f := newFixture(t)
 	phone, cover := f.sku(10, 99_900, 2), f.sku(1, 1_000, 3)
-	in := input(activities.Item{SKU: phone, Quantity: 2}, activities.Item{SKU: cover, Quantity: 2})
+	in := input(shop.Item{SKU: phone, Quantity: 2}, shop.Item{SKU: cover, Quantity: 2})
 	res := f.reserveAt(0, "req-1")
 
 	v := f.run(in)
@@ -237,7 +238,7 @@ func TestSecondSKUOutOfStockReleasesTheFirst(t *testing.T) {
 		t.Fatalf("status %s, want out_of_stock", v.Status)
 	}
 	if res.RejectCode != workflows.RejectOutOfStock || len(res.View.Shortages) != 1 ||
-		res.View.Shortages[0] != (activities.Shortage{SKU: cover, Requested: 2, Available: 1}) {
+		res.View.Shortages[0] != (shop.Shortage{SKU: cover, Requested: 2, Available: 1}) {
 		t.Errorf("reservation answer = %+v, want one shortage of %s (2 requested, 1 available)", res, cover)
 	}
 	if p := f.level(phone); p.Available != 10 || p.Held != 0 {
@@ -519,7 +520,7 @@ func TestReserveThatHeldButReportedFailureIsReleasedWhenTheSagaEnds(t *testing.T
 func TestUnknownSKUFailsWithoutHolding(t *testing.T) {
 	f := newFixture(t)
 	phone := f.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1}, activities.Item{SKU: "NOPE-" + phone, Quantity: 1})
+	in := input(shop.Item{SKU: phone, Quantity: 1}, shop.Item{SKU: "NOPE-" + phone, Quantity: 1})
 	res := f.reserveAt(0, "req-1")
 
 	v := f.run(in)

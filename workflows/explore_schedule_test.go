@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -17,8 +17,8 @@ import (
 type schedule struct {
 	Seed           uint64
 	Start          time.Time
-	Cart           []activities.Item // priced: the fake RecordCheckout answers these prices
-	Stock          map[string]int64  // units available per SKU before the checkout
+	Cart           []shop.Item      // priced: the fake RecordCheckout answers these prices
+	Stock          map[string]int64 // units available per SKU before the checkout
 	TimeoutSeconds int64
 	Events         []*event
 	Faults         []fault
@@ -106,10 +106,10 @@ type fault struct {
 // do, because a random refusal would leave the model and the saga disagreeing about stock in
 // a way no real Redis can.
 var permanentAnswers = map[string][]string{
-	"RecordCheckout": {activities.ErrTypeUnknownSKU, activities.ErrTypeMixedCurrency},
-	"ReserveStock":   {activities.ErrTypeOverLimit, activities.ErrTypeNotStocked},
-	"ConfirmOrder":   {activities.ErrTypeStockMismatch},
-	"RecordOutcome":  {activities.ErrTypeInvalidRequest},
+	"RecordCheckout": {shop.ErrTypeUnknownSKU, shop.ErrTypeMixedCurrency},
+	"ReserveStock":   {shop.ErrTypeOverLimit, shop.ErrTypeNotStocked},
+	"ConfirmOrder":   {shop.ErrTypeStockMismatch},
+	"RecordOutcome":  {shop.ErrTypeInvalidRequest},
 }
 
 // sagaActivities are the activities the Checkout saga runs today, which faults and hooks aim
@@ -139,7 +139,7 @@ func generate(seed uint64) *schedule {
 	prices := []int64{99_900, 1_500, 999}
 	for i := range 1 + pick(3) {
 		qty := int64(1 + pick(2))
-		s.Cart = append(s.Cart, activities.Item{SKU: skus[i], Quantity: qty, UnitPriceCents: prices[pick(len(prices))]})
+		s.Cart = append(s.Cart, shop.Item{SKU: skus[i], Quantity: qty, UnitPriceCents: prices[pick(len(prices))]})
 		s.Stock[skus[i]] = qty + int64(pick(3))
 		if chance(0.08) {
 			s.Stock[skus[i]] = qty - 1 // out of stock

@@ -43,6 +43,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -258,7 +259,7 @@ func runSeed(seed uint64) (res *seedResult) {
 }
 
 // cartLines is the cart as the client sends it: prices come from RecordCheckout.
-func cartLines(items []activities.Item) []workflows.CartLine {
+func cartLines(items []shop.Item) []workflows.CartLine {
 	out := make([]workflows.CartLine, len(items))
 	for i, it := range items {
 		out[i] = workflows.CartLine{SKU: it.SKU, Quantity: it.Quantity}
@@ -341,8 +342,8 @@ func TestExploreFakesServeLocalAndRegularActivities(t *testing.T) {
 		// By name, as a regular activity: a committed hold refuses a release.
 		err := workflow.ExecuteActivity(actx, "ReleaseStock", in).Get(ctx, nil)
 		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeHoldCommitted {
-			return fmt.Errorf("release by name after commit: %v, want %s", err, activities.ErrTypeHoldCommitted)
+		if !errors.As(err, &appErr) || appErr.Type() != shop.ErrTypeHoldCommitted {
+			return fmt.Errorf("release by name after commit: %v, want %s", err, shop.ErrTypeHoldCommitted)
 		}
 		return nil
 	})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -312,14 +313,14 @@ func errOrOK(err error) string {
 	return err.Error()
 }
 
-func (w *world) recordCheckout(ctx context.Context, in activities.RecordCheckoutInput) (activities.CheckoutRecord, error) {
-	var rec activities.CheckoutRecord
+func (w *world) recordCheckout(ctx context.Context, in activities.RecordCheckoutInput) (shop.CheckoutRecord, error) {
+	var rec shop.CheckoutRecord
 	err := w.step("RecordCheckout", "", "pricing", func() error {
 		w.recorded = true
 		if w.pgStatus == "" {
-			w.pgStatus = activities.StatusOpen
+			w.pgStatus = shop.RecordOpen
 		}
-		rec = activities.CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID, Status: w.pgStatus,
+		rec = shop.CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID, Status: w.pgStatus,
 			Currency: "usd", Items: w.s.Cart, AmountCents: w.s.amount()}
 		return nil
 	})
@@ -332,14 +333,14 @@ func (w *world) reserveStock(ctx context.Context, in activities.StockInput) (lua
 	err := w.step("ReserveStock", in.SKU, "reserving", func() error {
 		switch w.holds[in.SKU] {
 		case holdReleased, holdCommitted:
-			return temporal.NewNonRetryableApplicationError("hold ended", activities.ErrTypeHoldEnded, nil)
+			return temporal.NewNonRetryableApplicationError("hold ended", shop.ErrTypeHoldEnded, nil)
 		case holdHeld:
 			res = lua.ReserveResult{Held: in.Quantity, Available: w.available[in.SKU], AlreadyHeld: true}
 			return nil
 		}
 		if w.available[in.SKU] < in.Quantity {
-			return temporal.NewNonRetryableApplicationError("out of stock", activities.ErrTypeOutOfStock, nil,
-				activities.Shortage{SKU: in.SKU, Requested: in.Quantity, Available: w.available[in.SKU]})
+			return temporal.NewNonRetryableApplicationError("out of stock", shop.ErrTypeOutOfStock, nil,
+				shop.Shortage{SKU: in.SKU, Requested: in.Quantity, Available: w.available[in.SKU]})
 		}
 		w.available[in.SKU] -= in.Quantity
 		w.holds[in.SKU] = holdHeld
@@ -356,7 +357,7 @@ func (w *world) releaseStock(ctx context.Context, in activities.StockInput) (int
 	err := w.step("ReleaseStock", in.SKU, "ending", func() error {
 		switch w.holds[in.SKU] {
 		case holdCommitted:
-			return temporal.NewNonRetryableApplicationError("hold committed", activities.ErrTypeHoldCommitted, nil)
+			return temporal.NewNonRetryableApplicationError("hold committed", shop.ErrTypeHoldCommitted, nil)
 		case holdHeld:
 			released = in.Quantity
 			w.available[in.SKU] += in.Quantity
@@ -374,7 +375,7 @@ func (w *world) forfeitStock(ctx context.Context, in activities.StockInput) (int
 	err := w.step("ForfeitStock", in.SKU, "ending", func() error {
 		switch w.holds[in.SKU] {
 		case holdCommitted:
-			return temporal.NewNonRetryableApplicationError("hold committed", activities.ErrTypeHoldCommitted, nil)
+			return temporal.NewNonRetryableApplicationError("hold committed", shop.ErrTypeHoldCommitted, nil)
 		case holdHeld:
 			forfeited = in.Quantity
 		}
@@ -391,7 +392,7 @@ func (w *world) commitStock(ctx context.Context, in activities.StockInput) (int6
 	err := w.step("CommitStock", in.SKU, "confirming", func() error {
 		switch w.holds[in.SKU] {
 		case holdReleased:
-			return temporal.NewNonRetryableApplicationError("hold released", activities.ErrTypeHoldReleased, nil)
+			return temporal.NewNonRetryableApplicationError("hold released", shop.ErrTypeHoldReleased, nil)
 		case holdHeld:
 			committed = in.Quantity
 			w.holds[in.SKU] = holdCommitted
@@ -408,8 +409,8 @@ func (w *world) confirmOrder(ctx context.Context, in activities.ConfirmOrderInpu
 		switch {
 		case w.order != nil:
 			return nil
-		case !w.recorded || w.pgStatus != activities.StatusOpen:
-			return temporal.NewNonRetryableApplicationError("the checkout already ended without an order", activities.ErrTypeStockMismatch, nil)
+		case !w.recorded || w.pgStatus != shop.RecordOpen:
+			return temporal.NewNonRetryableApplicationError("the checkout already ended without an order", shop.ErrTypeStockMismatch, nil)
 		}
 		w.order = &workflows.Payment{Provider: in.PaymentProvider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency}
 		w.pgStatus = string(workflows.StatusConfirmed)
@@ -418,13 +419,13 @@ func (w *world) confirmOrder(ctx context.Context, in activities.ConfirmOrderInpu
 	if err != nil {
 		return "", err
 	}
-	return activities.OrderID(in.CheckoutID), nil
+	return shop.OrderID(in.CheckoutID), nil
 }
 
 // recordOutcome mirrors Store.recordOutcome: only the first end is kept.
 func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeInput) error {
 	return w.step("RecordOutcome", "", "ending", func() error {
-		if w.recorded && w.pgStatus == activities.StatusOpen {
+		if w.recorded && w.pgStatus == shop.RecordOpen {
 			w.pgStatus = in.Status
 		}
 		return nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -13,13 +14,13 @@ import (
 func (f *fixture) orphan(checkoutID, ref, ageSQL string) {
 	f.t.Helper()
 	ctx := context.Background()
-	ev := activities.PaymentEvent{Provider: "stripe", EventID: "evt_" + ref, Type: "payment_intent.succeeded",
+	ev := shop.PaymentEvent{Provider: "stripe", EventID: "evt_" + ref, Type: "payment_intent.succeeded",
 		CheckoutID: checkoutID, PaymentRef: ref, AmountCents: 1_000, Currency: "usd",
 		Outcome: string(workflows.PaymentSucceeded), Payload: []byte(`{}`)}
 	if _, err := f.acts.Store.RecordPaymentEvent(ctx, ev); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := f.acts.Store.MarkPaymentEventDelivered(ctx, "stripe", ev.EventID, activities.DispositionOrphan); err != nil {
+	if err := f.acts.Store.MarkPaymentEventDelivered(ctx, "stripe", ev.EventID, shop.DispositionOrphan); err != nil {
 		f.t.Fatal(err)
 	}
 	if _, err := f.pool.Exec(ctx, `UPDATE payment_events SET received_at = now() - $2::interval WHERE event_id = $1`, ev.EventID, ageSQL); err != nil {
@@ -33,14 +34,14 @@ func (f *fixture) orphan(checkoutID, ref, ageSQL string) {
 func TestRefundOrphansRefundsOnlyUnclaimedOldOrphans(t *testing.T) {
 	f := newFixture(t)
 	phone := f.sku(10, 1_000, 2)
-	line := activities.Item{SKU: phone, Quantity: 1}
+	line := shop.Item{SKU: phone, Quantity: 1}
 	claimed := input(line)
 	f.orphan("never-came", "pi_old", "2 hours")
 	f.orphan("", "pi_no_metadata", "3 hours")
 	f.orphan("still-coming", "pi_young", "1 minute")
 	f.orphan(claimed.CheckoutID, "pi_claimed", "2 hours")
 	if _, err := f.acts.RecordCheckout(context.Background(), activities.RecordCheckoutInput{
-		CheckoutID: claimed.CheckoutID, CustomerID: claimed.CustomerID, Items: []activities.Item{line}}); err != nil {
+		CheckoutID: claimed.CheckoutID, CustomerID: claimed.CustomerID, Items: []shop.Item{line}}); err != nil {
 		t.Fatal(err)
 	}
 

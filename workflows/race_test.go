@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -84,7 +85,7 @@ func TestPaymentWhileEndingIsRefunded(t *testing.T) {
 func TestPaymentWhileReservingThenOutOfStockIsRefunded(t *testing.T) {
 	f := newFixture(t)
 	phone, cover := f.sku(10, 99_900, 2), f.sku(0, 1_000, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1}, activities.Item{SKU: cover, Quantity: 1})
+	in := input(shop.Item{SKU: phone, Quantity: 1}, shop.Item{SKU: cover, Quantity: 1})
 	var once sync.Once
 	f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, s activities.StockInput) (lua.ReserveResult, error) {
@@ -102,9 +103,9 @@ func TestPaymentWhileReservingThenOutOfStockIsRefunded(t *testing.T) {
 func TestPaymentBeforePricingThenFailedRecordIsRefunded(t *testing.T) {
 	f, _, in := phoneCheckout(t, 1)
 	f.env.OnActivity(f.acts.RecordCheckout, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, r activities.RecordCheckoutInput) (activities.CheckoutRecord, error) {
+		func(ctx context.Context, r activities.RecordCheckoutInput) (shop.CheckoutRecord, error) {
 			f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_first", 99_900))
-			return activities.CheckoutRecord{}, temporal.NewNonRetryableApplicationError("mixed", activities.ErrTypeMixedCurrency, nil)
+			return shop.CheckoutRecord{}, temporal.NewNonRetryableApplicationError("mixed", shop.ErrTypeMixedCurrency, nil)
 		})
 
 	f.runTo(in, workflows.StatusFailed)
@@ -137,7 +138,7 @@ func TestWorkflowCancelRacingPaymentRefundsIt(t *testing.T) {
 func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	first := newFixture(t)
 	phone := first.sku(10, 99_900, 2)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	in := input(shop.Item{SKU: phone, Quantity: 1})
 	first.payAt(time.Minute, paid("evt_1", 99_900))
 	if v := first.run(in); v.Status != workflows.StatusConfirmed {
 		t.Fatalf("first run: %s, want confirmed", v.Status)
@@ -174,13 +175,13 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 	f, _, in := phoneCheckout(t, 1)
 	ctx := context.Background()
-	ev := activities.PaymentEvent{Provider: "stripe", EventID: "evt_orphan", Type: "payment_intent.succeeded",
+	ev := shop.PaymentEvent{Provider: "stripe", EventID: "evt_orphan", Type: "payment_intent.succeeded",
 		CheckoutID: in.CheckoutID, PaymentRef: "pi_orphan", AmountCents: 99_900, Currency: "usd",
 		Outcome: string(workflows.PaymentSucceeded), Payload: []byte(`{}`)}
 	if _, err := f.acts.Store.RecordPaymentEvent(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.acts.Store.MarkPaymentEventDelivered(ctx, "stripe", "evt_orphan", activities.DispositionOrphan); err != nil {
+	if err := f.acts.Store.MarkPaymentEventDelivered(ctx, "stripe", "evt_orphan", shop.DispositionOrphan); err != nil {
 		t.Fatal(err)
 	}
 
@@ -194,8 +195,8 @@ func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 	if err := f.pool.QueryRow(ctx, `SELECT disposition FROM payment_events WHERE event_id = 'evt_orphan'`).Scan(&disposition); err != nil {
 		t.Fatal(err)
 	}
-	if disposition != activities.DispositionMatched {
-		t.Errorf("orphan disposition %s, want %s", disposition, activities.DispositionMatched)
+	if disposition != shop.DispositionMatched {
+		t.Errorf("orphan disposition %s, want %s", disposition, shop.DispositionMatched)
 	}
 }
 
@@ -206,7 +207,7 @@ func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 func TestConfirmRefusedForLackOfStockForfeitsTheHolds(t *testing.T) {
 	f := newFixture(t)
 	phone := f.sku(1, 99_900, 1)
-	in := input(activities.Item{SKU: phone, Quantity: 1})
+	in := input(shop.Item{SKU: phone, Quantity: 1})
 	f.env.RegisterDelayedCallback(func() {
 		// The unit is sold elsewhere as far as Postgres knows (another holder confirmed it).
 		if _, err := f.pool.Exec(context.Background(), `UPDATE skus SET on_hand = 0, sold = 1 WHERE sku = $1`, phone); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -113,7 +114,7 @@ func (r *recorder) ctx() context.Context {
 func (r *recorder) sku(onHand int64) string {
 	r.t.Helper()
 	sku := testenv.RandomID("SKU-")
-	if _, err := r.inv.Set(r.ctx(), activities.Product{SKU: sku, OnHand: onHand, PriceCents: 1_999, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if _, err := r.inv.Set(r.ctx(), shop.Product{SKU: sku, OnHand: onHand, PriceCents: 1_999, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		r.t.Fatalf("stock %s: %v", sku, err)
 	}
 	return sku
