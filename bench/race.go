@@ -27,6 +27,9 @@ type raceSide struct {
 	elapsed    time.Duration
 }
 
+// raceGap is the classic code's time between reading the stock and decrementing it.
+const raceGap = time.Millisecond
+
 func (e *env) benchRace(ctx context.Context, sz sizes) (raceResult, error) {
 	r := raceResult{units: sz.raceUnits, buyers: sz.raceBuyers}
 
@@ -47,6 +50,10 @@ func (e *env) benchRace(ctx context.Context, sz sizes) (raceResult, error) {
 		if v < 1 {
 			return
 		}
+		// The application's work between its check and its write (pricing the cart,
+		// writing the order row): without it a quiet machine can finish each buyer's GET
+		// and DECR before the next buyer's GET, and the race stays hidden.
+		time.Sleep(raceGap)
 		if err := e.rdb.Decr(ctx, key).Err(); err != nil {
 			errs <- err
 			return

@@ -286,7 +286,8 @@ func (r results) markdown(o options, charts []chart) string {
 
 	w("## What each phase does\n\n")
 	w("1. **The seed's race.** %d goroutines released together against %d units: the classic code reads the counter\n", r.race.buyers, r.race.units)
-	w("   (`GET`), checks it and then `DECR`s it, as two round trips; ours calls `lua.Stock.Reserve` once per buyer,\n")
+	w("   (`GET`), checks it and then `DECR`s it, as two round trips with %s of the application's work between them\n", raceGap)
+	w("   (without it a quiet machine can hide the race); ours calls `lua.Stock.Reserve` once per buyer,\n")
 	w("   each a distinct checkout. Oversold = buyers told they got a unit beyond the units stocked.\n")
 	w("2. **Hot-SKU holds.** For %s each at concurrency %v (after one warm-up call per worker): `DECRBY 1` on one\n", r.sizes.holdDuration, r.sizes.holdConcurrency)
 	w("   key; `lua.Stock.Reserve` of 1 unit with a new checkout id per call on a SKU stocked with 10^9 units (a fresh SKU\n")
