@@ -27,7 +27,7 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 	}
 }
 
-func TestHealthz(t *testing.T) {
+func TestHealthzAnswersOK(t *testing.T) {
 	h := newHarness(t, nil)
 	rec := h.do(t, request{method: http.MethodGet, path: "/healthz"})
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"ok"`) {
@@ -35,7 +35,7 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
-func TestReadyz(t *testing.T) {
+func TestReadyzIs503WithRetryAfterWhileADependencyIsDown(t *testing.T) {
 	ok := func(context.Context) error { return nil }
 	t.Run("all ready", func(t *testing.T) {
 		h := newHarness(t, func(_ *api.Config, d *api.Deps) {

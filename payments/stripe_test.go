@@ -41,7 +41,7 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func TestName(t *testing.T) {
+func TestStripeProviderIsNamedStripe(t *testing.T) {
 	var p payments.Provider = payments.NewStripe("sk_test_x")
 	assert.Equal(t, "stripe", p.Name())
 }

@@ -14,7 +14,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 )
 
-func TestEnabled(t *testing.T) {
+func TestTracingIsOnOnlyWhenAnExporterIsConfigured(t *testing.T) {
 	for _, tt := range []struct {
 		env  map[string]string
 		want bool
