@@ -99,17 +99,33 @@ type FoundPayment struct {
 	Currency    string `json:"currency"`
 }
 
-// FindSucceededPayment asks the provider whether the checkout was paid (for missed webhooks).
+// FindSucceededPayment asks the provider whether the checkout was paid (for missed webhooks)
+// and answers the first payment it found. Kept for ReconcilePayments runs recorded before
+// reconcile-every-payment; newer runs call FindSucceededPayments.
 func (a *Activities) FindSucceededPayment(ctx context.Context, in FindPaymentInput) (*FoundPayment, error) {
+	found, err := a.FindSucceededPayments(ctx, in)
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	return &found[0], nil
+}
+
+// FindSucceededPayments asks the provider for every succeeded payment of the checkout (for
+// missed webhooks): the saga keeps the one of the right amount and refunds the others.
+func (a *Activities) FindSucceededPayments(ctx context.Context, in FindPaymentInput) ([]FoundPayment, error) {
 	p, err := a.provider(in.Provider)
 	if err != nil {
 		return nil, err
 	}
 	found, err := p.FindSucceeded(ctx, in.CheckoutID)
-	if err != nil || found == nil {
+	if err != nil {
 		return nil, err
 	}
-	return &FoundPayment{Ref: found.Ref, AmountCents: found.AmountCents, Currency: found.Currency}, nil
+	out := make([]FoundPayment, len(found))
+	for i, f := range found {
+		out[i] = FoundPayment{Ref: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
+	}
+	return out, nil
 }
 
 // ListWorkflowsInput is a visibility query.

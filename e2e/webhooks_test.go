@@ -608,6 +608,54 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		})
 	}
 
+	// Visibility lags the saga a little: wait until the reconciliation's query sees it.
+	awaitVisible := func(t *testing.T, id string) {
+		query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", workflows.WorkflowID(id), workflows.StatusAwaitingPayment)
+		eventually(t, "visible as awaiting_payment", func() (bool, string) {
+			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+			return err == nil && len(resp.GetExecutions()) == 1, fmt.Sprint(err)
+		})
+	}
+	reconcile := func(t *testing.T) workflows.ReconcileResult {
+		run, err := s.temporal.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
+			ID: testenv.RandomID("reconcile-"), TaskQueue: workflows.TaskQueue,
+		}, workflows.ReconcilePayments, workflows.ReconcileInput{WithinSeconds: 2 * workflows.MaxPaymentTimeoutSeconds})
+		if err != nil {
+			t.Fatalf("start reconciliation: %v", err)
+		}
+		var res workflows.ReconcileResult
+		if err := run.Get(t.Context(), &res); err != nil {
+			t.Fatalf("reconciliation: %v", err)
+		}
+		return res
+	}
+
+	// Review L8: the checkout's first payment was of the wrong amount (refunded by the product
+	// but still "succeeded" at Stripe), its second the right one, and neither webhook came.
+	// Reconciliation delivers both: the order is paid by the right one and the wrong one is
+	// refunded, where asking Stripe for one payment found only the wrong one.
+	t.Run("reconciliation finds the right payment behind one of the wrong amount", func(t *testing.T) {
+		id := testenv.RandomID("wh-")
+		s.openCheckout(t, id, 600)
+		wrong := s.fake.AddIntent(id, "succeeded", unitPrice-1, "usd")
+		right := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+		awaitVisible(t, id)
+		if res := reconcile(t); res.Delivered != 2 {
+			t.Errorf("reconciliation %+v: want both payments delivered", res)
+		}
+		eventually(t, "confirmed, the wrong payment refunded", func() (bool, string) {
+			st, _ := s.pgStatus(t, id)
+			return st == "confirmed" && s.refundsOf(wrong) == 1, fmt.Sprintf("status %s, %d refunds of the wrong payment", st, s.refundsOf(wrong))
+		})
+		var ref string
+		if err := s.pool.QueryRow(t.Context(), `SELECT payment_ref FROM orders WHERE checkout_id = $1`, id).Scan(&ref); err != nil || ref != right {
+			t.Errorf("order paid by %q (%v), want %s", ref, err, right)
+		}
+		if n := s.refundsOf(right); n != 0 {
+			t.Errorf("%d refunds of the right payment, want 0", n)
+		}
+	})
+
 	// Reconciliation: a paid checkout whose webhook never arrives is confirmed by
 	// ReconcilePayments asking Stripe; a second run changes nothing.
 	t.Run("reconciliation confirms a checkout whose webhook was lost", func(t *testing.T) {
@@ -615,26 +663,8 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		id := testenv.RandomID("wh-")
 		s.openCheckout(t, id, 600)
 		pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
-		// Visibility lags the saga a little: wait until the reconciliation's query sees it.
-		query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", workflows.WorkflowID(id), workflows.StatusAwaitingPayment)
-		eventually(t, "visible as awaiting_payment", func() (bool, string) {
-			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
-			return err == nil && len(resp.GetExecutions()) == 1, fmt.Sprint(err)
-		})
-		reconcile := func() workflows.ReconcileResult {
-			run, err := s.temporal.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
-				ID: testenv.RandomID("reconcile-"), TaskQueue: workflows.TaskQueue,
-			}, workflows.ReconcilePayments, workflows.ReconcileInput{WithinSeconds: 2 * workflows.MaxPaymentTimeoutSeconds})
-			if err != nil {
-				t.Fatalf("start reconciliation: %v", err)
-			}
-			var res workflows.ReconcileResult
-			if err := run.Get(t.Context(), &res); err != nil {
-				t.Fatalf("reconciliation: %v", err)
-			}
-			return res
-		}
-		first := reconcile()
+		awaitVisible(t, id)
+		first := reconcile(t)
 		if first.Delivered != 1 {
 			t.Errorf("first run %+v: want exactly this checkout's payment delivered", first)
 		}
@@ -653,7 +683,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 				Query: fmt.Sprintf("CheckoutState = '%s' AND ExecutionStatus = 'Running'", workflows.StatusAwaitingPayment)})
 			return err == nil && len(resp.GetExecutions()) == 0, fmt.Sprint(len(resp.GetExecutions()), err)
 		})
-		second := reconcile()
+		second := reconcile(t)
 		if second.Delivered != 0 {
 			t.Errorf("second run %+v: want nothing delivered", second)
 		}

@@ -23,10 +23,17 @@ type Provider interface {
 	// caller from the checkout and payment (e.g. "refund-<checkout>-<payment_ref>") so a retry
 	// never refunds twice.
 	Refund(ctx context.Context, r RefundRequest) (Refund, error)
-	// FindSucceeded returns the succeeded payment whose metadata.checkout_id is checkoutID, or
-	// (nil, nil) if none.
-	FindSucceeded(ctx context.Context, checkoutID string) (*Payment, error)
+	// FindSucceeded returns the succeeded payments whose metadata.checkout_id is checkoutID
+	// (up to MaxFound, oldest first where the provider says), or none. All of them, not the
+	// first: an earlier payment of the wrong amount (refunded, still "succeeded") must not hide
+	// the right one.
+	FindSucceeded(ctx context.Context, checkoutID string) ([]Payment, error)
 }
+
+// MaxFound bounds the payments FindSucceeded returns for one checkout: one page of the
+// provider's search. A checkout is paid once; more than a few payments for one is a client bug
+// the audit reports, and the saga refunds every one it does not keep.
+const MaxFound = 10
 
 // RefundRequest asks for one refund of one payment.
 type RefundRequest struct {

@@ -160,18 +160,20 @@ func (s *Stripe) Refund(ctx context.Context, r RefundRequest) (Refund, error) {
 }
 
 // FindSucceeded searches Stripe's PaymentIntents for metadata.checkout_id = checkoutID and status
-// succeeded (GET /v1/payment_intents/search). Stripe's search index lags writes by up to about a
-// minute, so (nil, nil) for a payment made seconds ago is possible: reconcile after a delay.
-func (s *Stripe) FindSucceeded(ctx context.Context, checkoutID string) (*Payment, error) {
+// succeeded (GET /v1/payment_intents/search), one page of up to MaxFound. Stripe's search index
+// lags writes by up to about a minute, so none for a payment made seconds ago is possible:
+// reconcile after a delay.
+func (s *Stripe) FindSucceeded(ctx context.Context, checkoutID string) ([]Payment, error) {
 	if !checkoutIDPattern.MatchString(checkoutID) {
 		return nil, fmt.Errorf("find payment of checkout %q: checkout id must be 1 to 64 letters, digits, '.', '_' or '-': %w", checkoutID, ErrInvalidRequest)
 	}
 	params := &stripe.PaymentIntentSearchParams{}
 	// The id is checked above, so it cannot leave its quotes.
 	params.Query = fmt.Sprintf("metadata['checkout_id']:'%s' AND status:'succeeded'", checkoutID)
-	params.Limit = stripe.Int64(1)
+	params.Limit = stripe.Int64(MaxFound)
 	params.Single = true // one page, one request
 
+	var found []Payment
 	for pi, err := range s.client.V1PaymentIntents.Search(ctx, params) {
 		if err != nil {
 			var se *stripe.Error
@@ -189,9 +191,9 @@ func (s *Stripe) FindSucceeded(ctx context.Context, checkoutID string) (*Payment
 		if amount == 0 {
 			amount = pi.Amount
 		}
-		return &Payment{Ref: pi.ID, CheckoutID: checkoutID, AmountCents: amount, Currency: string(pi.Currency)}, nil
+		found = append(found, Payment{Ref: pi.ID, CheckoutID: checkoutID, AmountCents: amount, Currency: string(pi.Currency)})
 	}
-	return nil, nil
+	return found, nil
 }
 
 // refusedForGood tells a Stripe answer that no retry can change (the charge is disputed, the

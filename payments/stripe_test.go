@@ -346,11 +346,11 @@ func TestFindSucceededReturnsThePaymentOfTheCheckout(t *testing.T) {
 
 	got, err := p.FindSucceeded(testContext(t), "c-200")
 	require.NoError(t, err)
-	assert.Equal(t, &payments.Payment{Ref: pi, CheckoutID: "c-200", AmountCents: 199800, Currency: "usd"}, got)
+	assert.Equal(t, []payments.Payment{{Ref: pi, CheckoutID: "c-200", AmountCents: 199800, Currency: "usd"}}, got)
 
 	r := onlyRequest(t, f, http.MethodGet, "/v1/payment_intents/search")
 	assert.Equal(t, "metadata['checkout_id']:'c-200' AND status:'succeeded'", r.Query.Get("query"))
-	assert.Equal(t, "1", r.Query.Get("limit"))
+	assert.Equal(t, "10", r.Query.Get("limit"))
 	assert.Empty(t, r.Header.Get("Idempotency-Key"), "a read carries no key")
 }
 
@@ -381,7 +381,21 @@ func TestFindSucceededUsesAmountWhenNothingReceivedIsReported(t *testing.T) {
 
 	got, err := p.FindSucceeded(testContext(t), "c-301")
 	require.NoError(t, err)
-	assert.Equal(t, &payments.Payment{Ref: "pi_old", CheckoutID: "c-301", AmountCents: 1234, Currency: "gbp"}, got)
+	assert.Equal(t, []payments.Payment{{Ref: "pi_old", CheckoutID: "c-301", AmountCents: 1234, Currency: "gbp"}}, got)
+}
+
+// Review L8: an earlier payment of the wrong amount (refunded, but still "succeeded" at Stripe)
+// must not hide the right one, as it did when the search asked for one result.
+func TestFindSucceededReturnsEveryPaymentOfTheCheckout(t *testing.T) {
+	f := stripetest.New(t)
+	wrong := f.AddIntent("c-400", "succeeded", 100, "usd")
+	right := f.AddIntent("c-400", "succeeded", 199800, "usd")
+	got, err := newProvider(f).FindSucceeded(testContext(t), "c-400")
+	require.NoError(t, err)
+	assert.Equal(t, []payments.Payment{
+		{Ref: wrong, CheckoutID: "c-400", AmountCents: 100, Currency: "usd"},
+		{Ref: right, CheckoutID: "c-400", AmountCents: 199800, Currency: "usd"},
+	}, got)
 }
 
 func TestFindSucceededRejectsIDsThatCouldChangeTheQuery(t *testing.T) {

@@ -124,6 +124,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.RefundPayment, w.refundPayment},
 		{nilActs.RecordRefund, w.recordRefund},
 		{nilActs.FindSucceededPayment, w.findSucceededPayment},
+		{nilActs.FindSucceededPayments, w.findSucceededPayments},
 		{nilActs.ListWorkflowIDs, w.listWorkflowIDs},
 		{nilActs.ReconcileStock, w.reconcileStock},
 		{nilActs.ClaimStaleOrphans, w.claimStaleOrphans},
@@ -228,6 +229,10 @@ func (w *world) recordRefund(context.Context, activities.RecordRefundInput) erro
 
 func (w *world) findSucceededPayment(context.Context, activities.FindPaymentInput) (*activities.FoundPayment, error) {
 	return nil, w.notModelled("FindSucceededPayment")
+}
+
+func (w *world) findSucceededPayments(context.Context, activities.FindPaymentInput) ([]activities.FoundPayment, error) {
+	return nil, w.notModelled("FindSucceededPayments")
 }
 
 func (w *world) listWorkflowIDs(context.Context, activities.ListWorkflowsInput) ([]string, error) {

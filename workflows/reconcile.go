@@ -60,29 +60,49 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 		return ReconcileResult{}, err
 	}
 	res := ReconcileResult{Checked: len(ids)}
+	// Older runs asked for one payment per checkout, which an earlier payment of the wrong
+	// amount could hide (review L8); newer ones deliver every succeeded payment found.
+	every := workflow.GetVersion(ctx, reconcileEveryPayment, workflow.DefaultVersion, 1) == 1
 	for _, wfID := range ids {
 		checkoutID, ok := CheckoutIDOf(wfID)
 		if !ok {
 			continue
 		}
-		var found *activities.FoundPayment
-		err := workflow.ExecuteActivity(ctx, acts.FindSucceededPayment, activities.FindPaymentInput{Provider: in.Provider, CheckoutID: checkoutID}).Get(ctx, &found)
+		found, err := findPayments(ctx, every, activities.FindPaymentInput{Provider: in.Provider, CheckoutID: checkoutID})
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("ask provider about checkout", "checkout_id", checkoutID, "error", err)
 			continue
 		}
-		if found == nil {
-			continue
+		for _, f := range found {
+			p := Payment{Provider: in.Provider, EventID: "reconcile-" + f.Ref, Outcome: PaymentSucceeded,
+				PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
+			if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, p).Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("deliver reconciled payment", "checkout_id", checkoutID, "error", err)
+				continue
+			}
+			res.Delivered++
 		}
-		p := Payment{Provider: in.Provider, EventID: "reconcile-" + found.Ref, Outcome: PaymentSucceeded,
-			PaymentRef: found.Ref, AmountCents: found.AmountCents, Currency: found.Currency}
-		if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, p).Get(ctx, nil); err != nil {
-			workflow.GetLogger(ctx).Warn("deliver reconciled payment", "checkout_id", checkoutID, "error", err)
-			continue
-		}
-		res.Delivered++
 	}
 	return res, nil
+}
+
+// reconcileEveryPayment is the workflow.GetVersion change id of delivering every succeeded
+// payment of a checkout, not only the first the provider lists.
+const reconcileEveryPayment = "reconcile-every-payment"
+
+// findPayments asks the provider for the checkout's succeeded payments: all of them, or (a run
+// recorded before reconcileEveryPayment) the first.
+func findPayments(ctx workflow.Context, every bool, in activities.FindPaymentInput) ([]activities.FoundPayment, error) {
+	if every {
+		var found []activities.FoundPayment
+		err := workflow.ExecuteActivity(ctx, acts.FindSucceededPayments, in).Get(ctx, &found)
+		return found, err
+	}
+	var found *activities.FoundPayment
+	if err := workflow.ExecuteActivity(ctx, acts.FindSucceededPayment, in).Get(ctx, &found); err != nil || found == nil {
+		return nil, err
+	}
+	return []activities.FoundPayment{*found}, nil
 }
 
 // CheckoutIDOf is the inverse of WorkflowID.
