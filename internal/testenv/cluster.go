@@ -73,17 +73,26 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 			return nil
 		})
 	}
-	for _, a := range addrs {
-		waitFor(t, "replication in sync on "+a, func() error {
+	// A node redis-cli made a replica can still say role:master for a moment: wait until
+	// every replica is one, with its link to its master up.
+	waitFor(t, fmt.Sprintf("%d replicas in sync", masters*replicas), func() error {
+		synced := 0
+		for _, a := range addrs {
 			c := redis.NewClient(&redis.Options{Addr: a})
-			defer c.Close()
 			info, err := c.Info(context.Background(), "replication").Result()
-			if err != nil || strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
-				return fmt.Errorf("replication: %v %q", err, info)
+			c.Close()
+			if err != nil {
+				return fmt.Errorf("replication of %s: %v", a, err)
 			}
-			return nil
-		})
-	}
+			if strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				synced++
+			}
+		}
+		if synced != masters*replicas {
+			return fmt.Errorf("%d of %d replicas in sync", synced, masters*replicas)
+		}
+		return nil
+	})
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
 	waitFor(t, "the cluster client to see every master", func() error {
