@@ -6,9 +6,7 @@ package scale
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
@@ -34,6 +33,7 @@ type product struct {
 	cmd    *exec.Cmd
 	log    string
 	url    string // an API's base URL
+	client *checkouttest.Client
 	exited chan struct{}
 }
 
@@ -46,13 +46,11 @@ type shape struct {
 	redisURL string
 	rdb      *redis.ClusterClient
 	dbURL    string
-	http     *http.Client
 }
 
 func newShape(t *testing.T, shards, masters int) *shape {
 	dir := t.TempDir()
-	s := &shape{t: t, dir: dir, bin: filepath.Join(dir, "checkout"),
-		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	s := &shape{t: t, dir: dir, bin: filepath.Join(dir, "checkout")}
 	built := make(chan error, 1)
 	go func() {
 		out, err := exec.Command("go", "build", "-o", s.bin, "github.com/checkout-saga/checkout-saga/cmd/checkout").CombinedOutput()
@@ -139,6 +137,8 @@ func (s *shape) api(name string) *product {
 	addr := "127.0.0.1:" + testenv.FreePort(s.t)
 	return s.start("api", name, []string{"API_ADDR=" + addr}, func(p *product) error {
 		p.url = "http://" + addr
+		p.client = checkouttest.NewClient(p.url)
+		p.client.MaxRetries = 0 // callers that want retries say how many
 		code, err := s.do(p, http.MethodGet, "/readyz", nil, nil)
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("/readyz answered %d", code)
@@ -162,27 +162,15 @@ func (p *product) stop() {
 	}
 }
 
-// do sends a JSON request to an API replica, with header given as name, value pairs, and
-// decodes a 2xx answer into out (if not nil).
+// do sends a JSON request to an API replica once, with header given as name, value pairs,
+// and decodes a 2xx answer into out (if not nil).
 func (s *shape) do(p *product, method, path string, body []byte, out any, header ...string) (int, error) {
-	req, err := http.NewRequest(method, p.url+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	header = append(header, "Content-Type", "application/json")
+	h := map[string]string{}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		h[header[i]] = header[i+1]
 	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if out == nil || resp.StatusCode >= 300 {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, err
-	}
-	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+	a, err := p.client.Do(s.t.Context(), method, path, body, h, out)
+	return a.Code, err
 }
 
 // ctx is a context for the suite's own reads.
