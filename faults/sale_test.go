@@ -151,8 +151,10 @@ func (sl *sale) skus() []string {
 	return out
 }
 
-// clientDeadline bounds how long a client keeps retrying one request.
-const clientDeadline = 90 * time.Second
+// clientDeadline bounds how long a client keeps retrying one request. While a worker is
+// stalled (SIGSTOP) admission shrinks its bound and sheds, and one cart of 150 was seen shed
+// for all of 90 s (CI, 2026-12-01): generous, so the suite judges promises, not latency.
+const clientDeadline = 180 * time.Second
 
 // post checks a cart out, retrying 503s after their Retry-After and transport errors, as a
 // well-behaved client does; the same cart id makes every retry safe.
