@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -36,6 +37,7 @@ type env struct {
 	adminURL, dbURL, dbName string
 
 	temporalCLI string
+	grpcGzip    bool // the in-process clients gzip their requests (-grpc-gzip)
 	srv         *testsuite.DevServer
 	devPID      int // 0 when the dev server's process was not found
 
@@ -49,7 +51,7 @@ func randomHex(n int) string {
 }
 
 func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err error) {
-	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI}
+	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI, grpcGzip: o.grpcGzip}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -85,15 +87,13 @@ func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err e
 		return nil, fmt.Errorf("create database %s: %w", e.dbName, err)
 	}
 	e.closers = append(e.closers, e.dropDatabase)
-	cfg, err := pgx.ParseConfig(o.postgresURL)
+	// The same server and settings (sslmode, ...) as -postgres, on the new database.
+	u, err := url.Parse(o.postgresURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse -postgres: %w", err)
 	}
-	userinfo := cfg.User
-	if cfg.Password != "" {
-		userinfo += ":" + cfg.Password
-	}
-	e.dbURL = fmt.Sprintf("postgres://%s@%s:%d/%s", userinfo, cfg.Host, cfg.Port, e.dbName)
+	u.Path = "/" + e.dbName
+	e.dbURL = u.String()
 	if err := migrations.Apply(ctx, e.dbURL); err != nil {
 		return nil, fmt.Errorf("migrate %s: %w", e.dbName, err)
 	}

@@ -69,6 +69,7 @@ func quickSizes() sizes {
 type options struct {
 	out, charts, temporalCLI, redisURL, postgresURL string
 	quick, scale                                    bool
+	e2eOnly, grpcGzip                               bool
 	sizes                                           sizes
 	command                                         string
 }
@@ -81,6 +82,8 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/14", "Redis to use; never DB 0 (the local stack's)")
 	flag.StringVar(&o.postgresURL, "postgres", "postgres://postgres@127.0.0.1:5432/postgres", "Postgres admin URL; the benchmark creates and drops its own database")
 	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")
+	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
+	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.scale, "scale", true, "also run the scale profile (bench/profile.go): dev server vs Temporal on Postgres, one Redis vs a cluster")
 	flag.Parse()
 	o.sizes = defaultSizes()
@@ -135,6 +138,10 @@ func run(ctx context.Context, o options) error {
 
 	var r results
 	r.sizes = o.sizes
+
+	if o.e2eOnly {
+		return runE2EOnly(ctx, e, logger)
+	}
 
 	progress("1/5 the seed's race: %d buyers, %d units", o.sizes.raceBuyers, o.sizes.raceUnits)
 	if r.race, err = e.benchRace(ctx, o.sizes); err != nil {
@@ -206,5 +213,36 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	progress("wrote %s and %d charts in %s (run took %s)", o.out, len(charts), o.charts, r.elapsed.Round(time.Second))
+	return nil
+}
+
+// runE2EOnly is phase 3 alone, for trying a change to the saga or the API: the empty
+// workflows, the checkouts, and the ratios the targets compare, on stderr.
+func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger) error {
+	apiLogger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
+	st, err := e.openStack(ctx, logger, apiLogger)
+	if err != nil {
+		return fmt.Errorf("start api and worker: %w", err)
+	}
+	defer st.close()
+	sz := defaultSizes()
+	empty, err := st.benchEmptyWorkflows(ctx, sz)
+	if err != nil {
+		return fmt.Errorf("empty workflows: %w", err)
+	}
+	e2e, err := st.benchCheckouts(ctx, sz)
+	if err != nil {
+		return fmt.Errorf("end-to-end checkouts: %w", err)
+	}
+	perK := func(c cpuSnapshot, n int) string {
+		k := float64(n) / 1000
+		return fmt.Sprintf("dev server %.2f / API + worker + load generator %.2f / Redis %.2f / Postgres %.2f = %.2f",
+			c.devServer.Seconds()/k, c.self.Seconds()/k, c.redis.Seconds()/k, c.postgres.Seconds()/k, c.total().Seconds()/k)
+	}
+	progress("CPU s per 1,000 empty workflows: %s", perK(empty.cpu, empty.workflows))
+	progress("CPU s per 1,000 confirmed checkouts: %s", perK(e2e.cpu, e2e.checkouts))
+	cpuRatio := (e2e.cpu.total().Seconds() / float64(e2e.checkouts)) / (empty.cpu.total().Seconds() / float64(empty.workflows))
+	progress("ratios: CPU per checkout %.2f x empty (target <= 2); checkouts/s %.2f x empty (target >= 0.5); POST p99 %.1f x StartWorkflow p99 (target <= 3)",
+		cpuRatio, e2e.rate()/empty.rate(), e2e.post.pct(99).Seconds()/empty.start.pct(99).Seconds())
 	return nil
 }

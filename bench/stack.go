@@ -62,7 +62,13 @@ func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ 
 			s.close()
 		}
 	}()
-	s.tc, err = client.Dial(client.Options{HostPort: e.srv.FrontendHostPort(), Namespace: "default", Logger: quietLogger(logger)})
+	// Uncompressed, as cmd/checkout dials by default (TEMPORAL_GRPC_COMPRESSION=none); the
+	// empty workflows use this client too, so both sides of a ratio send the same way.
+	copts := client.Options{HostPort: e.srv.FrontendHostPort(), Namespace: "default", Logger: quietLogger(logger)}
+	if !e.grpcGzip {
+		copts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
+	s.tc, err = client.Dial(copts)
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal: %w", err)
 	}

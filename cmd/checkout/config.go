@@ -28,8 +28,11 @@ const DefaultMaxOpenPerCustomer = 5
 
 // config is everything the binary reads from the environment.
 type config struct {
-	TemporalAddress   string        // TEMPORAL_ADDRESS
-	Namespace         string        // TEMPORAL_NAMESPACE
+	TemporalAddress string // TEMPORAL_ADDRESS
+	Namespace       string // TEMPORAL_NAMESPACE
+	// TemporalGzip: TEMPORAL_GRPC_COMPRESSION=gzip compresses the client's gRPC requests (the
+	// SDK's default); none, the product's default, sends them as they are (see README)
+	TemporalGzip      bool
 	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
 	RedisURL          string        // REDIS_URL
 	RedisCluster      bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
@@ -138,6 +141,13 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
 	}
 	cfg.StandardSecrets = standard
+	switch v := str("TEMPORAL_GRPC_COMPRESSION", "none"); v {
+	case "gzip":
+		cfg.TemporalGzip = true
+	case "none":
+	default:
+		errs = append(errs, fmt.Errorf("TEMPORAL_GRPC_COMPRESSION=%q: must be none or gzip", v))
+	}
 	switch v := str("REDIS_CLUSTER", "false"); v {
 	case "true", "1":
 		cfg.RedisCluster = true

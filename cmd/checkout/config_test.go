@@ -37,3 +37,35 @@ func TestDevRefusesItsSecretsBeyondLoopback(t *testing.T) {
 		})
 	}
 }
+
+// TEMPORAL_GRPC_COMPRESSION takes none (the default) or gzip; anything else is refused by name.
+func TestTemporalCompressionIsNoneUnlessGzipIsAsked(t *testing.T) {
+	for _, tt := range []struct {
+		value    string
+		wantGzip bool
+		wantErr  bool
+	}{
+		{value: ""},
+		{value: "none"},
+		{value: "gzip", wantGzip: true},
+		{value: "zstd", wantErr: true},
+		{value: "GZIP", wantErr: true},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Setenv("TEMPORAL_GRPC_COMPRESSION", tt.value)
+			cfg, err := loadConfig(true)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "TEMPORAL_GRPC_COMPRESSION") {
+					t.Errorf("loadConfig = %v, want an error naming TEMPORAL_GRPC_COMPRESSION", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig = %v, want no error", err)
+			}
+			if cfg.TemporalGzip != tt.wantGzip {
+				t.Errorf("TemporalGzip = %v, want %v", cfg.TemporalGzip, tt.wantGzip)
+			}
+		})
+	}
+}

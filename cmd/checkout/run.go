@@ -112,13 +112,21 @@ func dialTemporal(cfg config, logger *slog.Logger, tr *tracing.Tracing) (client.
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Dial(client.Options{
+	opts := client.Options{
 		HostPort:       cfg.TemporalAddress,
 		Namespace:      cfg.Namespace,
 		Logger:         sdklog.NewStructuredLogger(logger),
 		MetricsHandler: sdkMetrics(),
 		Interceptors:   interceptors,
-	})
+	}
+	// The SDK gzips every request by default. A checkout's requests are a few hundred
+	// bytes, sent to a frontend on the same network: compressing them costs both sides CPU
+	// and saves little bandwidth. A link that pays per byte (Temporal Cloud over the
+	// internet) may want TEMPORAL_GRPC_COMPRESSION=gzip.
+	if !cfg.TemporalGzip {
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
+	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open temporal at %s: %w", cfg.TemporalAddress, err)
 	}
