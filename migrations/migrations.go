@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
 )
 
@@ -21,7 +22,14 @@ const versionTable = "schema_version"
 // Apply brings the database at databaseURL to the newest schema. It is safe to call from
 // several processes at once: tern holds a Postgres advisory lock while it migrates.
 func Apply(ctx context.Context, databaseURL string) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
+	// Parsed as a pool's URL, so that the pool's settings the README tells operators to put
+	// there (pool_max_conns, ...) are taken out instead of reaching Postgres as server
+	// parameters, which it refuses.
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("parse the database URL: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}

@@ -138,3 +138,20 @@ func TestConcurrentApplyMigratesOnce(t *testing.T) {
 	defer conn.Close(ctx)
 	readSchema(t, conn).check(t, latestVersion(t))
 }
+
+// The README tells operators to size the pool with pool_max_conns in DATABASE_URL, and the
+// binary migrates with that same URL: the pool's own settings must not reach Postgres as
+// server parameters (it refuses them: unrecognized configuration parameter).
+func TestApplyTakesTheURLThatSizesThePool(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyPostgres(t, "mig_pool_")
+	if err := migrations.Apply(t.Context(), url+"?pool_max_conns=7&pool_min_conns=1&sslmode=disable"); err != nil {
+		t.Fatalf("apply with pool settings in the URL: %v", err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(t.Context())
+	readSchema(t, conn).check(t, latestVersion(t))
+}
