@@ -80,7 +80,7 @@ func main() {
 	flag.StringVar(&o.charts, "charts", "docs/bench", "folder for the PNG charts")
 	flag.StringVar(&o.temporalCLI, "temporal", envOr("TEMPORAL_CLI", ".tools/temporal"), "the pinned Temporal CLI (make tools)")
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/14", "Redis to use; never DB 0 (the local stack's)")
-	flag.StringVar(&o.postgresURL, "postgres", "postgres://postgres@127.0.0.1:5432/postgres", "Postgres admin URL; the benchmark creates and drops its own database")
+	flag.StringVar(&o.postgresURL, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres admin URL (no TLS on loopback, as the product's default DATABASE_URL); the benchmark creates and drops its own database")
 	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
