@@ -38,6 +38,7 @@ type env struct {
 
 	temporalCLI string
 	grpcGzip    bool // the in-process clients gzip their requests (-grpc-gzip)
+	saRefresh   bool // the dev CLI's search-attribute cache refresh on every read (-dev-sa-refresh)
 	srv         *testsuite.DevServer
 	devPID      int // 0 when the dev server's process was not found
 
@@ -51,7 +52,7 @@ func randomHex(n int) string {
 }
 
 func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err error) {
-	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI, grpcGzip: o.grpcGzip}
+	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI, grpcGzip: o.grpcGzip, saRefresh: o.devSARefresh}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -103,10 +104,7 @@ func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err e
 	if _, err := os.Stat(o.temporalCLI); err != nil {
 		return nil, fmt.Errorf("the Temporal CLI is not at %s: run `make tools` (or pass -temporal): %w", o.temporalCLI, err)
 	}
-	var args []string
-	for name, typ := range workflows.SearchAttributeTypes {
-		args = append(args, "--search-attribute", name+"="+typ)
-	}
+	args := e.devServerArgs()
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	e.srv, err = testsuite.StartDevServer(startCtx, testsuite.DevServerOptions{
@@ -395,7 +393,31 @@ func (e *env) postgresFacts(ctx context.Context) string {
 	return fmt.Sprintf("%s (synchronous_commit=%s, fsync=%s, max_connections=%s), loopback TCP", version, syncCommit, fsync, maxConns)
 }
 
+// devServerArgs are the flags every dev server of the benchmark starts with: the contract's
+// search attributes, created with the server, and their cache on.
+//
+// The dev CLI turns on system.forceSearchAttributesCacheRefreshOnRead, so that search
+// attributes created while it runs are seen at once: every search-attribute read (each
+// upsert, each visibility row) then re-reads the cluster metadata from SQLite. A server
+// outside the CLI caches it, as Temporal's description of the setting asks ("should not be
+// turned on in production"). The attributes here exist from the start, so the cache is never
+// stale. -dev-sa-refresh keeps the CLI's setting.
+func (e *env) devServerArgs() []string {
+	var args []string
+	for name, typ := range workflows.SearchAttributeTypes {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	if !e.saRefresh {
+		args = append(args, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
+	}
+	return args
+}
+
 func (e *env) temporalFacts() string {
 	v := shell(context.Background(), e.temporalCLI, "--version")
-	return v + ", in-memory SQLite, started by testsuite.StartDevServer"
+	facts := v + ", in-memory SQLite, started by testsuite.StartDevServer"
+	if !e.saRefresh {
+		facts += ", with system.forceSearchAttributesCacheRefreshOnRead=false (the CLI's true re-reads cluster metadata on every search-attribute read)"
+	}
+	return facts
 }

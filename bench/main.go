@@ -69,7 +69,7 @@ func quickSizes() sizes {
 type options struct {
 	out, charts, temporalCLI, redisURL, postgresURL string
 	quick, scale                                    bool
-	e2eOnly, grpcGzip                               bool
+	e2eOnly, grpcGzip, devSARefresh                 bool
 	sizes                                           sizes
 	command                                         string
 }
@@ -84,6 +84,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
+	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
 	flag.BoolVar(&o.scale, "scale", true, "also run the scale profile (bench/profile.go): dev server vs Temporal on Postgres, one Redis vs a cluster")
 	flag.Parse()
 	o.sizes = defaultSizes()

@@ -271,10 +271,7 @@ func (r shapeResult) cpuPer(group string) time.Duration {
 func (r *scaleRun) startTemporal(ctx context.Context, o options, e *env, root string, shape scaleShape) error {
 	if shape.shards == 0 {
 		port := freePort()
-		args := []string{"server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", port, "--log-level", "error"}
-		for name, typ := range workflows.SearchAttributeTypes {
-			args = append(args, "--search-attribute", name+"="+typ)
-		}
+		args := append([]string{"server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", port, "--log-level", "error"}, e.devServerArgs()...)
 		if _, err := r.spawn("temporal", "temporal", nil, o.temporalCLI, args...); err != nil {
 			return err
 		}
