@@ -158,7 +158,7 @@ func (a *Activities) ListWorkflowIDs(ctx context.Context, in ListWorkflowsInput)
 // ClaimStaleOrphansInput bounds one sweep of orphan payments.
 type ClaimStaleOrphansInput struct {
 	// OlderThanSeconds: orphans acknowledged at least this long ago. A checkout recorded
-	// since claims its own orphans (Store.matchOrphans), so only a payment whose checkout
+	// since claims its own orphans (Store.InsertCheckout), so only a payment whose checkout
 	// never came is left by then.
 	OlderThanSeconds int64 `json:"older_than_seconds"`
 	Limit            int   `json:"limit"`
@@ -170,7 +170,7 @@ type StaleOrphan = shop.StaleOrphan
 
 // ClaimStaleOrphans marks successful orphan payments that no checkout claimed in time as
 // being refunded (disposition orphan_refund) and returns them. The claim and a checkout's
-// own claim (matchOrphans) update the same row, so Postgres lets exactly one of them have
+// own claim (queueMatchOrphans) update the same row, so Postgres lets exactly one of them have
 // it: a payment is either refunded or kept by its checkout, never both.
 func (a *Activities) ClaimStaleOrphans(ctx context.Context, in ClaimStaleOrphansInput) ([]StaleOrphan, error) {
 	claimed, err := a.Store.ClaimStaleOrphans(ctx, in.OlderThanSeconds, in.Limit)

@@ -155,7 +155,7 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 
 // deliver signals a payment to its saga. A payment for a checkout nobody knows yet is an
 // orphan: the saga of that checkout claims it when it records the checkout (see
-// store.Store.matchOrphans), and the orphan sweeper refunds one that no checkout claims in time. A successful payment for a checkout whose saga already finished is routed to
+// store.Store.InsertCheckout), and the orphan sweeper refunds one that no checkout claims in time. A successful payment for a checkout whose saga already finished is routed to
 // a refund: it never confirms units that were released.
 func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Payment) (string, error) {
 	err := s.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(checkoutID), "", workflows.SignalPayment, p)

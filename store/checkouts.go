@@ -11,81 +11,94 @@ import (
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// Checkout reads one checkout with its items.
+// Checkout reads one checkout with its items, in one round trip.
 func (s *Store) Checkout(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error) {
 	var c shop.CheckoutRecord
-	var reason, orderID *string
-	err := s.pool.QueryRow(ctx, `
-		SELECT c.checkout_id, c.customer_id, c.status, c.currency, c.amount_cents, c.expires_at, c.reason, c.order_id,
-			c.created_at, c.ended_at, coalesce(o.payment_provider, ''), coalesce(o.payment_ref, '')
-		FROM checkouts c LEFT JOIN orders o ON o.checkout_id = c.checkout_id WHERE c.checkout_id = $1`, checkoutID).
-		Scan(&c.CheckoutID, &c.CustomerID, &c.Status, &c.Currency, &c.AmountCents, &c.ExpiresAt, &reason, &orderID,
-			&c.CreatedAt, &c.EndedAt, &c.PaymentProvider, &c.PaymentRef)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return shop.CheckoutRecord{}, fmt.Errorf("read checkout %s: %w", checkoutID, shop.ErrNotFound)
-	}
-	if err != nil {
-		return shop.CheckoutRecord{}, fmt.Errorf("read checkout %s: %w", checkoutID, err)
-	}
-	if reason != nil {
-		c.Reason = *reason
-	}
-	if orderID != nil {
-		c.OrderID = *orderID
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT sku, quantity, unit_price_cents FROM checkout_items WHERE checkout_id = $1 ORDER BY sku`, checkoutID)
-	if err != nil {
-		return shop.CheckoutRecord{}, fmt.Errorf("read items of checkout %s: %w", checkoutID, err)
-	}
-	c.Items, err = pgx.CollectRows(rows, pgx.RowToStructByPos[shop.Item])
-	if err != nil {
-		return shop.CheckoutRecord{}, fmt.Errorf("read items of checkout %s: %w", checkoutID, err)
+	b := &pgx.Batch{}
+	queueReadCheckout(b, checkoutID, &c)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return shop.CheckoutRecord{}, err
 	}
 	return c, nil
 }
 
+// queueReadCheckout queues the two reads of a checkout (its row, its items) into c. A
+// checkout Postgres does not know fails the batch with shop.ErrNotFound.
+func queueReadCheckout(b *pgx.Batch, checkoutID string, c *shop.CheckoutRecord) {
+	b.Queue(`
+		SELECT c.checkout_id, c.customer_id, c.status, c.currency, c.amount_cents, c.expires_at, c.reason, c.order_id,
+			c.created_at, c.ended_at, coalesce(o.payment_provider, ''), coalesce(o.payment_ref, '')
+		FROM checkouts c LEFT JOIN orders o ON o.checkout_id = c.checkout_id WHERE c.checkout_id = $1`, checkoutID).
+		QueryRow(func(row pgx.Row) error {
+			var reason, orderID *string
+			err := row.Scan(&c.CheckoutID, &c.CustomerID, &c.Status, &c.Currency, &c.AmountCents, &c.ExpiresAt, &reason, &orderID,
+				&c.CreatedAt, &c.EndedAt, &c.PaymentProvider, &c.PaymentRef)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("read checkout %s: %w", checkoutID, shop.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("read checkout %s: %w", checkoutID, err)
+			}
+			if reason != nil {
+				c.Reason = *reason
+			}
+			if orderID != nil {
+				c.OrderID = *orderID
+			}
+			return nil
+		})
+	b.Queue(`SELECT sku, quantity, unit_price_cents FROM checkout_items WHERE checkout_id = $1 ORDER BY sku`, checkoutID).
+		Query(func(rows pgx.Rows) error {
+			items, err := pgx.CollectRows(rows, pgx.RowToStructByPos[shop.Item])
+			if err != nil {
+				return fmt.Errorf("read items of checkout %s: %w", checkoutID, err)
+			}
+			c.Items = items
+			return nil
+		})
+}
+
 // InsertCheckout records a new checkout with priced items. A checkout that already exists is
 // left as it is and its stored items are returned, so a retried activity sees the same cart.
+// Payments recorded for the checkout before it existed (orphans) are claimed for it, in the
+// same transaction.
+//
+// After the customer's limits are judged, everything else is one round trip (a pipelined
+// batch): the checkout and its items (both only if new; refused over a limit, recorded as
+// ended at once), the stored checkout as it now is, and the orphan claim.
 func (s *Store) InsertCheckout(ctx context.Context, c shop.CheckoutRecord, limits map[string]int64) (shop.CheckoutRecord, error) {
+	var rec shop.CheckoutRecord
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		refusal, err := s.overCustomerLimits(ctx, tx, c, limits)
 		if err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (checkout_id) DO NOTHING`,
-			c.CheckoutID, c.CustomerID, shop.RecordOpen, c.Currency, c.AmountCents)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // recorded by an earlier attempt
-		}
-		for _, it := range c.Items {
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO checkout_items (checkout_id, sku, quantity, unit_price_cents) VALUES ($1, $2, $3, $4)`,
-				c.CheckoutID, it.SKU, it.Quantity, it.UnitPriceCents); err != nil {
-				return err
-			}
-		}
+		status := shop.RecordOpen
 		if refusal != "" {
 			// Recorded as ended, so a retry (and a GET after retention) answers the same.
-			_, err = tx.Exec(ctx, `UPDATE checkouts SET status = $2, reason = $3, ended_at = now(), updated_at = now() WHERE checkout_id = $1`,
-				c.CheckoutID, "out_of_stock", refusal)
+			status = "out_of_stock"
 		}
-		return err
+		skus, quantities, prices := make([]string, len(c.Items)), make([]int64, len(c.Items)), make([]int64, len(c.Items))
+		for i, it := range c.Items {
+			skus[i], quantities[i], prices[i] = it.SKU, it.Quantity, it.UnitPriceCents
+		}
+		b := &pgx.Batch{}
+		b.Queue(`
+			WITH new AS (
+				INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at)
+				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), CASE WHEN $6 = '' THEN NULL ELSE now() END)
+				ON CONFLICT (checkout_id) DO NOTHING
+				RETURNING checkout_id)
+			INSERT INTO checkout_items (checkout_id, sku, quantity, unit_price_cents)
+			SELECT new.checkout_id, i.sku, i.quantity, i.price
+			FROM new, unnest($7::text[], $8::bigint[], $9::bigint[]) AS i (sku, quantity, price)`,
+			c.CheckoutID, c.CustomerID, status, c.Currency, c.AmountCents, refusal, skus, quantities, prices)
+		queueReadCheckout(b, c.CheckoutID, &rec)
+		queueMatchOrphans(b, c.CheckoutID, &rec.Payments)
+		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return shop.CheckoutRecord{}, fmt.Errorf("record checkout %s: %w", c.CheckoutID, err)
-	}
-	rec, err := s.Checkout(ctx, c.CheckoutID)
-	if err != nil {
-		return shop.CheckoutRecord{}, err
-	}
-	if rec.Payments, err = s.matchOrphans(ctx, c.CheckoutID); err != nil {
-		return shop.CheckoutRecord{}, err
 	}
 	return rec, nil
 }
@@ -104,17 +117,18 @@ func (s *Store) overCustomerLimits(ctx context.Context, tx pgx.Tx, c shop.Checko
 		return "", fmt.Errorf("lock customer %s: %w", c.CustomerID, err)
 	}
 	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM checkouts WHERE checkout_id = $1)`, c.CheckoutID).Scan(&exists); err != nil || exists {
-		return "", err // a retry: judged the first time
+	var open int
+	if err := tx.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM checkouts WHERE checkout_id = $1),
+			(SELECT count(*) FROM checkouts WHERE customer_id = $2 AND ended_at IS NULL)`,
+		c.CheckoutID, c.CustomerID).Scan(&exists, &open); err != nil {
+		return "", fmt.Errorf("count open checkouts of customer %s: %w", c.CustomerID, err)
 	}
-	if s.MaxOpenPerCustomer > 0 {
-		var open int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM checkouts WHERE customer_id = $1 AND ended_at IS NULL`, c.CustomerID).Scan(&open); err != nil {
-			return "", fmt.Errorf("count open checkouts of customer %s: %w", c.CustomerID, err)
-		}
-		if open >= s.MaxOpenPerCustomer {
-			return ReasonTooManyOpen, nil
-		}
+	if exists {
+		return "", nil // a retry: judged the first time
+	}
+	if s.MaxOpenPerCustomer > 0 && open >= s.MaxOpenPerCustomer {
+		return ReasonTooManyOpen, nil
 	}
 	for _, it := range c.Items {
 		limit, ok := limits[it.SKU]

@@ -50,31 +50,32 @@ func (s *Store) MarkPaymentEventDelivered(ctx context.Context, provider, eventID
 	return nil
 }
 
-// matchOrphans claims the payment events recorded for a checkout that its saga has not been
-// told about: webhooks that came before the checkout existed (disposition orphan), and any
-// still being handled (pending; the saga ignores the second delivery by event id). Claiming
-// sets the disposition to matched, so the orphan sweeper never refunds a payment a saga
-// has; a retried call claims the same events again.
-func (s *Store) matchOrphans(ctx context.Context, checkoutID string) ([]shop.RecordedPayment, error) {
-	rows, err := s.pool.Query(ctx, `
+// queueMatchOrphans queues the claim of the payment events recorded for a checkout that its
+// saga has not been told about, into found: webhooks that came before the checkout existed
+// (disposition orphan), and any still being handled (pending; the saga ignores the second
+// delivery by event id). Claiming sets the disposition to matched, so the orphan sweeper
+// never refunds a payment a saga has; a retried call claims the same events again.
+// InsertCheckout runs it in the transaction that records the checkout.
+func queueMatchOrphans(b *pgx.Batch, checkoutID string, found *[]shop.RecordedPayment) {
+	b.Queue(`
 		UPDATE payment_events SET disposition = $2
 		WHERE checkout_id = $1 AND outcome IS NOT NULL AND disposition IN ($2, $3, $4)
 		RETURNING provider, event_id, outcome, coalesce(payment_ref, ''), coalesce(amount_cents, 0), coalesce(currency, '')`,
-		checkoutID, shop.DispositionMatched, shop.DispositionOrphan, shop.DispositionPending)
-	if err != nil {
-		return nil, fmt.Errorf("match orphan payments of checkout %s: %w", checkoutID, err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[shop.RecordedPayment])
-	if err != nil {
-		return nil, fmt.Errorf("match orphan payments of checkout %s: %w", checkoutID, err)
-	}
-	return found, nil
+		checkoutID, shop.DispositionMatched, shop.DispositionOrphan, shop.DispositionPending).
+		Query(func(rows pgx.Rows) error {
+			payments, err := pgx.CollectRows(rows, pgx.RowToStructByPos[shop.RecordedPayment])
+			if err != nil {
+				return fmt.Errorf("match orphan payments of checkout %s: %w", checkoutID, err)
+			}
+			*found = payments
+			return nil
+		})
 }
 
 // ClaimStaleOrphans marks successful orphan payments that no checkout claimed for
 // olderThanSeconds as being refunded (disposition orphan_refund) and returns at most limit
 // of them, with those a sweep claimed before but never recorded a refund for. The claim and
-// a checkout's own claim (matchOrphans) update the same row, so Postgres lets exactly one of
+// a checkout's own claim (queueMatchOrphans) update the same row, so Postgres lets exactly one of
 // them have it: a payment is either refunded or kept by its checkout, never both.
 func (s *Store) ClaimStaleOrphans(ctx context.Context, olderThanSeconds int64, limit int) ([]shop.StaleOrphan, error) {
 	rows, err := s.pool.Query(ctx, `
