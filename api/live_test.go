@@ -15,6 +15,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -65,13 +66,13 @@ func (l *live) sagaExists(t *testing.T, cartID string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err := l.tc.DescribeWorkflowExecution(ctx, workflows.WorkflowID(cartID), "")
+	_, err := l.tc.DescribeWorkflowExecution(ctx, shop.WorkflowID(cartID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return false
 	}
 	if err != nil {
-		t.Fatalf("describe %s: %v", workflows.WorkflowID(cartID), err)
+		t.Fatalf("describe %s: %v", shop.WorkflowID(cartID), err)
 	}
 	return true
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // The public view never carries an internal error: a failed step's text, or the raw error
@@ -13,15 +13,15 @@ func TestPublicViewHidesInternalErrors(t *testing.T) {
 	s := &Server{}
 	raw := "release 2 x PHONE-X: dial tcp 127.0.0.1:6379: connect: connection refused"
 	for _, tc := range []struct {
-		v        workflows.View
+		v        shop.View
 		code     string
 		wantText string // "" : the saga's own text is kept
 	}{
-		{workflows.View{Status: workflows.StatusFailed, Reason: &raw, NeedsAttention: true, Attention: raw}, "checkout_failed", "support has been told"},
-		{workflows.View{Status: workflows.StatusOutOfStock, Reason: ptr(workflows.RejectCustomerLimit)}, "customer_limit", "per-customer limit"},
-		{workflows.View{Status: workflows.StatusOutOfStock, Reason: ptr(raw)}, "out_of_stock", "could not be held"},
-		{workflows.View{Status: workflows.StatusExpired, Reason: ptr("no payment before 2026-12-01T10:00:00Z")}, "payment_window_expired", ""},
-		{workflows.View{Status: workflows.StatusCancelled, Reason: ptr("cancelled by support")}, "cancelled", ""},
+		{shop.View{Status: shop.StatusFailed, Reason: &raw, NeedsAttention: true, Attention: raw}, "checkout_failed", "support has been told"},
+		{shop.View{Status: shop.StatusOutOfStock, Reason: ptr(shop.RejectCustomerLimit)}, "customer_limit", "per-customer limit"},
+		{shop.View{Status: shop.StatusOutOfStock, Reason: ptr(raw)}, "out_of_stock", "could not be held"},
+		{shop.View{Status: shop.StatusExpired, Reason: ptr("no payment before 2026-12-01T10:00:00Z")}, "payment_window_expired", ""},
+		{shop.View{Status: shop.StatusCancelled, Reason: ptr("cancelled by support")}, "cancelled", ""},
 	} {
 		got := s.present(tc.v)
 		if got.ReasonCode == nil || *got.ReasonCode != tc.code || got.Reason == nil {

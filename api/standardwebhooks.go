@@ -15,7 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Payment providers other than Stripe sign their webhooks the Standard Webhooks way
@@ -120,10 +120,10 @@ type standardEvent struct {
 }
 
 // standardOutcomes maps the event types the product acts on; other types are acknowledged.
-var standardOutcomes = map[string]workflows.PaymentKind{
-	"payment.succeeded": workflows.PaymentSucceeded,
-	"payment.failed":    workflows.PaymentFailed,
-	"payment.canceled":  workflows.PaymentCanceled,
+var standardOutcomes = map[string]shop.PaymentKind{
+	"payment.succeeded": shop.PaymentSucceeded,
+	"payment.failed":    shop.PaymentFailed,
+	"payment.canceled":  shop.PaymentCanceled,
 }
 
 // standardWebhook verifies a Standard Webhooks event on the raw body and then does what the

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
 
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -49,8 +50,8 @@ func (s *Server) supportUpdate(c echo.Context, name string, arg any) error {
 	if err != nil {
 		return err
 	}
-	var v workflows.View
-	if err := s.update(c.Request().Context(), workflows.WorkflowID(id), name, arg, &v); err != nil {
+	var v shop.View
+	if err := s.update(c.Request().Context(), shop.WorkflowID(id), name, arg, &v); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.present(v))
@@ -104,13 +105,13 @@ func (s *Server) update(ctx context.Context, workflowID, name string, arg, resul
 		return nil
 	case isNotFound(err):
 		return problem(http.StatusConflict, "not_open", workflowID+" is not running (unknown or already finished)")
-	case isType(err, workflows.ErrTypeAlreadyPaid):
+	case isType(err, shop.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "the checkout is paid and cannot be cancelled")
-	case isType(err, workflows.ErrTypeNotExtendable):
+	case isType(err, shop.ErrTypeNotExtendable):
 		return problem(http.StatusConflict, "not_extendable", reasonText(err))
-	case isType(err, workflows.ErrTypeNothingToRetry):
+	case isType(err, shop.ErrTypeNothingToRetry):
 		return problem(http.StatusConflict, "nothing_to_retry", reasonText(err))
-	case isType(err, workflows.ErrTypeInvalidSupportRequest):
+	case isType(err, shop.ErrTypeInvalidSupportRequest):
 		return problem(http.StatusUnprocessableEntity, "invalid_request", reasonText(err))
 	}
 	return temporalProblem(err)

@@ -68,7 +68,7 @@ func (m *mockedTemporal) queryAnswers(t *testing.T, cart string, view func() sho
 	result := mocks.NewEncodedValue(t)
 	result.On("Get", mock.Anything).Run(func(args mock.Arguments) { *args.Get(0).(*shop.View) = view() }).Return(nil)
 	m.tc.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
-		return r.WorkflowID == workflows.WorkflowID(cart) && r.QueryType == workflows.QueryStatus &&
+		return r.WorkflowID == shop.WorkflowID(cart) && r.QueryType == workflows.QueryStatus &&
 			r.QueryRejectCondition == enumspb.QUERY_REJECT_CONDITION_NOT_OPEN
 	})).Return(&client.QueryWorkflowWithOptionsResponse{QueryResult: result}, nil).Once()
 }
@@ -78,11 +78,11 @@ func (m *mockedTemporal) queryAnswers(t *testing.T, cart string, view func() sho
 func (m *mockedTemporal) finishedWith(t *testing.T, cart string, v shop.View) {
 	run := mocks.NewWorkflowRun(t)
 	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) { *args.Get(1).(*shop.View) = v }).Return(nil).Once()
-	m.tc.On("GetWorkflow", mock.Anything, workflows.WorkflowID(cart), "").Return(run).Once()
+	m.tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Once()
 }
 
 func viewOf(cart string, status shop.Status) shop.View {
-	return shop.View{CheckoutID: cart, WorkflowID: workflows.WorkflowID(cart), Status: status, CustomerID: "u-1",
+	return shop.View{CheckoutID: cart, WorkflowID: shop.WorkflowID(cart), Status: status, CustomerID: "u-1",
 		Currency: "usd", AmountCents: 500, Items: []shop.Item{{SKU: "MOCK-1", Quantity: 1, UnitPriceCents: 500}}}
 }
 
@@ -206,7 +206,7 @@ func TestGetAnswersFromTheRunningSagaOrTheFinishedOnesResult(t *testing.T) {
 		}
 		// The request log names the checkout and its saga.
 		line := requestLine(t, m.log)
-		if line["checkout_id"] != cart || line["workflow_id"] != workflows.WorkflowID(cart) || line["status"] != 200.0 {
+		if line["checkout_id"] != cart || line["workflow_id"] != shop.WorkflowID(cart) || line["status"] != 200.0 {
 			t.Errorf("request line %v, want checkout_id %s, its workflow id and status 200", line, cart)
 		}
 	})
@@ -236,7 +236,7 @@ func TestCancelIsTheSagasCancelUpdate(t *testing.T) {
 	cancel := func(m *mockedTemporal, cart string, handle client.WorkflowUpdateHandle, err error) {
 		m.tc.On("UpdateWorkflow", mock.Anything, mock.MatchedBy(func(o client.UpdateWorkflowOptions) bool {
 			by, ok := o.Args[0].(workflows.CancelRequest)
-			return o.WorkflowID == workflows.WorkflowID(cart) && o.UpdateName == workflows.UpdateCancel && ok && by.By == "customer" &&
+			return o.WorkflowID == shop.WorkflowID(cart) && o.UpdateName == workflows.UpdateCancel && ok && by.By == "customer" &&
 				o.WaitForStage == client.WorkflowUpdateStageCompleted
 		})).Return(handle, err).Once()
 	}
@@ -260,7 +260,7 @@ func TestCancelIsTheSagasCancelUpdate(t *testing.T) {
 		cart := testenv.RandomID("cart-")
 		handle := mocks.NewWorkflowUpdateHandle(t)
 		handle.On("Get", mock.Anything, mock.Anything).
-			Return(temporal.NewApplicationError("checkout is paid", workflows.ErrTypeAlreadyPaid)).Once()
+			Return(temporal.NewApplicationError("checkout is paid", shop.ErrTypeAlreadyPaid)).Once()
 		cancel(m, cart, handle, nil)
 		problemOf(t, post(t, m, cart), http.StatusConflict, "already_confirmed")
 	})

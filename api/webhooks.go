@@ -44,10 +44,10 @@ type stripeEvent struct {
 }
 
 // stripeOutcomes maps the event types the product acts on; other types are acknowledged.
-var stripeOutcomes = map[string]workflows.PaymentKind{
-	"payment_intent.succeeded":      workflows.PaymentSucceeded,
-	"payment_intent.payment_failed": workflows.PaymentFailed,
-	"payment_intent.canceled":       workflows.PaymentCanceled,
+var stripeOutcomes = map[string]shop.PaymentKind{
+	"payment_intent.succeeded":      shop.PaymentSucceeded,
+	"payment_intent.payment_failed": shop.PaymentFailed,
+	"payment_intent.canceled":       shop.PaymentCanceled,
 }
 
 // stripeWebhook verifies a Stripe event on the raw body, records it once in Postgres, and
@@ -84,7 +84,7 @@ type verifiedEvent struct {
 	Provider, EventID, Type string
 	// Outcome is what the event means for the checkout; Acted is false for types the
 	// product does not act on (recorded and acknowledged, never delivered).
-	Outcome     workflows.PaymentKind
+	Outcome     shop.PaymentKind
 	Acted       bool
 	CheckoutID  string // as the provider sent it; anything that is not a valid id is an orphan
 	PaymentRef  string
@@ -104,7 +104,7 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 	}
 	if checkoutID != "" {
 		c.Set(ctxCheckoutID, checkoutID)
-		c.Set(ctxWorkflowID, workflows.WorkflowID(checkoutID))
+		c.Set(ctxWorkflowID, shop.WorkflowID(checkoutID))
 	}
 	ctx := c.Request().Context()
 	outcome := ""
@@ -133,7 +133,7 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 	case checkoutID == "":
 		disposition = shop.DispositionOrphan
 	default:
-		disposition, err = s.deliver(ctx, checkoutID, workflows.Payment{
+		disposition, err = s.deliver(ctx, checkoutID, shop.Payment{
 			Provider: ev.Provider, EventID: ev.EventID, Outcome: ev.Outcome,
 			PaymentRef: ev.PaymentRef, AmountCents: ev.AmountCents, Currency: ev.Currency,
 		})
@@ -157,8 +157,8 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 // orphan: the saga of that checkout claims it when it records the checkout (see
 // store.Store.InsertCheckout), and the orphan sweeper refunds one that no checkout claims in time. A successful payment for a checkout whose saga already finished is routed to
 // a refund: it never confirms units that were released.
-func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Payment) (string, error) {
-	err := s.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(checkoutID), "", workflows.SignalPayment, p)
+func (s *Server) deliver(ctx context.Context, checkoutID string, p shop.Payment) (string, error) {
+	err := s.Temporal.SignalWorkflow(ctx, shop.WorkflowID(checkoutID), "", workflows.SignalPayment, p)
 	switch {
 	case err == nil:
 		return shop.DispositionSignalled, nil
@@ -175,9 +175,9 @@ func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Pay
 		// Recorded but no saga: one is starting (its record step claims this event) or it
 		// was lost, which the audit reports. Never refund money an open checkout may take.
 		return shop.DispositionOrphan, nil
-	case p.Outcome != workflows.PaymentSucceeded:
+	case p.Outcome != shop.PaymentSucceeded:
 		return shop.DispositionIgnored, nil // a failure for a finished checkout changes nothing
-	case rec.Status == string(workflows.StatusConfirmed) && rec.OrderID != "" && s.paidBy(ctx, rec, p):
+	case rec.Status == string(shop.StatusConfirmed) && rec.OrderID != "" && s.paidBy(ctx, rec, p):
 		return shop.DispositionIgnored, nil // the payment that confirmed it, redelivered late
 	}
 	if err := s.startRefund(ctx, rec, p, "payment arrived after the checkout ended as "+rec.Status); err != nil {
@@ -187,14 +187,14 @@ func (s *Server) deliver(ctx context.Context, checkoutID string, p workflows.Pay
 }
 
 // paidBy reports whether p is the payment recorded on the checkout's order.
-func (s *Server) paidBy(ctx context.Context, rec shop.CheckoutRecord, p workflows.Payment) bool {
+func (s *Server) paidBy(ctx context.Context, rec shop.CheckoutRecord, p shop.Payment) bool {
 	ref, err := s.Records.OrderPaymentRef(ctx, rec.CheckoutID)
 	return err == nil && ref == p.PaymentRef
 }
 
 // startRefund starts the Refund workflow of a payment; its id is derived from the payment, so
 // a redelivered event or a saga that started it already never causes a second refund.
-func (s *Server) startRefund(ctx context.Context, rec shop.CheckoutRecord, p workflows.Payment, reason string) error {
+func (s *Server) startRefund(ctx context.Context, rec shop.CheckoutRecord, p shop.Payment, reason string) error {
 	in := workflows.RefundInput{
 		CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Provider: p.Provider, PaymentRef: p.PaymentRef,
 		EventID: p.EventID, AmountCents: p.AmountCents, Currency: strings.ToLower(p.Currency), Reason: reason,

@@ -227,7 +227,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 	// that: the clean-up does not run), and a checkout row no saga was ever started for.
 	c := s.sku(2)
 	open := s.checkout(c, 900)
-	if err := s.tc.TerminateWorkflow(t.Context(), workflows.WorkflowID(open), "", "audit test"); err != nil {
+	if err := s.tc.TerminateWorkflow(t.Context(), shop.WorkflowID(open), "", "audit test"); err != nil {
 		t.Fatalf("terminate saga of %s: %v", open, err)
 	}
 	noSaga := testenv.RandomID("c-nosaga-")
@@ -241,7 +241,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 		t.Errorf("GET /v1/admin/audit: %d %s, want 200 with %d violations", code, raw, len(want))
 	}
 	for _, v := range rep.Violations {
-		if v.Check == audit.CheckSagas && v.WorkflowID != workflows.WorkflowID(v.CheckoutID) {
+		if v.Check == audit.CheckSagas && v.WorkflowID != shop.WorkflowID(v.CheckoutID) {
 			t.Errorf("violation %+v does not name the saga's workflow id", v)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // succeededEventTypes are the payment_events.event_type values of a successful payment:
@@ -59,7 +59,7 @@ func (a *Auditor) payments(ctx context.Context) ([]Violation, error) {
 			v.OrderID = strings.Join(orders, ",")
 		}
 		if v.CheckoutID != "" {
-			v.WorkflowID = workflows.WorkflowID(v.CheckoutID)
+			v.WorkflowID = shop.WorkflowID(v.CheckoutID)
 		}
 		switch {
 		case ids.PaymentRef == "":
@@ -157,7 +157,7 @@ func (a *Auditor) endedHolds(ctx context.Context) ([]Violation, error) {
 	}
 	var vs []Violation
 	for _, h := range holds {
-		v := Violation{Check: CheckEndedHolds, AuditIDs: IDs{SKU: h.sku, CheckoutID: h.CheckoutID, WorkflowID: workflows.WorkflowID(h.CheckoutID)}}
+		v := Violation{Check: CheckEndedHolds, AuditIDs: IDs{SKU: h.sku, CheckoutID: h.CheckoutID, WorkflowID: shop.WorkflowID(h.CheckoutID)}}
 		if r, known := records[h.CheckoutID]; known && r.ended {
 			v.Detail = fmt.Sprintf("checkout %s ended %s but still holds %d x %s in Redis", h.CheckoutID, r.status, h.Quantity, h.sku)
 		} else if !known {
@@ -188,7 +188,7 @@ func (a *Auditor) sagas(ctx context.Context) ([]Violation, error) {
 	}
 	var vs []Violation
 	for _, id := range open {
-		wid := workflows.WorkflowID(id)
+		wid := shop.WorkflowID(id)
 		resp, err := a.temporal.DescribeWorkflowExecution(ctx, wid, "")
 		var notFound *serviceerror.NotFound
 		detail := ""
@@ -249,7 +249,7 @@ func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
 	}
 	var vs []Violation
 	for _, l := range lines {
-		ids := IDs{OrderID: l.orderID, CheckoutID: l.checkoutID, WorkflowID: workflows.WorkflowID(l.checkoutID), SKU: l.sku}
+		ids := IDs{OrderID: l.orderID, CheckoutID: l.checkoutID, WorkflowID: shop.WorkflowID(l.checkoutID), SKU: l.sku}
 		if end, _ := l.end.Result(); lua.HoldEndOutcome(end) == "released" {
 			vs = append(vs, Violation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
 				"order %s of checkout %s is confirmed but its hold on %s was released: the units it sold went back to stock",

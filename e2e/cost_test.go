@@ -73,7 +73,7 @@ func TestSagaCost(t *testing.T) {
 		var events int
 		for i := 0; i < n; i++ {
 			id := fmt.Sprintf("%s-%s-%d", name, testenv.RandomID(""), i)
-			in := workflows.Input{CheckoutID: id, CustomerID: "u-cost", Items: []workflows.CartLine{{SKU: item, Quantity: 1}}, PaymentTimeoutSeconds: 600, RequestID: "req-" + id}
+			in := workflows.Input{CheckoutID: id, CustomerID: "u-cost", Items: []shop.CartLine{{SKU: item, Quantity: 1}}, PaymentTimeoutSeconds: 600, RequestID: "req-" + id}
 			start := c.NewWithStartWorkflowOperation(workflows.StartOptions(in), workflows.Checkout, in)
 			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start, UpdateOptions: workflows.ReservationUpdate(in)})
@@ -85,17 +85,17 @@ func TestSagaCost(t *testing.T) {
 				t.Fatal(err)
 			}
 			if pay {
-				if err := c.SignalWorkflow(ctx, workflows.WorkflowID(id), "", workflows.SignalPayment, workflows.Payment{
-					Provider: "stripe", EventID: "evt_" + id, Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_" + id,
+				if err := c.SignalWorkflow(ctx, shop.WorkflowID(id), "", workflows.SignalPayment, shop.Payment{
+					Provider: "stripe", EventID: "evt_" + id, Outcome: shop.PaymentSucceeded, PaymentRef: "pi_" + id,
 					AmountCents: res.View.AmountCents, Currency: "usd"}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			var v workflows.View
-			if err := c.GetWorkflow(ctx, workflows.WorkflowID(id), "").Get(ctx, &v); err != nil {
+			var v shop.View
+			if err := c.GetWorkflow(ctx, shop.WorkflowID(id), "").Get(ctx, &v); err != nil {
 				t.Fatal(err)
 			}
-			iter := c.GetWorkflowHistory(ctx, workflows.WorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			iter := c.GetWorkflowHistory(ctx, shop.WorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 			for iter.HasNext() {
 				if _, err := iter.Next(); err != nil {
 					t.Fatal(err)

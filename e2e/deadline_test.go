@@ -9,7 +9,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // A buyer pays inside the window while the worker is down, and the worker comes back after
@@ -50,7 +49,7 @@ func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
 		return got.Status.Final(), string(got.Status)
 	})
 	got := s.view(t, id)
-	if got.Status != workflows.StatusConfirmed || got.OrderID == nil {
+	if got.Status != shop.StatusConfirmed || got.OrderID == nil {
 		t.Errorf("checkout paid inside its window ended %s (order %v, refunds %v), want confirmed", got.Status, got.OrderID, got.Refunds)
 	}
 	if st, orders := s.pgStatus(t, id); st != "confirmed" || orders != 1 {

@@ -18,7 +18,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // waitFinal polls a checkout until it reaches an end state.
@@ -121,7 +121,7 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 		case http.StatusCreated, http.StatusOK:
 			// 200: an earlier attempt timed out (503) after its saga started, and the retry
 			// attached to that saga, as a retried POST must.
-			if c.view.Status != workflows.StatusAwaitingPayment {
+			if c.view.Status != shop.StatusAwaitingPayment {
 				t.Errorf("cart %s: 201 with status %s", c.id, c.view.Status)
 			}
 			winners = append(winners, c)
@@ -175,9 +175,9 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 	}
 	settled := time.Since(started)
 
-	want := map[role]workflows.Status{rolePay: workflows.StatusConfirmed, rolePayTwice: workflows.StatusConfirmed,
-		roleExpire: workflows.StatusExpired, roleCancel: workflows.StatusCancelled}
-	counts := map[workflows.Status]int{}
+	want := map[role]shop.Status{rolePay: shop.StatusConfirmed, rolePayTwice: shop.StatusConfirmed,
+		roleExpire: shop.StatusExpired, roleCancel: shop.StatusCancelled}
+	counts := map[shop.Status]int{}
 	var paidUnits int64
 	for _, c := range winners {
 		counts[c.final.Status]++
@@ -192,7 +192,7 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 		if rec.Status != string(want[c.role]) {
 			t.Errorf("postgres records %s as %s, want %s", c.id, rec.Status, want[c.role])
 		}
-		if want[c.role] == workflows.StatusConfirmed {
+		if want[c.role] == shop.StatusConfirmed {
 			if rec.OrderID == "" {
 				t.Errorf("paid checkout %s has no order in postgres", c.id)
 			}
@@ -244,7 +244,7 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 	t.Logf("audit after the sale: %d checks, %d violations", len(report.Checks), len(report.Violations))
 	t.Logf("flash sale: %d carts in %s (%d requests shed with 503 and retried) -> %d held, %d answered out_of_stock; confirmed %d, expired %d, cancelled %d; all settled after %s",
 		carts, burst.Round(time.Millisecond), shed.Load(), len(winners), rejected,
-		counts[workflows.StatusConfirmed], counts[workflows.StatusExpired], counts[workflows.StatusCancelled], settled.Round(time.Millisecond))
+		counts[shop.StatusConfirmed], counts[shop.StatusExpired], counts[shop.StatusCancelled], settled.Round(time.Millisecond))
 }
 
 func ptr[T any](v T) *T { return &v }

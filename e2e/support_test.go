@@ -28,6 +28,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -140,7 +141,7 @@ func (e *supportEnv) pay(checkoutID string, amount int64) error {
 func (e *supportEnv) start(cartID, customer string, timeout int64, items ...api.RequestItem) api.CheckoutView {
 	e.t.Helper()
 	a := e.call(http.MethodPost, "/v1/checkouts", "", api.CheckoutRequest{CartID: cartID, CustomerID: customer, Items: items, PaymentTimeoutSeconds: &timeout})
-	if a.status != http.StatusCreated || a.view.Status != workflows.StatusAwaitingPayment {
+	if a.status != http.StatusCreated || a.view.Status != shop.StatusAwaitingPayment {
 		e.t.Fatalf("start checkout %s: %d %s", cartID, a.status, a.raw)
 	}
 	return a.view
@@ -292,23 +293,23 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	if short.status != http.StatusConflict || short.code != "out_of_stock" {
 		t.Fatalf("short cart: %d %s, want 409 out_of_stock", short.status, short.raw)
 	}
-	h := workflows.WorkflowID("h-" + run)
+	h := shop.WorkflowID("h-" + run)
 
 	// Closed checkouts are answered by the API from the saga's result, with how they ended.
 	dv := e.waitView(d.CheckoutID, func(v api.CheckoutView) bool { return v.Status.Final() })
-	if dv.Status != workflows.StatusConfirmed || dv.OrderID == nil || *dv.OrderID == "" {
+	if dv.Status != shop.StatusConfirmed || dv.OrderID == nil || *dv.OrderID == "" {
 		t.Errorf("paid checkout: %+v, want confirmed with an order id", dv)
 	}
 	ev := e.waitView(ca.CheckoutID, func(v api.CheckoutView) bool { return v.Status.Final() })
-	if ev.Status != workflows.StatusCancelled || ev.Reason == nil || *ev.Reason != "cancelled by customer" {
+	if ev.Status != shop.StatusCancelled || ev.Reason == nil || *ev.Reason != "cancelled by customer" {
 		t.Errorf("cancelled checkout: status %s reason %v, want cancelled by customer", ev.Status, ev.Reason)
 	}
 	fv := e.waitView(f.CheckoutID, func(v api.CheckoutView) bool { return v.Status.Final() })
-	if fv.Status != workflows.StatusExpired || fv.Reason == nil || !strings.HasPrefix(*fv.Reason, "no payment before ") {
+	if fv.Status != shop.StatusExpired || fv.Reason == nil || !strings.HasPrefix(*fv.Reason, "no payment before ") {
 		t.Errorf("expired checkout: status %s reason %v, want expired with no payment before ...", fv.Status, fv.Reason)
 	}
 	gv := e.waitView(g.CheckoutID, func(v api.CheckoutView) bool { return v.NeedsAttention })
-	if gv.Status != workflows.StatusAwaitingPayment || gv.Reason == nil || !strings.Contains(*gv.Reason, "does not match") ||
+	if gv.Status != shop.StatusAwaitingPayment || gv.Reason == nil || !strings.Contains(*gv.Reason, "does not match") ||
 		!slices.Equal(gv.Refunds, []string{refundG}) {
 		t.Errorf("wrong-amount checkout: %+v, want awaiting_payment, flagged, a mismatch reason and refund %s", gv, refundG)
 	}
@@ -334,9 +335,9 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	e.expectSet("needs-attention", fill(t, queries, "needs-attention"), id(g), refundG)
 	e.expectSet("checkouts-needing-attention", fill(t, queries, "checkouts-needing-attention"), id(g))
 	e.expectSet("refunds-stuck", fill(t, queries, "refunds-stuck"), refundG)
-	ended := map[workflows.Status][]string{
-		workflows.StatusExpired: {id(f)}, workflows.StatusConfirmed: {id(d)}, workflows.StatusCancelled: {id(ca)},
-		workflows.StatusOutOfStock: {h}, workflows.StatusPaymentFailed: nil, workflows.StatusFailed: nil,
+	ended := map[shop.Status][]string{
+		shop.StatusExpired: {id(f)}, shop.StatusConfirmed: {id(d)}, shop.StatusCancelled: {id(ca)},
+		shop.StatusOutOfStock: {h}, shop.StatusPaymentFailed: nil, shop.StatusFailed: nil,
 	}
 	for status, want := range ended {
 		e.expectSet("ended-as "+string(status), fill(t, queries, "ended-as",
@@ -550,7 +551,7 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancelled := admin("cancel", y.CheckoutID, checkouttest.AdminToken, nil)
-	if cancelled.status != http.StatusOK || cancelled.view.Status != workflows.StatusCancelled ||
+	if cancelled.status != http.StatusOK || cancelled.view.Status != shop.StatusCancelled ||
 		cancelled.view.Reason == nil || *cancelled.view.Reason != "cancelled by support" {
 		t.Fatalf("cancel by support: %d %s, want 200 cancelled by support", cancelled.status, cancelled.raw)
 	}
@@ -565,7 +566,7 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 		t.Errorf("cancelled checkout %s still holds %s (err %v)", y.CheckoutID, phone, err)
 	}
 	rec, err := e.Store.Checkout(context.Background(), y.CheckoutID)
-	if err != nil || rec.Status != string(workflows.StatusCancelled) || rec.Reason != "cancelled by support" {
+	if err != nil || rec.Status != string(shop.StatusCancelled) || rec.Reason != "cancelled by support" {
 		t.Errorf("postgres records the support cancel as %+v (err %v)", rec, err)
 	}
 
@@ -584,7 +585,7 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 		}
 	}
 	// The API still answers for it, from the saga's result.
-	if got := e.call(http.MethodGet, "/v1/checkouts/"+y.CheckoutID, "", nil); got.status != http.StatusOK || got.view.Status != workflows.StatusCancelled {
+	if got := e.call(http.MethodGet, "/v1/checkouts/"+y.CheckoutID, "", nil); got.status != http.StatusOK || got.view.Status != shop.StatusCancelled {
 		t.Errorf("GET cancelled checkout: %d %s", got.status, got.raw)
 	}
 }

@@ -126,7 +126,7 @@ func (s *payStack) openCheckout(t *testing.T, id string, timeoutSeconds int64) a
 	var v api.CheckoutView
 	raw, _ := json.Marshal(out)
 	_ = json.Unmarshal(raw, &v)
-	if v.Status != workflows.StatusAwaitingPayment || v.AmountCents != unitPrice {
+	if v.Status != shop.StatusAwaitingPayment || v.AmountCents != unitPrice {
 		t.Fatalf("checkout %s: %+v, want awaiting_payment for %d", id, v, unitPrice)
 	}
 	return v
@@ -244,7 +244,7 @@ func (s *payStack) refundsOf(intents ...string) int {
 // paymentSignals counts the payment signals in a saga's history.
 func (s *payStack) paymentSignals(t *testing.T, checkoutID string) int {
 	t.Helper()
-	iter := s.temporal.GetWorkflowHistory(t.Context(), workflows.WorkflowID(checkoutID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := s.temporal.GetWorkflowHistory(t.Context(), shop.WorkflowID(checkoutID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	n := 0
 	for iter.HasNext() {
 		ev, err := iter.Next()
@@ -342,7 +342,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			},
 			wantCodes: []int{400, 400}, wantState: "open",
 			check: func(t *testing.T, s *payStack, id string) {
-				if v := s.view(t, id); v.Status != workflows.StatusAwaitingPayment {
+				if v := s.view(t, id); v.Status != shop.StatusAwaitingPayment {
 					t.Errorf("status %s, want awaiting_payment", v.Status)
 				}
 				if n := s.paymentSignals(t, id); n != 0 {
@@ -396,8 +396,8 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			send: func(t *testing.T, s *payStack, id string) ([]int, []string) {
 				c1, _ := s.sendStripe(t, s.api, stripeEvent("evt_1_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
 				// Let the saga finish, so the failure meets a finished checkout.
-				var v workflows.View
-				if err := s.temporal.GetWorkflow(t.Context(), workflows.WorkflowID(id), "").Get(t.Context(), &v); err != nil || v.Status != workflows.StatusConfirmed {
+				var v shop.View
+				if err := s.temporal.GetWorkflow(t.Context(), shop.WorkflowID(id), "").Get(t.Context(), &v); err != nil || v.Status != shop.StatusConfirmed {
 					t.Fatalf("saga ended %s (%v), want confirmed", v.Status, err)
 				}
 				c2, _ := s.sendStripe(t, s.api, stripeEvent("evt_2_"+id, "payment_intent.payment_failed", id, "pi_"+id, unitPrice))
@@ -416,7 +416,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 				// runs its ending steps is refunded by the saga (signalled), not late_refund.
 				eventually(t, "expired and closed", func() (bool, string) {
 					st, _ := s.pgStatus(t, id)
-					d, err := s.temporal.DescribeWorkflowExecution(t.Context(), workflows.WorkflowID(id), "")
+					d, err := s.temporal.DescribeWorkflowExecution(t.Context(), shop.WorkflowID(id), "")
 					if err != nil {
 						return false, err.Error()
 					}
@@ -465,7 +465,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			wantCodes: []int{200, 200}, wantDispositions: []string{"signalled"}, wantState: "open", wantRefunds: 1,
 			check: func(t *testing.T, s *payStack, id string) {
 				v := s.view(t, id)
-				if v.Status != workflows.StatusAwaitingPayment || !v.NeedsAttention || len(v.Refunds) != 1 {
+				if v.Status != shop.StatusAwaitingPayment || !v.NeedsAttention || len(v.Refunds) != 1 {
 					t.Errorf("view %+v: want awaiting_payment, needs_attention, one refund", v)
 				}
 			},
@@ -482,7 +482,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			},
 			wantCodes: []int{200}, wantDispositions: []string{"orphan"}, wantState: "",
 			check: func(t *testing.T, s *payStack, id string) {
-				_, err := s.temporal.DescribeWorkflowExecution(t.Context(), workflows.WorkflowID(id), "")
+				_, err := s.temporal.DescribeWorkflowExecution(t.Context(), shop.WorkflowID(id), "")
 				var nf *serviceerror.NotFound
 				if !errors.As(err, &nf) {
 					t.Errorf("describe saga of an unknown checkout: %v, want not found", err)
@@ -610,7 +610,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 
 	// Visibility lags the saga a little: wait until the reconciliation's query sees it.
 	awaitVisible := func(t *testing.T, id string) {
-		query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", workflows.WorkflowID(id), workflows.StatusAwaitingPayment)
+		query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", shop.WorkflowID(id), shop.StatusAwaitingPayment)
 		eventually(t, "visible as awaiting_payment", func() (bool, string) {
 			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
 			return err == nil && len(resp.GetExecutions()) == 1, fmt.Sprint(err)
@@ -680,7 +680,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		// checkout as awaiting payment (the earlier cases cancelled theirs).
 		eventually(t, "nothing visible as awaiting_payment", func() (bool, string) {
 			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
-				Query: fmt.Sprintf("CheckoutState = '%s' AND ExecutionStatus = 'Running'", workflows.StatusAwaitingPayment)})
+				Query: fmt.Sprintf("CheckoutState = '%s' AND ExecutionStatus = 'Running'", shop.StatusAwaitingPayment)})
 			return err == nil && len(resp.GetExecutions()) == 0, fmt.Sprint(len(resp.GetExecutions()), err)
 		})
 		second := reconcile(t)

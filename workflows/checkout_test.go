@@ -146,13 +146,13 @@ func (f *fixture) reserveAt(d time.Duration, requestID string) *workflows.Reserv
 	return &got
 }
 
-func (f *fixture) payAt(d time.Duration, p workflows.Payment) {
+func (f *fixture) payAt(d time.Duration, p shop.Payment) {
 	f.env.RegisterDelayedCallback(func() {
 		f.env.SignalWorkflow(workflows.SignalPayment, p)
 	}, d)
 }
 
-func (f *fixture) run(in workflows.Input) workflows.View {
+func (f *fixture) run(in workflows.Input) shop.View {
 	f.t.Helper()
 	f.env.ExecuteWorkflow(workflows.Checkout, in)
 	if !f.env.IsWorkflowCompleted() {
@@ -161,7 +161,7 @@ func (f *fixture) run(in workflows.Input) workflows.View {
 	if err := f.env.GetWorkflowError(); err != nil {
 		f.t.Fatalf("workflow failed: %v", err)
 	}
-	var v workflows.View
+	var v shop.View
 	if err := f.env.GetWorkflowResult(&v); err != nil {
 		f.t.Fatalf("read result: %v", err)
 	}
@@ -183,8 +183,8 @@ func input(items ...shop.Item) workflows.Input {
 	}
 }
 
-func paid(id string, cents int64) workflows.Payment {
-	return workflows.Payment{Provider: "stripe", EventID: id, Outcome: workflows.PaymentSucceeded,
+func paid(id string, cents int64) shop.Payment {
+	return shop.Payment{Provider: "stripe", EventID: id, Outcome: shop.PaymentSucceeded,
 		PaymentRef: "pi_" + id, AmountCents: cents, Currency: "usd"}
 }
 
@@ -197,10 +197,10 @@ func TestHappyPathConfirmsOrderAndCommitsHolds(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusConfirmed || v.OrderID == nil {
+	if v.Status != shop.StatusConfirmed || v.OrderID == nil {
 		t.Fatalf("status %s order %v, want confirmed with an order", v.Status, v.OrderID)
 	}
-	if res.View.Status != workflows.StatusAwaitingPayment || !res.Created || res.View.AmountCents != 200_800 {
+	if res.View.Status != shop.StatusAwaitingPayment || !res.Created || res.View.AmountCents != 200_800 {
 		t.Errorf("reservation answer = %+v, want awaiting_payment, created, 200800 cents", res)
 	}
 	if res.View.ExpiresAt == nil {
@@ -234,10 +234,10 @@ func TestSecondSKUOutOfStockReleasesTheFirst(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusOutOfStock {
+	if v.Status != shop.StatusOutOfStock {
 		t.Fatalf("status %s, want out_of_stock", v.Status)
 	}
-	if res.RejectCode != workflows.RejectOutOfStock || len(res.View.Shortages) != 1 ||
+	if res.RejectCode != shop.RejectOutOfStock || len(res.View.Shortages) != 1 ||
 		res.View.Shortages[0] != (shop.Shortage{SKU: cover, Requested: 2, Available: 1}) {
 		t.Errorf("reservation answer = %+v, want one shortage of %s (2 requested, 1 available)", res, cover)
 	}
@@ -259,7 +259,7 @@ func TestPaymentTimerExpiresAndReleases(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusExpired {
+	if v.Status != shop.StatusExpired {
 		t.Fatalf("status %s, want expired", v.Status)
 	}
 	if waited := f.env.Now().Sub(start); waited < 10*time.Minute {
@@ -288,7 +288,7 @@ func TestCancelWhileWaitingStillReleases(t *testing.T) {
 				f.env.UpdateWorkflow(workflows.UpdateCancel, "cancel-1", &testsuite.TestUpdateCallback{
 					OnAccept: func() {}, OnReject: func(err error) { t.Errorf("cancel rejected: %v", err) },
 					OnComplete: func(v any, err error) {
-						if err != nil || v.(workflows.View).Status != workflows.StatusCancelled {
+						if err != nil || v.(shop.View).Status != shop.StatusCancelled {
 							t.Errorf("cancel answered %v, %v; want the cancelled view", v, err)
 						}
 					},
@@ -297,7 +297,7 @@ func TestCancelWhileWaitingStillReleases(t *testing.T) {
 
 			v := f.run(in)
 
-			if v.Status != workflows.StatusCancelled {
+			if v.Status != shop.StatusCancelled {
 				t.Fatalf("status %s, want cancelled", v.Status)
 			}
 			if p := f.level(phone); p.Available != 10 || p.Held != 0 {
@@ -314,10 +314,10 @@ func TestPaymentFailedThenSucceededPays(t *testing.T) {
 	// A declined card is one attempt: the buyer retries with another card while the
 	// checkout is open, and that payment confirms it.
 	f, _, in := phoneCheckout(t, 1)
-	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
-	f.payAt(2*time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_s", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_1", AmountCents: 99_900, Currency: "usd"})
+	f.payAt(time.Minute, shop.Payment{Provider: "stripe", EventID: "evt_f", Outcome: shop.PaymentFailed, PaymentRef: "pi_1"})
+	f.payAt(2*time.Minute, shop.Payment{Provider: "stripe", EventID: "evt_s", Outcome: shop.PaymentSucceeded, PaymentRef: "pi_1", AmountCents: 99_900, Currency: "usd"})
 
-	if v := f.run(in); v.Status != workflows.StatusConfirmed {
+	if v := f.run(in); v.Status != shop.StatusConfirmed {
 		t.Fatalf("status %s, want confirmed", v.Status)
 	}
 }
@@ -325,12 +325,12 @@ func TestPaymentFailedThenSucceededPays(t *testing.T) {
 func TestPaymentFailedReleasesAtDeadline(t *testing.T) {
 	f, phone, in := phoneCheckout(t, 1)
 	in.PaymentTimeoutSeconds = 600
-	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_f", Outcome: workflows.PaymentFailed, PaymentRef: "pi_1"})
+	f.payAt(time.Minute, shop.Payment{Provider: "stripe", EventID: "evt_f", Outcome: shop.PaymentFailed, PaymentRef: "pi_1"})
 	start := f.env.Now()
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusPaymentFailed {
+	if v.Status != shop.StatusPaymentFailed {
 		t.Fatalf("status %s, want payment_failed", v.Status)
 	}
 	if f.env.Now().Sub(start) < 10*time.Minute {
@@ -346,12 +346,12 @@ func TestPaymentFailedReleasesAtDeadline(t *testing.T) {
 
 func TestPaymentCanceledReleasesAtOnce(t *testing.T) {
 	f, phone, in := phoneCheckout(t, 1)
-	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_x", Outcome: workflows.PaymentCanceled, PaymentRef: "pi_1"})
+	f.payAt(time.Minute, shop.Payment{Provider: "stripe", EventID: "evt_x", Outcome: shop.PaymentCanceled, PaymentRef: "pi_1"})
 	start := f.env.Now()
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusPaymentFailed || f.env.Now().Sub(start) > 2*time.Minute {
+	if v.Status != shop.StatusPaymentFailed || f.env.Now().Sub(start) > 2*time.Minute {
 		t.Fatalf("status %s after %s, want payment_failed right after the cancel", v.Status, f.env.Now().Sub(start))
 	}
 	if p := f.level(phone); p.Available != 10 || p.Held != 0 {
@@ -367,11 +367,11 @@ func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
 	reconciled.PaymentRef = "pi_evt_1" // the same payment found by reconciliation
 	f.payAt(time.Minute, reconciled)
 	f.payAt(time.Minute, paid("evt_2", 199_800)) // a second, different payment while confirming
-	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_3", Outcome: workflows.PaymentFailed})
+	f.payAt(time.Minute, shop.Payment{Provider: "stripe", EventID: "evt_3", Outcome: shop.PaymentFailed})
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusConfirmed {
+	if v.Status != shop.StatusConfirmed {
 		t.Fatalf("status %s, want confirmed", v.Status)
 	}
 	if n := f.orders(in.CheckoutID); n != 1 {
@@ -386,9 +386,9 @@ func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
 }
 
 func TestWrongAmountNeverConfirms(t *testing.T) {
-	for name, p := range map[string]workflows.Payment{
+	for name, p := range map[string]shop.Payment{
 		"amount":   paid("evt_w", 1),
-		"currency": {Provider: "stripe", EventID: "evt_c", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_c", AmountCents: 99_900, Currency: "eur"},
+		"currency": {Provider: "stripe", EventID: "evt_c", Outcome: shop.PaymentSucceeded, PaymentRef: "pi_c", AmountCents: 99_900, Currency: "eur"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, phone, in := phoneCheckout(t, 1)
@@ -399,18 +399,18 @@ func TestWrongAmountNeverConfirms(t *testing.T) {
 				if err != nil {
 					t.Fatalf("query status: %v", err)
 				}
-				var view workflows.View
+				var view shop.View
 				if err := v.Get(&view); err != nil {
 					t.Fatal(err)
 				}
-				if view.Status != workflows.StatusAwaitingPayment || !view.NeedsAttention || view.Reason == nil {
+				if view.Status != shop.StatusAwaitingPayment || !view.NeedsAttention || view.Reason == nil {
 					t.Errorf("after a wrong payment: %+v, want still awaiting payment, flagged with a reason", view)
 				}
 			}, 2*time.Minute)
 
 			v := f.run(in)
 
-			if v.Status != workflows.StatusExpired || !v.NeedsAttention {
+			if v.Status != shop.StatusExpired || !v.NeedsAttention {
 				t.Fatalf("status %s attention %v, want expired and flagged", v.Status, v.NeedsAttention)
 			}
 			if f.orders(in.CheckoutID) != 0 {
@@ -449,7 +449,7 @@ func TestTransientRedisAndPostgresErrorsAreRetried(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusConfirmed {
+	if v.Status != shop.StatusConfirmed {
 		t.Fatalf("status %s, want confirmed after retries", v.Status)
 	}
 	if reserveCalls.Load() != 2 || confirmCalls.Load() != 2 {
@@ -468,18 +468,18 @@ func TestReserveThatHeldButReportedFailureIsReleasedWhenTheSagaEnds(t *testing.T
 	for _, tc := range []struct {
 		name string
 		fail func(attempt int32) error // nil: report the real result
-		want workflows.Status
+		want shop.Status
 		held int64 // after the reservation was answered
 	}{
 		{"failure for good", func(int32) error {
 			return temporal.NewNonRetryableApplicationError("reserve reply lost", "ReplyLost", nil)
-		}, workflows.StatusFailed, 0},
+		}, shop.StatusFailed, 0},
 		{"failure once, then a retry", func(attempt int32) error {
 			if attempt == 1 {
 				return errors.New("run reserve script: read tcp 127.0.0.1:6379: i/o timeout")
 			}
 			return nil
-		}, workflows.StatusExpired, 2},
+		}, shop.StatusExpired, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, phone, in := phoneCheckout(t, 2)
@@ -504,7 +504,7 @@ func TestReserveThatHeldButReportedFailureIsReleasedWhenTheSagaEnds(t *testing.T
 			if v.Status != tc.want {
 				t.Fatalf("status %s, want %s", v.Status, tc.want)
 			}
-			if tc.want != workflows.StatusFailed && heldWhileOpen != tc.held {
+			if tc.want != shop.StatusFailed && heldWhileOpen != tc.held {
 				t.Errorf("held while waiting for payment: %d, want %d (the retry found its own hold)", heldWhileOpen, tc.held)
 			}
 			if p := f.level(phone); p.Held != 0 || p.Available != 10 {
@@ -525,7 +525,7 @@ func TestUnknownSKUFailsWithoutHolding(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusFailed || res.RejectCode != workflows.RejectUnknownSKU {
+	if v.Status != shop.StatusFailed || res.RejectCode != shop.RejectUnknownSKU {
 		t.Fatalf("status %s reject %q, want failed/unknown_sku", v.Status, res.RejectCode)
 	}
 	if p := f.level(phone); p.Held != 0 || p.Available != 10 {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // violation is one broken promise of one seed.
@@ -56,7 +56,7 @@ func (w *world) check() []violation {
 	firstDelivery := map[string]delivery{}
 	var refs []string
 	for _, d := range w.deliveries {
-		if d.What != "payment" || d.Payment.Outcome != workflows.PaymentSucceeded {
+		if d.What != "payment" || d.Payment.Outcome != shop.PaymentSucceeded {
 			continue
 		}
 		if !w.signalled[d.Payment.EventID] {
@@ -99,11 +99,11 @@ func (w *world) check() []violation {
 	for _, it := range w.s.Cart {
 		st := w.holds[it.SKU]
 		switch {
-		case final == workflows.StatusConfirmed && st != holdCommitted:
+		case final == shop.StatusConfirmed && st != holdCommitted:
 			add("holds", "", "the checkout is confirmed but its hold on %s is %s", it.SKU, st)
-		case final != workflows.StatusConfirmed && st == holdHeld:
+		case final != shop.StatusConfirmed && st == holdHeld:
 			add("holds", "", "the checkout ended %s with %s still held", final, it.SKU)
-		case final != workflows.StatusConfirmed && st == holdCommitted:
+		case final != shop.StatusConfirmed && st == holdCommitted:
 			add("holds", "", "%s was committed (sold) although the checkout ended %s", it.SKU, final)
 		}
 	}
@@ -126,16 +126,16 @@ func (w *world) check() []violation {
 	// (as extended), with every hold in place and nothing earlier deciding the checkout, is
 	// confirmed. A definite "no" from ConfirmOrder (Postgres disagrees) is exempt: the saga
 	// refunds then.
-	if final != workflows.StatusConfirmed && !w.faulted("ConfirmOrder", permanent) {
+	if final != shop.StatusConfirmed && !w.faulted("ConfirmOrder", permanent) {
 		for _, d := range w.deliveries {
 			if d.What != "payment" {
 				break // a cancel update accepted or a workflow cancellation decided it
 			}
 			p := d.Payment
-			if p.Outcome == workflows.PaymentCanceled {
+			if p.Outcome == shop.PaymentCanceled {
 				break // decided: payment_failed
 			}
-			if p.Outcome != workflows.PaymentSucceeded || !w.rightAmount(p) {
+			if p.Outcome != shop.PaymentSucceeded || !w.rightAmount(p) {
 				continue
 			}
 			expiry := w.expiryAt(d.At)
@@ -150,7 +150,7 @@ func (w *world) check() []violation {
 	return out
 }
 
-func (w *world) rightAmount(p workflows.Payment) bool {
+func (w *world) rightAmount(p shop.Payment) bool {
 	return p.AmountCents == w.s.amount() && strings.EqualFold(p.Currency, "usd")
 }
 
@@ -193,9 +193,9 @@ func (w *world) subCase(d delivery) string {
 		return "(c) while reserving"
 	case cancelled:
 		return "(e) workflow cancellation"
-	case d.Buffered && d.Phase == "awaiting payment" && (w.final.Status == workflows.StatusExpired || w.final.Status == workflows.StatusPaymentFailed):
+	case d.Buffered && d.Phase == "awaiting payment" && (w.final.Status == shop.StatusExpired || w.final.Status == shop.StatusPaymentFailed):
 		return "(a) same task as the timer"
-	case d.Buffered && d.Phase == "awaiting payment" && w.final.Status == workflows.StatusCancelled:
+	case d.Buffered && d.Phase == "awaiting payment" && w.final.Status == shop.StatusCancelled:
 		return "(e) same task as a cancel update"
 	case d.Phase == "ending", !expiry.IsZero() && !d.At.Before(expiry):
 		// At or after the deadline the saga is ending even before its first release runs.
@@ -206,13 +206,13 @@ func (w *world) subCase(d delivery) string {
 
 // rank orders the states as the contract does: reserving, awaiting_payment, confirming,
 // then every end.
-func rank(s workflows.Status) int {
+func rank(s shop.Status) int {
 	switch s {
-	case workflows.StatusReserving:
+	case shop.StatusReserving:
 		return 0
-	case workflows.StatusAwaitingPayment:
+	case shop.StatusAwaitingPayment:
 		return 1
-	case workflows.StatusConfirming:
+	case shop.StatusConfirming:
 		return 2
 	}
 	return 3

@@ -55,7 +55,7 @@ type event struct {
 	Call     int
 
 	Kind    eventKind
-	Payment workflows.Payment
+	Payment shop.Payment
 	// Buffered delivers the payment signal without a workflow task of its own: the worker is
 	// behind, so the signal is handled in the next task, together with whatever comes next (a
 	// timer firing, an activity result, an update). This is how a payment and the payment timer
@@ -66,7 +66,7 @@ type event struct {
 	Arg      any
 	// PayFirst, on a cancellation or a cancel update, is a payment acknowledged just before it
 	// and handled in the same workflow task: defect 1e.
-	PayFirst *workflows.Payment
+	PayFirst *shop.Payment
 }
 
 // faultKind is how one activity call fails.
@@ -168,31 +168,31 @@ func generate(seed uint64) *schedule {
 	// Payments: the buyer's refs are pi_1 and pi_2 (a second card, a double charge); a wrong
 	// amount or currency has a ref of its own. Repeats redeliver an earlier event (the same
 	// event id) or find the same payment again (reconciliation: a new event id, the same ref).
-	var sent []workflows.Payment
+	var sent []shop.Payment
 	for i := range pick(5) {
-		p := workflows.Payment{Provider: "stripe", EventID: fmt.Sprintf("evt_%d", i+1),
+		p := shop.Payment{Provider: "stripe", EventID: fmt.Sprintf("evt_%d", i+1),
 			PaymentRef: fmt.Sprintf("pi_%d", 1+pick(2)), AmountCents: amount, Currency: "usd"}
 		switch x := r.Float64(); {
 		case x < 0.45:
-			p.Outcome = workflows.PaymentSucceeded
+			p.Outcome = shop.PaymentSucceeded
 		case x < 0.60:
-			p.Outcome, p.AmountCents, p.Currency = workflows.PaymentFailed, 0, ""
+			p.Outcome, p.AmountCents, p.Currency = shop.PaymentFailed, 0, ""
 		case x < 0.68:
-			p.Outcome, p.AmountCents, p.Currency = workflows.PaymentCanceled, 0, ""
+			p.Outcome, p.AmountCents, p.Currency = shop.PaymentCanceled, 0, ""
 		case x < 0.74:
-			p.Outcome, p.PaymentRef, p.AmountCents = workflows.PaymentSucceeded, fmt.Sprintf("pi_w%d", i+1), amount-1
+			p.Outcome, p.PaymentRef, p.AmountCents = shop.PaymentSucceeded, fmt.Sprintf("pi_w%d", i+1), amount-1
 		case x < 0.78:
-			p.Outcome, p.PaymentRef, p.Currency = workflows.PaymentSucceeded, fmt.Sprintf("pi_c%d", i+1), "EUR"
+			p.Outcome, p.PaymentRef, p.Currency = shop.PaymentSucceeded, fmt.Sprintf("pi_c%d", i+1), "EUR"
 		case x < 0.90 && len(sent) > 0:
 			p = sent[pick(len(sent))] // the same event delivered again
 		case len(sent) > 0:
 			p = sent[pick(len(sent))]
 			p.EventID = "reconcile-" + p.PaymentRef // the same payment found by reconciliation
-			if p.Outcome != workflows.PaymentSucceeded {
-				p.Outcome, p.AmountCents, p.Currency = workflows.PaymentSucceeded, amount, "usd"
+			if p.Outcome != shop.PaymentSucceeded {
+				p.Outcome, p.AmountCents, p.Currency = shop.PaymentSucceeded, amount, "usd"
 			}
 		default:
-			p.Outcome = workflows.PaymentSucceeded
+			p.Outcome = shop.PaymentSucceeded
 		}
 		sent = append(sent, p)
 		s.Events = append(s.Events, when(&event{Kind: evPay, Payment: p, Buffered: chance(0.3)}))
@@ -221,7 +221,7 @@ func generate(seed uint64) *schedule {
 	for i, e := range s.Events {
 		isCancel := e.Kind == evCancelWorkflow || e.Kind == evUpdate && e.Update == workflows.UpdateCancel
 		if isCancel && chance(0.5) {
-			e.PayFirst = &workflows.Payment{Provider: "stripe", EventID: fmt.Sprintf("evt_race%d", i), Outcome: workflows.PaymentSucceeded,
+			e.PayFirst = &shop.Payment{Provider: "stripe", EventID: fmt.Sprintf("evt_race%d", i), Outcome: shop.PaymentSucceeded,
 				PaymentRef: fmt.Sprintf("pi_race%d", i), AmountCents: amount, Currency: "usd"}
 		}
 	}
@@ -285,7 +285,7 @@ func (e *event) String() string {
 	case evPay:
 		p := e.Payment
 		s := fmt.Sprintf("payment %s %s ref=%s", p.EventID, p.Outcome, p.PaymentRef)
-		if p.Outcome == workflows.PaymentSucceeded {
+		if p.Outcome == shop.PaymentSucceeded {
 			s += fmt.Sprintf(" %d %s", p.AmountCents, p.Currency)
 		}
 		if e.Buffered {

@@ -190,7 +190,7 @@ func runSeed(seed uint64) (res *seedResult) {
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
 		if st, ok := sa.GetKeyword(workflows.AttrCheckoutState); ok {
-			w.observe(workflows.Status(st), nil, "CheckoutState upsert")
+			w.observe(shop.Status(st), nil, "CheckoutState upsert")
 		}
 	}).Return(nil)
 
@@ -212,7 +212,7 @@ func runSeed(seed uint64) (res *seedResult) {
 				}
 				r := v.(workflows.ReservationResult)
 				w.observe(r.View.Status, r.View.ExpiresAt, "reservation answer")
-				if r.View.Status == workflows.StatusAwaitingPayment && r.View.ExpiresAt != nil {
+				if r.View.Status == shop.StatusAwaitingPayment && r.View.ExpiresAt != nil {
 					w.mu.Lock()
 					w.phase = "awaiting payment"
 					w.mu.Unlock()
@@ -244,7 +244,7 @@ func runSeed(seed uint64) (res *seedResult) {
 		})
 	}()
 	if w.runErr == nil && env.IsWorkflowCompleted() {
-		var v workflows.View
+		var v shop.View
 		if err := env.GetWorkflowError(); err != nil {
 			w.runErr = fmt.Errorf("the workflow failed: %w", err)
 		} else if err := env.GetWorkflowResult(&v); err != nil {
@@ -259,10 +259,10 @@ func runSeed(seed uint64) (res *seedResult) {
 }
 
 // cartLines is the cart as the client sends it: prices come from RecordCheckout.
-func cartLines(items []shop.Item) []workflows.CartLine {
-	out := make([]workflows.CartLine, len(items))
+func cartLines(items []shop.Item) []shop.CartLine {
+	out := make([]shop.CartLine, len(items))
 	for i, it := range items {
-		out[i] = workflows.CartLine{SKU: it.SKU, Quantity: it.Quantity}
+		out[i] = shop.CartLine{SKU: it.SKU, Quantity: it.Quantity}
 	}
 	return out
 }

@@ -43,7 +43,7 @@ type world struct {
 	// Postgres.
 	recorded bool
 	pgStatus string // "open" or how the checkout ended
-	order    *workflows.Payment
+	order    *shop.Payment
 
 	refunds []workflows.RefundInput
 	// signalled are the payment event ids the saga was handed (its signal handler ran). A
@@ -58,7 +58,7 @@ type world struct {
 	unexpected []string // activities the saga called that the explorer does not model
 
 	reservationAnswered bool
-	final               *workflows.View
+	final               *shop.View
 	runErr              error
 }
 
@@ -76,7 +76,7 @@ type delivery struct {
 	Seq          int
 	At           time.Time
 	What         string // "payment", "cancel update accepted", "workflow cancellation"
-	Payment      workflows.Payment
+	Payment      shop.Payment
 	Buffered     bool
 	Source       string // the event's anchor
 	Phase        string // what the saga was doing
@@ -86,7 +86,7 @@ type delivery struct {
 // observation is the saga's state as seen from outside at one moment.
 type observation struct {
 	At     time.Time
-	Status workflows.Status
+	Status shop.Status
 	Expiry time.Time
 	Source string
 }
@@ -179,7 +179,7 @@ type signalNoter struct {
 }
 
 func (n *signalNoter) HandleSignal(ctx workflow.Context, in *interceptor.HandleSignalInput) error {
-	var p workflows.Payment
+	var p shop.Payment
 	if in.SignalName == workflows.SignalPayment && in.Arg != nil && converter.GetDefaultDataConverter().FromPayloads(in.Arg, &p) == nil {
 		n.w.mu.Lock()
 		if n.w.signalled == nil {
@@ -417,8 +417,8 @@ func (w *world) confirmOrder(ctx context.Context, in activities.ConfirmOrderInpu
 		case !w.recorded || w.pgStatus != shop.RecordOpen:
 			return temporal.NewNonRetryableApplicationError("the checkout already ended without an order", shop.ErrTypeStockMismatch, nil)
 		}
-		w.order = &workflows.Payment{Provider: in.PaymentProvider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency}
-		w.pgStatus = string(workflows.StatusConfirmed)
+		w.order = &shop.Payment{Provider: in.PaymentProvider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency}
+		w.pgStatus = string(shop.StatusConfirmed)
 		return nil
 	})
 	if err != nil {
@@ -479,13 +479,13 @@ func (w *world) deliver(d delivery) {
 	}
 }
 
-func describePayment(p workflows.Payment, buffered bool) string {
+func describePayment(p shop.Payment, buffered bool) string {
 	return (&event{Kind: evPay, Payment: p, Buffered: buffered}).String()
 }
 
 // observe records the saga's state as seen from outside (query, update answer, search
 // attribute upsert, result).
-func (w *world) observe(status workflows.Status, expiresAt *time.Time, source string) {
+func (w *world) observe(status shop.Status, expiresAt *time.Time, source string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o := observation{At: w.env.Now(), Status: status, Source: source}
@@ -577,7 +577,7 @@ func (w *world) update(e *event, decided func()) {
 			w.mu.Unlock()
 		},
 		OnComplete: func(v any, err error) {
-			if view, ok := v.(workflows.View); ok && err == nil {
+			if view, ok := v.(shop.View); ok && err == nil {
 				w.observe(view.Status, view.ExpiresAt, e.Update+" answer")
 			}
 		},
@@ -589,7 +589,7 @@ func (w *world) query(source string) {
 	if err != nil {
 		return
 	}
-	var view workflows.View
+	var view shop.View
 	if v.Get(&view) == nil {
 		w.observe(view.Status, view.ExpiresAt, source)
 	}

@@ -1,6 +1,9 @@
 package workflows_test
 
-import "github.com/checkout-saga/checkout-saga/workflows"
+import (
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
 
 // checkoutInput is a cart of the given SKUs, two units of the first and one of each other.
 func checkoutInput(checkoutID string, timeoutSeconds int64, skus ...string) workflows.Input {
@@ -13,7 +16,7 @@ func checkoutInput(checkoutID string, timeoutSeconds int64, skus ...string) work
 		if i == 0 {
 			quantity = 2
 		}
-		in.Items = append(in.Items, workflows.CartLine{SKU: sku, Quantity: quantity})
+		in.Items = append(in.Items, shop.CartLine{SKU: sku, Quantity: quantity})
 	}
 	return in
 }

@@ -16,7 +16,7 @@ func (f *fixture) orphan(checkoutID, ref, ageSQL string) {
 	ctx := context.Background()
 	ev := shop.PaymentEvent{Provider: "stripe", EventID: "evt_" + ref, Type: "payment_intent.succeeded",
 		CheckoutID: checkoutID, PaymentRef: ref, AmountCents: 1_000, Currency: "usd",
-		Outcome: string(workflows.PaymentSucceeded), Payload: []byte(`{}`)}
+		Outcome: string(shop.PaymentSucceeded), Payload: []byte(`{}`)}
 	if _, err := f.acts.Store.RecordPaymentEvent(ctx, ev); err != nil {
 		f.t.Fatal(err)
 	}

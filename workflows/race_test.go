@@ -48,7 +48,7 @@ func (f *fixture) settled(checkoutID string, refs ...string) {
 }
 
 // runTo runs the saga to its end and fails the test unless it ended with want.
-func (f *fixture) runTo(in workflows.Input, want workflows.Status) workflows.View {
+func (f *fixture) runTo(in workflows.Input, want shop.Status) shop.View {
 	f.t.Helper()
 	v := f.run(in)
 	if v.Status != want {
@@ -73,7 +73,7 @@ func TestPaymentWhileEndingIsRefunded(t *testing.T) {
 			return f.acts.ReleaseStock(ctx, s)
 		})
 
-	f.runTo(in, workflows.StatusExpired)
+	f.runTo(in, shop.StatusExpired)
 
 	f.settled(in.CheckoutID, "pi_evt_late")
 	if p := f.level(phone); p.Held != 0 || p.Sold != 0 {
@@ -93,7 +93,7 @@ func TestPaymentWhileReservingThenOutOfStockIsRefunded(t *testing.T) {
 			return f.acts.ReserveStock(ctx, s)
 		})
 
-	f.runTo(in, workflows.StatusOutOfStock)
+	f.runTo(in, shop.StatusOutOfStock)
 
 	f.settled(in.CheckoutID, "pi_evt_early")
 }
@@ -108,7 +108,7 @@ func TestPaymentBeforePricingThenFailedRecordIsRefunded(t *testing.T) {
 			return shop.CheckoutRecord{}, temporal.NewNonRetryableApplicationError("mixed", shop.ErrTypeMixedCurrency, nil)
 		})
 
-	f.runTo(in, workflows.StatusFailed)
+	f.runTo(in, shop.StatusFailed)
 
 	f.settled(in.CheckoutID, "pi_evt_first")
 }
@@ -125,7 +125,7 @@ func TestWorkflowCancelRacingPaymentRefundsIt(t *testing.T) {
 	v := f.run(in)
 
 	f.settled(in.CheckoutID, "pi_evt_race")
-	if v.Status == workflows.StatusCancelled {
+	if v.Status == shop.StatusCancelled {
 		if p := f.level(phone); p.Held != 0 || p.Sold != 0 {
 			t.Errorf("phone: %+v, want nothing held or sold after the cancel", p)
 		}
@@ -140,7 +140,7 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	phone := first.sku(10, 99_900, 2)
 	in := input(shop.Item{SKU: phone, Quantity: 1})
 	first.payAt(time.Minute, paid("evt_1", 99_900))
-	if v := first.run(in); v.Status != workflows.StatusConfirmed {
+	if v := first.run(in); v.Status != shop.StatusConfirmed {
 		t.Fatalf("first run: %s, want confirmed", v.Status)
 	}
 	before := first.level(phone)
@@ -150,15 +150,15 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	res := again.reserveAt(0, "req-2")
 	// The payment that confirmed it, delivered again under another event id while the new run
 	// answers: the order's own payment, never refunded.
-	again.payAt(0, workflows.Payment{Provider: "stripe", EventID: "evt_1_again", Outcome: workflows.PaymentSucceeded,
+	again.payAt(0, shop.Payment{Provider: "stripe", EventID: "evt_1_again", Outcome: shop.PaymentSucceeded,
 		PaymentRef: "pi_evt_1", AmountCents: 99_900, Currency: "usd"})
 	in.RequestID = "req-2"
 	v := again.run(in)
 
-	if v.Status != workflows.StatusConfirmed || v.OrderID == nil {
+	if v.Status != shop.StatusConfirmed || v.OrderID == nil {
 		t.Errorf("second run: %s order %v, want the recorded confirmed end", v.Status, v.OrderID)
 	}
-	if res.Created || res.RejectCode != "" || res.View.Status != workflows.StatusConfirmed {
+	if res.Created || res.RejectCode != "" || res.View.Status != shop.StatusConfirmed {
 		t.Errorf("reservation answer = %+v, want the confirmed view, not created", res)
 	}
 	if after := again.level(phone); after != before {
@@ -177,7 +177,7 @@ func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 	ctx := context.Background()
 	ev := shop.PaymentEvent{Provider: "stripe", EventID: "evt_orphan", Type: "payment_intent.succeeded",
 		CheckoutID: in.CheckoutID, PaymentRef: "pi_orphan", AmountCents: 99_900, Currency: "usd",
-		Outcome: string(workflows.PaymentSucceeded), Payload: []byte(`{}`)}
+		Outcome: string(shop.PaymentSucceeded), Payload: []byte(`{}`)}
 	if _, err := f.acts.Store.RecordPaymentEvent(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusConfirmed {
+	if v.Status != shop.StatusConfirmed {
 		t.Errorf("status %s, want confirmed by the orphan payment", v.Status)
 	}
 	f.settled(in.CheckoutID, "pi_orphan")
@@ -216,7 +216,7 @@ func TestConfirmRefusedForLackOfStockForfeitsTheHolds(t *testing.T) {
 		f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_short", 99_900))
 	}, time.Minute)
 
-	f.runTo(in, workflows.StatusFailed)
+	f.runTo(in, shop.StatusFailed)
 
 	f.settled(in.CheckoutID, "pi_evt_short")
 	got, err := f.inv.Get(context.Background(), phone)

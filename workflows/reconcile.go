@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // ReconcileScheduleID is the Temporal Schedule that runs ReconcilePayments.
@@ -53,7 +54,7 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
 	deadline := workflow.Now(ctx).Add(time.Duration(in.WithinSeconds) * time.Second).UTC()
 	query := fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Running' AND CheckoutState = '%s' AND HoldExpiresAt < '%s'",
-		StatusAwaitingPayment, deadline.Format(time.RFC3339))
+		shop.StatusAwaitingPayment, deadline.Format(time.RFC3339))
 
 	var ids []string
 	if err := workflow.ExecuteActivity(ctx, acts.ListWorkflowIDs, activities.ListWorkflowsInput{Query: query, Limit: reconcileLimit}).Get(ctx, &ids); err != nil {
@@ -74,7 +75,7 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 			continue
 		}
 		for _, f := range found {
-			p := Payment{Provider: in.Provider, EventID: "reconcile-" + f.Ref, Outcome: PaymentSucceeded,
+			p := shop.Payment{Provider: in.Provider, EventID: "reconcile-" + f.Ref, Outcome: shop.PaymentSucceeded,
 				PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
 			if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, p).Get(ctx, nil); err != nil {
 				workflow.GetLogger(ctx).Warn("deliver reconciled payment", "checkout_id", checkoutID, "error", err)

@@ -140,22 +140,22 @@ func (r *recorder) start(in workflows.Input) workflows.ReservationResult {
 }
 
 // pay signals a payment event the way the webhook handler does (api/webhooks.go, deliver).
-func (r *recorder) pay(checkoutID, eventID string, outcome workflows.PaymentKind, ref string, amount int64) {
+func (r *recorder) pay(checkoutID, eventID string, outcome shop.PaymentKind, ref string, amount int64) {
 	r.t.Helper()
-	p := workflows.Payment{Provider: "stripe", EventID: eventID, Outcome: outcome, PaymentRef: ref, AmountCents: amount, Currency: "usd"}
-	if err := r.c.SignalWorkflow(r.ctx(), workflows.WorkflowID(checkoutID), "", workflows.SignalPayment, p); err != nil {
+	p := shop.Payment{Provider: "stripe", EventID: eventID, Outcome: outcome, PaymentRef: ref, AmountCents: amount, Currency: "usd"}
+	if err := r.c.SignalWorkflow(r.ctx(), shop.WorkflowID(checkoutID), "", workflows.SignalPayment, p); err != nil {
 		r.t.Fatalf("signal %s payment %s to %s: %v", outcome, eventID, checkoutID, err)
 	}
 }
 
 // update sends a support or customer update and waits for its answer.
-func (r *recorder) update(checkoutID, name string, arg any) workflows.View {
+func (r *recorder) update(checkoutID, name string, arg any) shop.View {
 	r.t.Helper()
 	h, err := r.c.UpdateWorkflow(r.ctx(), client.UpdateWorkflowOptions{
-		WorkflowID: workflows.WorkflowID(checkoutID), UpdateName: name, Args: []any{arg},
+		WorkflowID: shop.WorkflowID(checkoutID), UpdateName: name, Args: []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var v workflows.View
+	var v shop.View
 	if err == nil {
 		err = h.Get(r.ctx(), &v)
 	}
@@ -166,10 +166,10 @@ func (r *recorder) update(checkoutID, name string, arg any) workflows.View {
 }
 
 // ended waits for a checkout's saga to close and checks it recorded the path it claims to.
-func (r *recorder) ended(checkoutID string, want workflows.Status) workflows.View {
+func (r *recorder) ended(checkoutID string, want shop.Status) shop.View {
 	r.t.Helper()
-	var v workflows.View
-	if err := r.c.GetWorkflow(r.ctx(), workflows.WorkflowID(checkoutID), "").Get(r.ctx(), &v); err != nil {
+	var v shop.View
+	if err := r.c.GetWorkflow(r.ctx(), shop.WorkflowID(checkoutID), "").Get(r.ctx(), &v); err != nil {
 		r.t.Fatalf("checkout %s: %v", checkoutID, err)
 	}
 	if v.Status != want {
@@ -215,66 +215,66 @@ func (r *recorder) write(name, workflowID string) {
 func recordConfirmed(r *recorder) string {
 	in := checkoutInput("c-confirmed", 600, r.sku(10), r.sku(10))
 	res := r.start(in)
-	if !res.Created || res.View.Status != workflows.StatusAwaitingPayment {
+	if !res.Created || res.View.Status != shop.StatusAwaitingPayment {
 		r.t.Fatalf("reservation answered %+v", res)
 	}
-	r.pay(in.CheckoutID, "evt_confirmed", workflows.PaymentSucceeded, "pi_confirmed", res.View.AmountCents)
-	r.ended(in.CheckoutID, workflows.StatusConfirmed)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.pay(in.CheckoutID, "evt_confirmed", shop.PaymentSucceeded, "pi_confirmed", res.View.AmountCents)
+	r.ended(in.CheckoutID, shop.StatusConfirmed)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordOutOfStock(r *recorder) string {
 	in := checkoutInput("c-out-of-stock", 600, r.sku(10), r.sku(0))
-	if res := r.start(in); res.RejectCode != workflows.RejectOutOfStock {
+	if res := r.start(in); res.RejectCode != shop.RejectOutOfStock {
 		r.t.Fatalf("reservation answered %+v, want out_of_stock", res)
 	}
-	r.ended(in.CheckoutID, workflows.StatusOutOfStock)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.ended(in.CheckoutID, shop.StatusOutOfStock)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordExpired(r *recorder) string {
 	in := checkoutInput("c-expired", 2, r.sku(10))
 	r.start(in)
-	r.ended(in.CheckoutID, workflows.StatusExpired)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.ended(in.CheckoutID, shop.StatusExpired)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordCancelledByUpdate(r *recorder) string {
 	in := checkoutInput("c-cancelled-by-update", 600, r.sku(10))
 	r.start(in)
-	if v := r.update(in.CheckoutID, workflows.UpdateCancel, workflows.CancelRequest{By: "customer"}); v.Status != workflows.StatusCancelled {
+	if v := r.update(in.CheckoutID, workflows.UpdateCancel, workflows.CancelRequest{By: "customer"}); v.Status != shop.StatusCancelled {
 		r.t.Fatalf("cancel update answered %s", v.Status)
 	}
-	r.ended(in.CheckoutID, workflows.StatusCancelled)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.ended(in.CheckoutID, shop.StatusCancelled)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordCancelledByWorkflowCancel(r *recorder) string {
 	in := checkoutInput("c-cancelled-by-workflow-cancel", 600, r.sku(10))
 	r.start(in)
-	if err := r.c.CancelWorkflow(r.ctx(), workflows.WorkflowID(in.CheckoutID), ""); err != nil {
+	if err := r.c.CancelWorkflow(r.ctx(), shop.WorkflowID(in.CheckoutID), ""); err != nil {
 		r.t.Fatalf("cancel workflow: %v", err)
 	}
-	r.ended(in.CheckoutID, workflows.StatusCancelled)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.ended(in.CheckoutID, shop.StatusCancelled)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordPaymentFailedThenSucceeded(r *recorder) string {
 	in := checkoutInput("c-payment-failed-then-succeeded", 600, r.sku(10))
 	res := r.start(in)
 	// Signals enter the history, and the saga, in the order they are sent.
-	r.pay(in.CheckoutID, "evt_declined", workflows.PaymentFailed, "pi_declined", res.View.AmountCents)
-	r.pay(in.CheckoutID, "evt_second_card", workflows.PaymentSucceeded, "pi_second_card", res.View.AmountCents)
-	r.ended(in.CheckoutID, workflows.StatusConfirmed)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.pay(in.CheckoutID, "evt_declined", shop.PaymentFailed, "pi_declined", res.View.AmountCents)
+	r.pay(in.CheckoutID, "evt_second_card", shop.PaymentSucceeded, "pi_second_card", res.View.AmountCents)
+	r.ended(in.CheckoutID, shop.StatusConfirmed)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordPaymentCanceled(r *recorder) string {
 	in := checkoutInput("c-payment-canceled", 600, r.sku(10))
 	res := r.start(in)
-	r.pay(in.CheckoutID, "evt_canceled", workflows.PaymentCanceled, "pi_canceled", res.View.AmountCents)
-	r.ended(in.CheckoutID, workflows.StatusPaymentFailed)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.pay(in.CheckoutID, "evt_canceled", shop.PaymentCanceled, "pi_canceled", res.View.AmountCents)
+	r.ended(in.CheckoutID, shop.StatusPaymentFailed)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordExtended(r *recorder) string {
@@ -284,9 +284,9 @@ func recordExtended(r *recorder) string {
 	if v.ExpiresAt == nil || !v.ExpiresAt.After(*res.View.ExpiresAt) {
 		r.t.Fatalf("extend answered expires_at %v, was %v", v.ExpiresAt, res.View.ExpiresAt)
 	}
-	r.pay(in.CheckoutID, "evt_extended", workflows.PaymentSucceeded, "pi_extended", res.View.AmountCents)
-	r.ended(in.CheckoutID, workflows.StatusConfirmed)
-	return workflows.WorkflowID(in.CheckoutID)
+	r.pay(in.CheckoutID, "evt_extended", shop.PaymentSucceeded, "pi_extended", res.View.AmountCents)
+	r.ended(in.CheckoutID, shop.StatusConfirmed)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 func recordDuplicatePaymentSignals(r *recorder) string {
@@ -294,13 +294,13 @@ func recordDuplicatePaymentSignals(r *recorder) string {
 	res := r.start(in)
 	// The provider delivers the webhook twice, and reconciliation finds the same payment
 	// under its own event id: one order, no refund.
-	r.pay(in.CheckoutID, "evt_dup", workflows.PaymentSucceeded, "pi_dup", res.View.AmountCents)
-	r.pay(in.CheckoutID, "evt_dup", workflows.PaymentSucceeded, "pi_dup", res.View.AmountCents)
-	r.pay(in.CheckoutID, "reconcile-pi_dup", workflows.PaymentSucceeded, "pi_dup", res.View.AmountCents)
-	if v := r.ended(in.CheckoutID, workflows.StatusConfirmed); len(v.Refunds) != 0 {
+	r.pay(in.CheckoutID, "evt_dup", shop.PaymentSucceeded, "pi_dup", res.View.AmountCents)
+	r.pay(in.CheckoutID, "evt_dup", shop.PaymentSucceeded, "pi_dup", res.View.AmountCents)
+	r.pay(in.CheckoutID, "reconcile-pi_dup", shop.PaymentSucceeded, "pi_dup", res.View.AmountCents)
+	if v := r.ended(in.CheckoutID, shop.StatusConfirmed); len(v.Refunds) != 0 {
 		r.t.Fatalf("duplicates started refunds %v", v.Refunds)
 	}
-	return workflows.WorkflowID(in.CheckoutID)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 // recordWrongAmount pays a checkout with the wrong amount through a real (local) Stripe
@@ -311,8 +311,8 @@ func recordWrongAmount(r *recorder) string {
 	res := r.start(in)
 	wrong := res.View.AmountCents - 100
 	pi := r.stripe.AddIntent(in.CheckoutID, "succeeded", wrong, "usd")
-	r.pay(in.CheckoutID, "evt_wrong_amount", workflows.PaymentSucceeded, pi, wrong)
-	v := r.ended(in.CheckoutID, workflows.StatusExpired)
+	r.pay(in.CheckoutID, "evt_wrong_amount", shop.PaymentSucceeded, pi, wrong)
+	v := r.ended(in.CheckoutID, shop.StatusExpired)
 	refundID := workflows.RefundWorkflowID("stripe", pi)
 	if !v.NeedsAttention || len(v.Refunds) != 1 || v.Refunds[0] != refundID {
 		r.t.Fatalf("wrong amount ended %+v, want flagged with refund %s", v, refundID)
@@ -325,7 +325,7 @@ func recordWrongAmount(r *recorder) string {
 		r.t.Fatalf("refund ended %+v with stripe refunds %+v, want one refund", rv, r.stripe.Refunds())
 	}
 	r.write("refund", refundID)
-	return workflows.WorkflowID(in.CheckoutID)
+	return shop.WorkflowID(in.CheckoutID)
 }
 
 // recordReconcilePayments runs ReconcilePayments for a checkout whose webhook never came:
@@ -334,7 +334,7 @@ func recordReconcilePayments(r *recorder) string {
 	in := checkoutInput("c-missed-webhook", 120, r.sku(10))
 	res := r.start(in)
 	r.stripe.AddIntent(in.CheckoutID, "succeeded", res.View.AmountCents, "usd")
-	query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", workflows.WorkflowID(in.CheckoutID), workflows.StatusAwaitingPayment)
+	query := fmt.Sprintf("WorkflowId = '%s' AND CheckoutState = '%s'", shop.WorkflowID(in.CheckoutID), shop.StatusAwaitingPayment)
 	r.waitListed(query)
 
 	id := "reconcile-payments-record"
@@ -347,7 +347,7 @@ func recordReconcilePayments(r *recorder) string {
 	if err := run.Get(r.ctx(), &got); err != nil || got.Delivered != 1 {
 		r.t.Fatalf("ReconcilePayments: %+v, %v; want one payment delivered", got, err)
 	}
-	r.ended(in.CheckoutID, workflows.StatusConfirmed)
+	r.ended(in.CheckoutID, shop.StatusConfirmed)
 	return id
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // RefundInput is a payment the product must give back.
@@ -148,7 +149,7 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		func(ctx workflow.Context, _ RetryRequest) (RefundView, error) { retry = true; return v, nil },
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, _ RetryRequest) error {
 			if v.Status != RefundStuck {
-				return temporal.NewApplicationError("the refund is not waiting to be retried", ErrTypeNothingToRetry)
+				return temporal.NewApplicationError("the refund is not waiting to be retried", shop.ErrTypeNothingToRetry)
 			}
 			return nil
 		}})

@@ -11,6 +11,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -19,9 +20,9 @@ import (
 // own bad-history tests check). If this passes while TestReplayRecordedHistories would also
 // pass on such a change, the replay test guards nothing.
 func TestReplayRefusesASagaChangedWithoutAVersion(t *testing.T) {
-	changed := func(ctx workflow.Context, in workflows.Input) (workflows.View, error) {
+	changed := func(ctx workflow.Context, in workflows.Input) (shop.View, error) {
 		if err := workflow.Sleep(ctx, time.Second); err != nil {
-			return workflows.View{}, err
+			return shop.View{}, err
 		}
 		return workflows.Checkout(ctx, in)
 	}

@@ -6,6 +6,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // StartOptions are how every checkout saga is started: by the API, by the history recorder
@@ -14,7 +16,7 @@ import (
 // REJECT_DUPLICATE refuses a second saga for a cart whose saga already finished.
 func StartOptions(in Input) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       WorkflowID(in.CheckoutID),
+		ID:                       shop.WorkflowID(in.CheckoutID),
 		TaskQueue:                TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -39,7 +41,7 @@ func ReservationUpdate(in Input) client.UpdateWorkflowOptions {
 }
 
 // itemList reads "2 x PHONE-X, 1 x CASE-X".
-func itemList(items []CartLine) string {
+func itemList(items []shop.CartLine) string {
 	parts := make([]string, len(items))
 	for i, it := range items {
 		parts[i] = fmt.Sprintf("%d x %s", it.Quantity, it.SKU)

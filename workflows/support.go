@@ -6,6 +6,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // MaxHold bounds how long a checkout may hold stock in all, extensions included: held units
@@ -16,7 +18,7 @@ const MaxHold = 48 * time.Hour
 // checkout has a validator, so a bad request is refused before it enters the history. The
 // payment signal has no handler: the main coroutine receives it (see checkout.payments).
 func (c *checkout) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (View, error) { return c.view, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (shop.View, error) { return c.view, nil }); err != nil {
 		return fmt.Errorf("register status query: %w", err)
 	}
 	handlers := []struct {
@@ -40,7 +42,7 @@ func (c *checkout) registerHandlers(ctx workflow.Context) error {
 
 // reservation answers once the checkout holds every SKU or was refused.
 func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (ReservationResult, error) {
-	if err := workflow.Await(ctx, func() bool { return c.state != StatusReserving }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return c.state != shop.StatusReserving }); err != nil {
 		return ReservationResult{}, err
 	}
 	return ReservationResult{
@@ -51,7 +53,7 @@ func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (Re
 
 func (c *checkout) validateCancel(ctx workflow.Context, req CancelRequest) error {
 	if c.paidFor() {
-		return temporal.NewApplicationError("checkout is already paid and cannot be cancelled", ErrTypeAlreadyPaid)
+		return temporal.NewApplicationError("checkout is already paid and cannot be cancelled", shop.ErrTypeAlreadyPaid)
 	}
 	if req.By != "customer" && req.By != "support" {
 		return fmt.Errorf("cancel: by must be customer or support, not %q", req.By)
@@ -61,33 +63,33 @@ func (c *checkout) validateCancel(ctx workflow.Context, req CancelRequest) error
 
 // cancel ends an open checkout; it answers with the final view. Cancelling a checkout that
 // already ended otherwise is harmless and answers with that end.
-func (c *checkout) cancel(ctx workflow.Context, req CancelRequest) (View, error) {
+func (c *checkout) cancel(ctx workflow.Context, req CancelRequest) (shop.View, error) {
 	if c.takesCancel() {
 		c.cancelBy = req.By
 		c.wake.SendAsync(struct{}{})
 	}
 	if err := workflow.Await(ctx, func() bool { return c.state.Final() }); err != nil {
-		return View{}, err
+		return shop.View{}, err
 	}
 	return c.view, nil
 }
 
 func (c *checkout) validateExtend(ctx workflow.Context, req ExtendRequest) error {
 	if !c.extendable() {
-		return temporal.NewApplicationError(fmt.Sprintf("only a checkout awaiting payment can be extended; this one is %s", c.state), ErrTypeNotExtendable)
+		return temporal.NewApplicationError(fmt.Sprintf("only a checkout awaiting payment can be extended; this one is %s", c.state), shop.ErrTypeNotExtendable)
 	}
 	if req.Seconds < 1 || req.Seconds > MaxPaymentTimeoutSeconds {
-		return temporal.NewApplicationError(fmt.Sprintf("seconds must be between 1 and %d", MaxPaymentTimeoutSeconds), ErrTypeInvalidSupportRequest)
+		return temporal.NewApplicationError(fmt.Sprintf("seconds must be between 1 and %d", MaxPaymentTimeoutSeconds), shop.ErrTypeInvalidSupportRequest)
 	}
 	if until := c.expiresAt.Add(time.Duration(req.Seconds) * time.Second); until.Sub(c.holdStarted) > MaxHold {
 		return temporal.NewApplicationError(fmt.Sprintf("a hold may last at most %s in all; this one may be extended until %s",
-			MaxHold, c.holdStarted.Add(MaxHold).Format(time.RFC3339)), ErrTypeInvalidSupportRequest)
+			MaxHold, c.holdStarted.Add(MaxHold).Format(time.RFC3339)), shop.ErrTypeInvalidSupportRequest)
 	}
 	return nil
 }
 
 // extend moves the payment deadline later; the payment timer restarts with the new deadline.
-func (c *checkout) extend(ctx workflow.Context, req ExtendRequest) (View, error) {
+func (c *checkout) extend(ctx workflow.Context, req ExtendRequest) (shop.View, error) {
 	c.expiresAt = c.expiresAt.Add(time.Duration(req.Seconds) * time.Second)
 	c.view.ExpiresAt = ptr(c.expiresAt)
 	c.extended = true
@@ -99,30 +101,30 @@ func (c *checkout) extend(ctx workflow.Context, req ExtendRequest) (View, error)
 
 func (c *checkout) validateRetry(ctx workflow.Context, req RetryRequest) error {
 	if c.stuck == "" {
-		return temporal.NewApplicationError("no step of this checkout is waiting to be retried", ErrTypeNothingToRetry)
+		return temporal.NewApplicationError("no step of this checkout is waiting to be retried", shop.ErrTypeNothingToRetry)
 	}
 	return nil
 }
 
 // retry wakes a stuck step at once instead of at its next automatic attempt.
-func (c *checkout) retry(ctx workflow.Context, req RetryRequest) (View, error) {
+func (c *checkout) retry(ctx workflow.Context, req RetryRequest) (shop.View, error) {
 	c.retryRequested = true
 	return c.view, nil
 }
 
 func (c *checkout) validateAcknowledge(ctx workflow.Context, req AcknowledgeRequest) error {
 	if !c.flagged {
-		return temporal.NewApplicationError("the checkout is not flagged (a stuck step clears itself when it succeeds)", ErrTypeNothingToRetry)
+		return temporal.NewApplicationError("the checkout is not flagged (a stuck step clears itself when it succeeds)", shop.ErrTypeNothingToRetry)
 	}
 	return nil
 }
 
 // acknowledge clears a flag support has dealt with (a wrong payment whose refund went
 // through, say). A stuck step keeps the checkout flagged until it succeeds.
-func (c *checkout) acknowledge(ctx workflow.Context, req AcknowledgeRequest) (View, error) {
+func (c *checkout) acknowledge(ctx workflow.Context, req AcknowledgeRequest) (shop.View, error) {
 	c.flagged = false
 	c.refreshAttention(ctx)
-	if c.state == StatusAwaitingPayment {
+	if c.state == shop.StatusAwaitingPayment {
 		c.waitingDetails(ctx)
 	}
 	return c.view, nil

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -19,7 +20,7 @@ import (
 type updateResult struct {
 	rejected error
 	failed   error
-	view     workflows.View
+	view     shop.View
 	done     bool
 }
 
@@ -31,7 +32,7 @@ func (f *fixture) updateAt(d time.Duration, name, id string, arg any) *updateRes
 			OnReject: func(err error) { r.rejected, r.done = err, true },
 			OnComplete: func(v any, err error) {
 				r.failed, r.done = err, true
-				if view, ok := v.(workflows.View); ok {
+				if view, ok := v.(shop.View); ok {
 					r.view = view
 				}
 			},
@@ -40,13 +41,13 @@ func (f *fixture) updateAt(d time.Duration, name, id string, arg any) *updateRes
 	return r
 }
 
-func (f *fixture) status() workflows.View {
+func (f *fixture) status() shop.View {
 	f.t.Helper()
 	v, err := f.env.QueryWorkflow(workflows.QueryStatus)
 	if err != nil {
 		f.t.Fatalf("query status: %v", err)
 	}
-	var view workflows.View
+	var view shop.View
 	if err := v.Get(&view); err != nil {
 		f.t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestExtendMovesTheDeadlineWithinTheCap(t *testing.T) {
 	if ok.rejected != nil || ok.view.ExpiresAt == nil {
 		t.Fatalf("extend by 600 s: %+v, want accepted with a new expiry", ok)
 	}
-	if v.Status != workflows.StatusExpired {
+	if v.Status != shop.StatusExpired {
 		t.Fatalf("status %s, want expired at the extended deadline", v.Status)
 	}
 	if held := f.env.Now().Sub(start); held < 900*time.Second+24*time.Hour+600*time.Second {
@@ -96,7 +97,7 @@ func TestExtendRefusedOnceDecided(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != workflows.StatusCancelled || v.Reason == nil || !strings.Contains(*v.Reason, "support") {
+	if v.Status != shop.StatusCancelled || v.Reason == nil || !strings.Contains(*v.Reason, "support") {
 		t.Fatalf("status %s reason %v, want cancelled by support", v.Status, v.Reason)
 	}
 	if late.rejected == nil {
@@ -120,7 +121,7 @@ func TestStuckReleaseWaitsForSupportRetry(t *testing.T) {
 		})
 	// Long after the retry budget is spent, support looks: the checkout is flagged and
 	// says what is wrong; the retry action without a fix stays stuck, with a fix it ends.
-	var flagged workflows.View
+	var flagged shop.View
 	f.env.RegisterDelayedCallback(func() { flagged = f.status() }, time.Hour)
 	noFix := f.updateAt(time.Hour+time.Minute, workflows.UpdateRetry, "r1", workflows.RetryRequest{})
 	f.env.RegisterDelayedCallback(func() { broken.Store(false) }, 2*time.Hour)
@@ -134,7 +135,7 @@ func TestStuckReleaseWaitsForSupportRetry(t *testing.T) {
 	if noFix.rejected != nil || fixed.rejected != nil {
 		t.Errorf("retry updates rejected: %v, %v", noFix.rejected, fixed.rejected)
 	}
-	if v.Status != workflows.StatusExpired || v.NeedsAttention || v.Attention != "" {
+	if v.Status != shop.StatusExpired || v.NeedsAttention || v.Attention != "" {
 		t.Errorf("end: status %s needs_attention %v attention %q; want expired and no longer flagged", v.Status, v.NeedsAttention, v.Attention)
 	}
 	if p := f.level(phone); p.Held != 0 || p.Available != 10 {
@@ -159,9 +160,9 @@ func TestRetryRefusedWhenNothingIsStuck(t *testing.T) {
 
 func TestAcknowledgeClearsAFlag(t *testing.T) {
 	f, _, in := phoneCheckout(t, 1)
-	f.payAt(time.Minute, workflows.Payment{Provider: "stripe", EventID: "evt_w", Outcome: workflows.PaymentSucceeded, PaymentRef: "pi_w", AmountCents: 1, Currency: "usd"})
+	f.payAt(time.Minute, shop.Payment{Provider: "stripe", EventID: "evt_w", Outcome: shop.PaymentSucceeded, PaymentRef: "pi_w", AmountCents: 1, Currency: "usd"})
 	early := f.updateAt(30*time.Second, workflows.UpdateAcknowledge, "a0", workflows.AcknowledgeRequest{})
-	var flagged workflows.View
+	var flagged shop.View
 	f.env.RegisterDelayedCallback(func() { flagged = f.status() }, 2*time.Minute)
 	ack := f.updateAt(3*time.Minute, workflows.UpdateAcknowledge, "a1", workflows.AcknowledgeRequest{})
 	f.payAt(4*time.Minute, paid("evt_ok", 99_900))
@@ -177,7 +178,7 @@ func TestAcknowledgeClearsAFlag(t *testing.T) {
 	if ack.rejected != nil || ack.view.NeedsAttention {
 		t.Errorf("acknowledge: %+v, want accepted and the flag cleared", ack)
 	}
-	if v.Status != workflows.StatusConfirmed || v.NeedsAttention {
+	if v.Status != shop.StatusConfirmed || v.NeedsAttention {
 		t.Errorf("end: %s needs_attention %v; want confirmed and not flagged", v.Status, v.NeedsAttention)
 	}
 }

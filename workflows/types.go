@@ -29,8 +29,9 @@ const (
 )
 
 // The vocabulary's words under the names the saga's code uses. They are aliases (the same
-// types and values as package shop's), kept so the saga reads as before; new code,
-// and every package outside workflows, names package shop directly.
+// types and values as package shop's) that remain only while workflows/checkout.go,
+// decision.go, undo.go, options.go, api/checkouts.go and bench/stack.go still use them
+// (issue 11); every other file names package shop directly, and so does new code.
 type (
 	Status      = shop.Status
 	CartLine    = shop.CartLine
@@ -39,13 +40,8 @@ type (
 	PaymentKind = shop.PaymentKind
 )
 
-// Error types of refused support updates; the API maps them to HTTP answers.
-const (
-	ErrTypeAlreadyPaid           = shop.ErrTypeAlreadyPaid
-	ErrTypeNotExtendable         = shop.ErrTypeNotExtendable
-	ErrTypeInvalidSupportRequest = shop.ErrTypeInvalidSupportRequest
-	ErrTypeNothingToRetry        = shop.ErrTypeNothingToRetry
-)
+// ErrTypeAlreadyPaid refuses cancelling a paid checkout (shop.ErrTypeAlreadyPaid).
+const ErrTypeAlreadyPaid = shop.ErrTypeAlreadyPaid
 
 // ExtendRequest is the argument of the extend update.
 type ExtendRequest struct {

@@ -102,7 +102,7 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 
 	// A span is exported when it ends: the workflow's when the saga does (confirmed, once the
 	// payment arrived), each HTTP request's just after its answer went out.
-	workflowID := workflows.WorkflowID(cart)
+	workflowID := shop.WorkflowID(cart)
 	var spans spanTree
 	require.Eventually(t, func() bool {
 		spans = newSpanTree(exporter.GetSpans())

@@ -33,7 +33,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 const (
@@ -63,8 +63,8 @@ func TestSupportFindsAndReadsCheckoutsInTheWebUI(t *testing.T) {
 	other := p.checkout("c-126-"+run, u7, item(phone, 1))                   // another customer, waiting
 	p.pay(paid)
 	p.cancel(cancelled)
-	p.waitStatus(paid.CheckoutID, workflows.StatusConfirmed)
-	p.waitStatus(cancelled.CheckoutID, workflows.StatusCancelled)
+	p.waitStatus(paid.CheckoutID, shop.StatusConfirmed)
+	p.waitStatus(cancelled.CheckoutID, shop.StatusCancelled)
 
 	// The list the UI shows is a visibility query: wait until the server's own answer is
 	// the expected one (visibility lags a moment), so the browser checks the UI, not the lag.
@@ -390,7 +390,7 @@ func (p *product) view(checkoutID string) api.CheckoutView {
 }
 
 // waitStatus polls the checkout until it has status s.
-func (p *product) waitStatus(checkoutID string, s workflows.Status) {
+func (p *product) waitStatus(checkoutID string, s shop.Status) {
 	p.t.Helper()
 	require.Eventually(p.t, func() bool { return p.view(checkoutID).Status == s }, uiDeadline, 100*time.Millisecond,
 		"checkout %s never %s", checkoutID, s)
