@@ -38,7 +38,9 @@ func TestTemporalHandlerExportsHistogramsAndPollCounters(t *testing.T) {
 	s2sName, pollName := "temporal_workflow_task_schedule_to_start_latency_seconds", "temporal_workflow_task_queue_poll_succeed_total"
 	var families map[string]*dto.MetricFamily
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		families = gather(c, reg)
+		var err error
+		families, err = gather(reg)
+		require.NoError(c, err, "gather")
 		var observed uint64
 		var polls float64
 		for _, m := range families[s2sName].GetMetric() {
@@ -71,15 +73,17 @@ func TestTemporalHandlerExportsHistogramsAndPollCounters(t *testing.T) {
 	}
 }
 
-// gather reads g; t is the test, or an Eventually condition's CollectT.
-func gather(t require.TestingT, g prometheus.Gatherer) map[string]*dto.MetricFamily {
+// gather reads g's families by name.
+func gather(g prometheus.Gatherer) (map[string]*dto.MetricFamily, error) {
 	mfs, err := g.Gather()
-	require.NoError(t, err, "gather")
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]*dto.MetricFamily{}
 	for _, mf := range mfs {
 		out[mf.GetName()] = mf
 	}
-	return out
+	return out, nil
 }
 
 func names(families map[string]*dto.MetricFamily) []string {
