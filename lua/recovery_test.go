@@ -17,11 +17,8 @@ func lostSKU(t *testing.T, onHand, maxPerOrder int64) (*Stock, *redis.Client, st
 }
 
 func TestRebuildAfterRedisLostTheSKU(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, rdb, sku := reserved(t, 10, 5, "c-a", 3)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-a", 3); err != nil {
-		t.Fatal(err)
-	}
 	// Redis loses everything about the SKU, as after a restart without persistence.
 	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	if _, err := s.Reserve(ctx, sku, "c-new", 1); err == nil {
@@ -86,11 +83,8 @@ func TestRebuildSkipsReleasedCheckouts(t *testing.T) {
 }
 
 func TestReconcileRepairsDrift(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, rdb, sku := reserved(t, 10, 5, "c-a", 2)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-a", 2); err != nil {
-		t.Fatal(err)
-	}
 	// Drift upwards (would oversell): available says 20.
 	rdb.HSet(ctx, StockKey(sku), "available", 20)
 	r, err := s.Reconcile(ctx, sku, 10, []Hold{{"c-a", 2}}, nil, 0)

@@ -82,6 +82,16 @@ func stocked(t testing.TB, onHand, maxPerOrder int64) (*Stock, *redis.Client, st
 	return s, rdb, sku
 }
 
+// reserved is stocked with one hold already placed: quantity units for checkoutID.
+func reserved(t testing.TB, onHand, maxPerOrder int64, checkoutID string, quantity int64) (*Stock, *redis.Client, string) {
+	t.Helper()
+	s, rdb, sku := stocked(t, onHand, maxPerOrder)
+	if _, err := s.Reserve(t.Context(), sku, checkoutID, quantity); err != nil {
+		t.Fatalf("reserve %d of %s for %s: %v", quantity, sku, checkoutID, err)
+	}
+	return s, rdb, sku
+}
+
 // assertLevel checks the stock hash and that the holds hash agrees with it:
 // HLEN == holds and the sum of its quantities == held.
 func assertLevel(t *testing.T, s *Stock, rdb *redis.Client, sku string, available, held int64, holds int) {

@@ -9,11 +9,8 @@ import (
 // reconciler must count every open checkout as holding and restore the hold, not publish its
 // unit as available.
 func TestReconcileRestoresLostHolds(t *testing.T) {
-	s, rdb, sku := stocked(t, 1, 1)
+	s, rdb, sku := reserved(t, 1, 1, "c-a", 1)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-a", 1); err != nil {
-		t.Fatal(err)
-	}
 	rdb.HDel(ctx, HoldsKey(sku), "c-a") // the write the failover lost
 	rdb.HSet(ctx, StockKey(sku), "available", 1, "held", 0)
 	r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-a", 1}}, nil, 0)
@@ -83,11 +80,8 @@ func TestRolledBackRedisRefusesUntilReconciled(t *testing.T) {
 // A full loss after this process saw the SKU: release refuses until the rebuild, so the
 // rebuild's placeholder is what the release returns.
 func TestReleaseAfterFullLossWaitsForRebuild(t *testing.T) {
-	s, rdb, sku := stocked(t, 2, 2)
+	s, rdb, sku := reserved(t, 2, 2, "c-1", 2)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 2); err != nil {
-		t.Fatal(err)
-	}
 	rdb.Del(ctx, StockKey(sku), HoldsKey(sku))
 	if _, err := s.Release(ctx, sku, "c-1"); !errors.Is(err, ErrRolledBack) {
 		t.Fatalf("release on an empty redis: %v; want ErrRolledBack", err)
@@ -136,11 +130,8 @@ func TestForfeitEndsTheHoldWithoutReturningUnits(t *testing.T) {
 }
 
 func TestStageChangeHoldsAnOperatorsChangeUntilPostgresHasIt(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 2)
+	s, rdb, sku := reserved(t, 10, 2, "c-1", 2)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 2); err != nil {
-		t.Fatal(err)
-	}
 	// A decrease beyond the units not held is refused and changes nothing.
 	var short *InsufficientStockError
 	if _, err := s.StageChange(ctx, sku, "dchg-1", -9, 2); !errors.As(err, &short) || short.Available != 8 {
@@ -203,11 +194,8 @@ func TestStageChangeHoldsAnOperatorsChangeUntilPostgresHasIt(t *testing.T) {
 // release, so Redis still holds for a checkout Postgres ended without a sale. The resync
 // passes it as UnsoldHoldID: its hold ends as released, and its units are available again.
 func TestReconcileReleasesTheHoldOfACheckoutThatEndedUnsold(t *testing.T) {
-	s, _, sku := stocked(t, 10, 5)
+	s, _, sku := reserved(t, 10, 5, "c-cancelled", 2)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-cancelled", 2); err != nil {
-		t.Fatal(err)
-	}
 	r, err := s.Reconcile(ctx, sku, 10, nil, []string{UnsoldHoldID("c-cancelled")}, 0)
 	if err != nil || r.After != 10 {
 		t.Fatalf("reconcile = %+v, %v; want 10 available", r, err)

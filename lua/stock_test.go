@@ -62,11 +62,8 @@ func TestReserveOverLimitCarriesLimit(t *testing.T) {
 }
 
 func TestReserveOutOfStockChangesNothing(t *testing.T) {
-	s, rdb, sku := stocked(t, 3, 2)
+	s, rdb, sku := reserved(t, 3, 2, "c-1", 2)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 2); err != nil {
-		t.Fatalf("first reserve: %v", err)
-	}
 	_, err := s.Reserve(ctx, sku, "c-123", 2)
 	var out *OutOfStockError
 	if !errors.As(err, &out) || !errors.Is(err, ErrOutOfStock) || out.Available != 1 || out.Requested != 2 {
@@ -127,22 +124,28 @@ func TestReserveTwiceHoldsOnce(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 7, 3, 1)
 }
 
-func TestReleaseTwiceReturnsUnitsOnce(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
-	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 4); err != nil {
-		t.Fatalf("reserve: %v", err)
+// Ending a hold twice moves its units once: a release gives them back to available, a commit
+// sells them (available is untouched; on_hand in Postgres drops with the order, so
+// available + held == on_hand still holds). The second call ends nothing and answers 0.
+func TestEndingAHoldTwiceMovesItsUnitsOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		end           func(s *Stock, ctx context.Context, sku, checkoutID string) (int64, error)
+		wantAvailable int64
+	}{
+		{"release", (*Stock).Release, 10},
+		{"commit", (*Stock).Commit, 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, rdb, sku := reserved(t, 10, 5, "c-1", 3)
+			for i, want := range []int64{3, 0} {
+				if n, err := tt.end(s, t.Context(), sku, "c-1"); err != nil || n != want {
+					t.Fatalf("%s #%d = %d, %v; want %d, nil", tt.name, i+1, n, err, want)
+				}
+				assertLevel(t, s, rdb, sku, tt.wantAvailable, 0, 0)
+			}
+		})
 	}
-	n, err := s.Release(ctx, sku, "c-1")
-	if err != nil || n != 4 {
-		t.Fatalf("first release = %d, %v; want 4, nil", n, err)
-	}
-	assertLevel(t, s, rdb, sku, 10, 0, 0)
-	n, err = s.Release(ctx, sku, "c-1")
-	if err != nil || n != 0 {
-		t.Fatalf("second release = %d, %v; want 0, nil", n, err)
-	}
-	assertLevel(t, s, rdb, sku, 10, 0, 0)
 }
 
 func TestReleaseBeforeReserveRefusesReserve(t *testing.T) {
@@ -189,27 +192,15 @@ func TestReleaseBeforeReserveRefusesReserve(t *testing.T) {
 	})
 }
 
+// A committed hold is a sale: the checkout cannot reserve again (the commit twice is in
+// TestEndingAHoldTwiceMovesItsUnitsOnce).
 func TestCommitTurnsAHoldIntoASale(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, rdb, sku := reserved(t, 10, 5, "c-1", 3)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
-		t.Fatalf("reserve: %v", err)
-	}
-	n, err := s.Commit(ctx, sku, "c-1")
-	if err != nil || n != 3 {
+	if n, err := s.Commit(ctx, sku, "c-1"); err != nil || n != 3 {
 		t.Fatalf("commit = %d, %v; want 3, nil", n, err)
 	}
-	// available is untouched; on_hand (Postgres) drops to 7 with the order,
-	// so available + held == on_hand still holds.
-	assertLevel(t, s, rdb, sku, 7, 0, 0)
-
-	n, err = s.Commit(ctx, sku, "c-1")
-	if err != nil || n != 0 {
-		t.Fatalf("repeated commit = %d, %v; want 0, nil", n, err)
-	}
-	assertLevel(t, s, rdb, sku, 7, 0, 0)
-
-	_, err = s.Reserve(ctx, sku, "c-1", 3)
+	_, err := s.Reserve(ctx, sku, "c-1", 3)
 	var ended *HoldEndedError
 	if !errors.As(err, &ended) || ended.Outcome != "committed" {
 		t.Fatalf("reserve after commit: err = %v, want *HoldEndedError{Outcome: committed}", err)
@@ -218,11 +209,8 @@ func TestCommitTurnsAHoldIntoASale(t *testing.T) {
 }
 
 func TestCommitAfterReleaseRefused(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, rdb, sku := reserved(t, 10, 5, "c-1", 3)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
-		t.Fatalf("reserve: %v", err)
-	}
 	if _, err := s.Release(ctx, sku, "c-1"); err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -238,11 +226,8 @@ func TestCommitAfterReleaseRefused(t *testing.T) {
 }
 
 func TestReleaseAfterCommitRefused(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, rdb, sku := reserved(t, 10, 5, "c-1", 3)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 3); err != nil {
-		t.Fatalf("reserve: %v", err)
-	}
 	if _, err := s.Commit(ctx, sku, "c-1"); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
@@ -293,11 +278,8 @@ func TestHoldEndMarkersLastTheirTTL(t *testing.T) {
 }
 
 func TestSetStockKeepsLiveHoldsAndRefusesBelowThem(t *testing.T) {
-	s, rdb, sku := stocked(t, 10, 5)
+	s, rdb, sku := reserved(t, 10, 5, "c-1", 4)
 	ctx := t.Context()
-	if _, err := s.Reserve(ctx, sku, "c-1", 4); err != nil {
-		t.Fatalf("reserve: %v", err)
-	}
 	if _, err := s.Reserve(ctx, sku, "c-2", 2); err != nil {
 		t.Fatalf("reserve: %v", err)
 	}
