@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // flashResult is the seed's flash sale scaled to this machine: a burst of carts for one SKU,
@@ -109,7 +109,7 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 			holdLat = append(holdLat, p.latency)
 			r.heldAt = append(r.heldAt, at)
 			r.sellOut = max(r.sellOut, p.answered.Sub(t0))
-		case p.code == http.StatusConflict, p.code == http.StatusOK && p.view.Status == workflows.StatusOutOfStock:
+		case p.code == http.StatusConflict, p.code == http.StatusOK && p.view.Status == shop.StatusOutOfStock:
 			r.rejected++
 			rejectLat = append(rejectLat, p.latency)
 			r.rejectedAt = append(r.rejectedAt, at)
@@ -209,7 +209,7 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 	// if any: the requests that raced the last units.
 	for i, p := range results {
 		if p.err == nil && p.code == http.StatusConflict {
-			if n, err := s.historyLength(ctx, workflows.WorkflowID(fmt.Sprintf("%s%d", prefix, i))); err == nil && n > 0 {
+			if n, err := s.historyLength(ctx, shop.WorkflowID(fmt.Sprintf("%s%d", prefix, i))); err == nil && n > 0 {
 				r.outOfStockHistory = n
 				break
 			}
@@ -224,7 +224,7 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 // won reports whether a POST ended holding stock: 201, or 200 when a retry attached to the
 // saga a timed-out attempt had started.
 func won(p postResult) bool {
-	return p.err == nil && (p.code == http.StatusCreated || p.code == http.StatusOK) && p.view.Status == workflows.StatusAwaitingPayment
+	return p.err == nil && (p.code == http.StatusCreated || p.code == http.StatusOK) && p.view.Status == shop.StatusAwaitingPayment
 }
 
 // gateResult compares the sold-out gate's 409s with a bare Echo handler over the same client.

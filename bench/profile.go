@@ -27,7 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // scaleShape is one shape of the scale profile.
@@ -215,10 +215,10 @@ func runShape(ctx context.Context, o options, e *env, root, bin, dir string, sha
 		}
 		return waitUntil(ctx, 60*time.Second, "checkout "+cartID+" confirmed", func() error {
 			var v struct {
-				Status workflows.Status `json:"status"`
+				Status shop.Status `json:"status"`
 			}
 			a, err := do(ctx, out.http, http.MethodGet, out.url+"/v1/checkouts/"+cartID, nil, nil, &v)
-			if err == nil && (a.code != http.StatusOK || v.Status != workflows.StatusConfirmed) {
+			if err == nil && (a.code != http.StatusOK || v.Status != shop.StatusConfirmed) {
 				err = fmt.Errorf("%d %q", a.code, v.Status)
 			}
 			return err
