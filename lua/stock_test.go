@@ -124,13 +124,16 @@ func TestReserveTwiceHoldsOnce(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 7, 3, 1)
 }
 
+// endHold is Stock.Release or Stock.Commit.
+type endHold func(s *Stock, ctx context.Context, sku, checkoutID string) (int64, error)
+
 // Ending a hold twice moves its units once: a release gives them back to available, a commit
 // sells them (available is untouched; on_hand in Postgres drops with the order, so
 // available + held == on_hand still holds). The second call ends nothing and answers 0.
 func TestEndingAHoldTwiceMovesItsUnitsOnce(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
-		end           func(s *Stock, ctx context.Context, sku, checkoutID string) (int64, error)
+		end           endHold
 		wantAvailable int64
 	}{
 		{"release", (*Stock).Release, 10},
@@ -208,35 +211,35 @@ func TestCommitTurnsAHoldIntoASale(t *testing.T) {
 	assertLevel(t, s, rdb, sku, 7, 0, 0)
 }
 
-func TestCommitAfterReleaseRefused(t *testing.T) {
-	s, rdb, sku := reserved(t, 10, 5, "c-1", 3)
-	ctx := t.Context()
-	if _, err := s.Release(ctx, sku, "c-1"); err != nil {
-		t.Fatalf("release: %v", err)
+// A hold ends once: a released hold cannot be committed, and a committed one cannot be
+// released (its sold units must not come back to available). The refusal says which end came
+// first, and nothing moves.
+func TestEndingAHoldTheOtherWayIsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		first, then   endHold
+		want, notWant error
+		wantText      string // with the SKU for %s
+		wantAvailable int64
+	}{
+		{"commit after release", (*Stock).Release, (*Stock).Commit, ErrHoldReleased, ErrHoldCommitted, "commit %s for checkout c-1: hold already released", 10},
+		{"release after commit", (*Stock).Commit, (*Stock).Release, ErrHoldCommitted, ErrHoldReleased, "release %s for checkout c-1: hold already committed", 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, rdb, sku := reserved(t, 10, 5, "c-1", 3)
+			if _, err := tt.first(s, t.Context(), sku, "c-1"); err != nil {
+				t.Fatalf("first end: %v", err)
+			}
+			n, err := tt.then(s, t.Context(), sku, "c-1")
+			if !errors.Is(err, tt.want) || errors.Is(err, tt.notWant) || n != 0 {
+				t.Fatalf("%s = %d, %v; want 0, %v", tt.name, n, err, tt.want)
+			}
+			if want := fmt.Sprintf(tt.wantText, sku); err.Error() != want {
+				t.Errorf("error text = %q, want %q", err.Error(), want)
+			}
+			assertLevel(t, s, rdb, sku, tt.wantAvailable, 0, 0)
+		})
 	}
-	n, err := s.Commit(ctx, sku, "c-1")
-	if !errors.Is(err, ErrHoldReleased) || errors.Is(err, ErrHoldCommitted) || n != 0 {
-		t.Fatalf("commit after release = %d, %v; want 0, ErrHoldReleased", n, err)
-	}
-	want := fmt.Sprintf("commit %s for checkout c-1: hold already released", sku)
-	if err.Error() != want {
-		t.Errorf("error text = %q, want %q", err.Error(), want)
-	}
-	assertLevel(t, s, rdb, sku, 10, 0, 0)
-}
-
-func TestReleaseAfterCommitRefused(t *testing.T) {
-	s, rdb, sku := reserved(t, 10, 5, "c-1", 3)
-	ctx := t.Context()
-	if _, err := s.Commit(ctx, sku, "c-1"); err != nil {
-		t.Fatalf("commit: %v", err)
-	}
-	n, err := s.Release(ctx, sku, "c-1")
-	if !errors.Is(err, ErrHoldCommitted) || errors.Is(err, ErrHoldReleased) || n != 0 {
-		t.Fatalf("release after commit = %d, %v; want 0, ErrHoldCommitted", n, err)
-	}
-	// The sold units must not come back to available.
-	assertLevel(t, s, rdb, sku, 7, 0, 0)
 }
 
 func TestCommitWithoutAHoldIsRefusedAndEndsNothing(t *testing.T) {
