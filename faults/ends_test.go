@@ -15,7 +15,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // payBeforeCheckout sends every cart's payment before the cart is posted: with no checkout to
@@ -109,9 +109,9 @@ func (sl *sale) forgetAndRetry(t *testing.T) {
 			switch {
 			case again.err != nil:
 				t.Errorf("retried POST of %s (ended %s): %v", c.id, end, again.err)
-			case end == workflows.StatusOutOfStock && again.code != http.StatusConflict:
+			case end == shop.StatusOutOfStock && again.code != http.StatusConflict:
 				t.Errorf("retried POST of %s (ended out_of_stock): %d %s, want 409", c.id, again.code, again.view.Status)
-			case end != workflows.StatusOutOfStock && (again.code != http.StatusOK || again.view.Status != end):
+			case end != shop.StatusOutOfStock && (again.code != http.StatusOK || again.view.Status != end):
 				t.Errorf("retried POST of %s (ended %s): %d %q, want 200 %s", c.id, end, again.code, again.view.Status, end)
 			}
 			v = api.CheckoutView{}
@@ -132,19 +132,19 @@ func (sl *sale) forgetAndRetry(t *testing.T) {
 }
 
 // recordedEnds returns how Postgres recorded the end of each of the sale's checkouts.
-func (sl *sale) recordedEnds(t *testing.T) map[string]workflows.Status {
+func (sl *sale) recordedEnds(t *testing.T) map[string]shop.Status {
 	rows, err := sl.s.pool.Query(context.Background(),
 		`SELECT checkout_id, status FROM checkouts WHERE checkout_id LIKE $1 AND ended_at IS NOT NULL`, "c-"+sl.run+"-%")
 	if err != nil {
 		t.Fatalf("read recorded ends: %v", err)
 	}
-	ends := map[string]workflows.Status{}
+	ends := map[string]shop.Status{}
 	for rows.Next() {
 		var id, status string
 		if err := rows.Scan(&id, &status); err != nil {
 			t.Fatalf("read recorded ends: %v", err)
 		}
-		ends[id] = workflows.Status(status)
+		ends[id] = shop.Status(status)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("read recorded ends: %v", err)

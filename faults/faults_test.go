@@ -12,7 +12,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Each fault runs a flash sale of 40 + 15 units to 150 carts (a quarter each paid once, paid
@@ -281,7 +281,7 @@ func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 	f := sl.figures()
 	t.Logf("%s", fault)
 	t.Logf("figures: held %d, paid %d, confirmed %d, refunded %d, violations %d",
-		f.winners, f.paid, f.ends[workflows.StatusConfirmed], f.refunded, violations)
+		f.winners, f.paid, f.ends[shop.StatusConfirmed], f.refunded, violations)
 	t.Logf("%d carts -> %d held (%d answered 201, %d attached to their saga on a retry), %d out_of_stock; %d POSTs answered 503 (%d without Retry-After), %d other 5xx; webhooks answered 5xx %d times, cancels %d times (all redelivered)",
 		f.carts, f.winners, f.created, f.winners-f.created, f.rejected, sl.post503.Load(), sl.noRetryAfter.Load(), sl.post5xx.Load(), sl.webhook5xx.Load(), sl.cancel5xx.Load())
 	if sl.post5xx.Load() > 0 || sl.cancel5xx.Load() > 0 {
@@ -300,7 +300,7 @@ func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 		t.Logf("%d carts answered out_of_stock had a saga still running (cancelled by the suite)", sl.refusedButStarted)
 	}
 	t.Logf("ends: confirmed %d, expired %d, cancelled %d, failed %d; sale over after %s, invariants held %s later",
-		f.ends[workflows.StatusConfirmed], f.ends[workflows.StatusExpired], f.ends[workflows.StatusCancelled], f.failed,
+		f.ends[shop.StatusConfirmed], f.ends[shop.StatusExpired], f.ends[shop.StatusCancelled], f.failed,
 		faultOver.Round(time.Millisecond), took.Round(time.Millisecond))
 	for _, sku := range sl.skus() {
 		var onHand, sold int64

@@ -21,7 +21,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/workflows"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 type role int
@@ -49,9 +49,9 @@ func (r role) String() string {
 	return [...]string{"pay", "pay-twice", "cancel", "expire", "pay-late", "pay-first"}[r]
 }
 
-func (r role) want() workflows.Status {
-	return [...]workflows.Status{workflows.StatusConfirmed, workflows.StatusConfirmed, workflows.StatusCancelled,
-		workflows.StatusExpired, workflows.StatusConfirmed, workflows.StatusConfirmed}[r]
+func (r role) want() shop.Status {
+	return [...]shop.Status{shop.StatusConfirmed, shop.StatusConfirmed, shop.StatusCancelled,
+		shop.StatusExpired, shop.StatusConfirmed, shop.StatusConfirmed}[r]
 }
 
 // timeout is the payment window the cart asks for, in seconds.
@@ -78,7 +78,7 @@ type cart struct {
 	code    int // the POST's last answer
 	created bool
 	view    api.CheckoutView
-	final   workflows.Status
+	final   shop.Status
 	paid    bool        // a payment webhook was acknowledged
 	paidAt  atomic.Bool // paid, readable while the sale runs
 	ackedAt time.Time   // when the payment webhook was acknowledged
@@ -351,10 +351,10 @@ func (sl *sale) play(t *testing.T, trigger int, fault func()) {
 	// cancel them, so they end within the suite's time instead of at their payment deadline.
 	var orphans []*cart
 	for _, c := range sl.carts {
-		if c.final != workflows.StatusOutOfStock {
+		if c.final != shop.StatusOutOfStock {
 			continue
 		}
-		desc, err := sl.s.tc.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(c.id), "")
+		desc, err := sl.s.tc.DescribeWorkflowExecution(context.Background(), shop.WorkflowID(c.id), "")
 		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue
 		}
@@ -390,7 +390,7 @@ func (sl *sale) answer(t *testing.T, c *cart) (held bool) {
 	}
 	switch {
 	case c.code == http.StatusConflict:
-		c.final = workflows.StatusOutOfStock
+		c.final = shop.StatusOutOfStock
 		return false
 	case (c.code == http.StatusOK || c.code == http.StatusCreated) && c.view.Status.Final():
 		// A retried POST of a cart whose saga already ended answers with that end.
@@ -431,11 +431,11 @@ func (sl *sale) paidSoFar(n int) []*cart {
 type figures struct {
 	carts, winners, created, rejected, failed int
 	paid, refunded                            int // payments acknowledged; refunds recorded
-	ends                                      map[workflows.Status]int
+	ends                                      map[shop.Status]int
 }
 
 func (sl *sale) figures() figures {
-	f := figures{carts: len(sl.carts), winners: len(sl.winner), ends: map[workflows.Status]int{}}
+	f := figures{carts: len(sl.carts), winners: len(sl.winner), ends: map[shop.Status]int{}}
 	if err := sl.s.pool.QueryRow(context.Background(), `SELECT count(*) FROM refunds WHERE checkout_id LIKE $1`,
 		"c-"+sl.run+"-%").Scan(&f.refunded); err != nil {
 		f.refunded = -1 // shown as such: the count could not be read
@@ -447,13 +447,13 @@ func (sl *sale) figures() figures {
 		switch {
 		case c.created:
 			f.created++
-		case c.code == http.StatusConflict || c.final == workflows.StatusOutOfStock:
+		case c.code == http.StatusConflict || c.final == shop.StatusOutOfStock:
 			f.rejected++
 		}
 		if c.final != "" {
 			f.ends[c.final]++
 		}
-		if c.final == workflows.StatusFailed {
+		if c.final == shop.StatusFailed {
 			f.failed++
 		}
 	}
@@ -463,7 +463,7 @@ func (sl *sale) figures() figures {
 // checkEnds compares each winner's end with its role.
 func (sl *sale) checkEnds(t *testing.T) {
 	for _, c := range sl.winner {
-		if c.role == rolePayLate && c.paid && c.view.ExpiresAt != nil && c.ackedAt.After(*c.view.ExpiresAt) && c.final == workflows.StatusExpired {
+		if c.role == rolePayLate && c.paid && c.view.ExpiresAt != nil && c.ackedAt.After(*c.view.ExpiresAt) && c.final == shop.StatusExpired {
 			continue // acknowledged after expires_at: no promise to confirm; violations checks the refund
 		}
 		if c.final != "" && c.final != c.role.want() {
@@ -561,7 +561,7 @@ func (sl *sale) violations(ctx context.Context) []string {
 		switch {
 		case !r.ended:
 			badf("checkout %s is still open in postgres (%s)", id, r.status)
-		case (r.status == string(workflows.StatusConfirmed)) != r.order:
+		case (r.status == string(shop.StatusConfirmed)) != r.order:
 			badf("checkout %s is %s with order=%v", id, r.status, r.order)
 		case r.order && r.lines != r.items:
 			badf("checkout %s: order has %d matching lines for %d items", id, r.lines, r.items)
@@ -581,7 +581,7 @@ func (sl *sale) violations(ctx context.Context) []string {
 		case !c.paid:
 		case !ok:
 			badf("paid cart %s has no checkout in postgres: its payment is neither an order nor a refund", c.id)
-		case r.status != string(workflows.StatusConfirmed) && r.refunds == 0:
+		case r.status != string(shop.StatusConfirmed) && r.refunds == 0:
 			badf("paid checkout %s is %s and not refunded", c.id, r.status)
 		}
 	}
@@ -619,8 +619,8 @@ func (sl *sale) violations(ctx context.Context) []string {
 		}
 	}
 	for _, c := range sl.winner {
-		if runs[workflows.WorkflowID(c.id)] != 1 {
-			badf("held checkout %s has %d sagas in temporal", c.id, runs[workflows.WorkflowID(c.id)])
+		if runs[shop.WorkflowID(c.id)] != 1 {
+			badf("held checkout %s has %d sagas in temporal", c.id, runs[shop.WorkflowID(c.id)])
 		}
 	}
 	return bad

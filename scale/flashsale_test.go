@@ -17,7 +17,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 type buyer struct {
@@ -129,9 +128,9 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 	paid := 0
 	deadline := time.Now().Add(3 * time.Minute)
 	for i, b := range winners {
-		want := workflows.StatusCancelled
+		want := shop.StatusCancelled
 		if b.pay {
-			want, paid = workflows.StatusConfirmed, paid+1
+			want, paid = shop.StatusConfirmed, paid+1
 		}
 		for {
 			code, err := s.do(apis[i%2], http.MethodGet, "/v1/checkouts/"+b.id, nil, &b.final)

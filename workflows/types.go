@@ -30,8 +30,8 @@ const (
 
 // The vocabulary's words under the names the saga's code uses. They are aliases (the same
 // types and values as package shop's) that remain only while workflows/checkout.go,
-// decision.go, undo.go, options.go, api/checkouts.go and bench/stack.go still use them
-// (issue 11); every other file names package shop directly, and so does new code.
+// decision.go, undo.go, api/checkouts.go and bench/stack.go still use them (issue 11);
+// every other file names package shop directly, and so does new code.
 type (
 	Status      = shop.Status
 	CartLine    = shop.CartLine
@@ -75,7 +75,7 @@ type Input struct {
 	CheckoutID string `json:"checkout_id"`
 	CustomerID string `json:"customer_id"`
 	// Items are the cart's lines without prices: RecordCheckout prices them from the catalog.
-	Items []CartLine `json:"items"`
+	Items []shop.CartLine `json:"items"`
 	// PaymentTimeoutSeconds bounds the wait for payment; 0 means the default.
 	PaymentTimeoutSeconds int64 `json:"payment_timeout_seconds"`
 	// RequestID identifies the HTTP request that started the saga, so the API can tell the
@@ -89,11 +89,11 @@ type Input struct {
 }
 
 // unpriced is the cart as Items, before RecordCheckout prices it.
-func unpriced(lines []CartLine) []shop.Item { return shop.Unpriced(lines) }
+func unpriced(lines []shop.CartLine) []shop.Item { return shop.Unpriced(lines) }
 
 // ViewFromRecord rebuilds a finished checkout's view from its Postgres record
 // (shop.ViewFromRecord).
-func ViewFromRecord(rec shop.CheckoutRecord) View { return shop.ViewFromRecord(rec) }
+func ViewFromRecord(rec shop.CheckoutRecord) shop.View { return shop.ViewFromRecord(rec) }
 
 // Reject codes say why a checkout was refused at reservation (shop.Reject...).
 const (
@@ -112,7 +112,7 @@ type ReservationRequest struct {
 
 // ReservationResult answers the reservation update.
 type ReservationResult struct {
-	View View `json:"view"`
+	View shop.View `json:"view"`
 	// Created is true when the request that sent this update is the one that started the saga.
 	Created bool `json:"created"`
 	// RequestHash is the fingerprint of the body that started the saga.
@@ -166,7 +166,7 @@ func StartAttributes(in Input) temporal.SearchAttributes {
 		skus[i] = it.SKU
 	}
 	return temporal.NewSearchAttributes(
-		AttrCheckoutState.ValueSet(string(StatusReserving)),
+		AttrCheckoutState.ValueSet(string(shop.StatusReserving)),
 		AttrCustomerID.ValueSet(in.CustomerID),
 		AttrSkus.ValueSet(skus),
 		AttrNeedsAttention.ValueSet(false),
