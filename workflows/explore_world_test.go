@@ -358,36 +358,33 @@ func (w *world) reserveStock(ctx context.Context, in activities.StockInput) (lua
 // releaseStock mirrors lua/release.lua: a no-op the second time, a tombstone when nothing was
 // held, refused once committed.
 func (w *world) releaseStock(ctx context.Context, in activities.StockInput) (int64, error) {
-	var released int64
-	err := w.step("ReleaseStock", in.SKU, "ending", func() error {
-		switch w.holds[in.SKU] {
-		case holdCommitted:
-			return temporal.NewNonRetryableApplicationError("hold committed", shop.ErrTypeHoldCommitted, nil)
-		case holdHeld:
-			released = in.Quantity
-			w.available[in.SKU] += in.Quantity
-		}
-		w.holds[in.SKU] = holdReleased
-		return nil
-	})
-	return released, err
+	return w.releaseHold("ReleaseStock", in, true)
 }
 
 // forfeitStock mirrors ForfeitStock: the hold ends as released, but its units do not return
 // to available (Postgres refused the order for lack of them).
 func (w *world) forfeitStock(ctx context.Context, in activities.StockInput) (int64, error) {
-	var forfeited int64
-	err := w.step("ForfeitStock", in.SKU, "ending", func() error {
+	return w.releaseHold("ForfeitStock", in, false)
+}
+
+// releaseHold mirrors release_hold in lua/common.lua, the one body of release.lua and
+// forfeit.lua: the hold ends as released, its units go back to available only when giveBack.
+func (w *world) releaseHold(activity string, in activities.StockInput, giveBack bool) (int64, error) {
+	var released int64
+	err := w.step(activity, in.SKU, "ending", func() error {
 		switch w.holds[in.SKU] {
 		case holdCommitted:
 			return temporal.NewNonRetryableApplicationError("hold committed", shop.ErrTypeHoldCommitted, nil)
 		case holdHeld:
-			forfeited = in.Quantity
+			released = in.Quantity
+			if giveBack {
+				w.available[in.SKU] += in.Quantity
+			}
 		}
 		w.holds[in.SKU] = holdReleased
 		return nil
 	})
-	return forfeited, err
+	return released, err
 }
 
 // commitStock mirrors lua/commit.lua and CommitStock: refused once released; no hold is
