@@ -50,15 +50,15 @@ type RequestItem struct {
 
 // CheckoutView is the checkout as the API returns it (the contract's view).
 type CheckoutView struct {
-	CheckoutID  string           `json:"checkout_id"`
-	WorkflowID  string           `json:"workflow_id"`
-	Status      workflows.Status `json:"status"`
-	CustomerID  string           `json:"customer_id"`
-	Currency    string           `json:"currency"`
-	AmountCents int64            `json:"amount_cents"`
-	Items       []shop.Item      `json:"items"`
-	ExpiresAt   *time.Time       `json:"expires_at"`
-	OrderID     *string          `json:"order_id"`
+	CheckoutID  string      `json:"checkout_id"`
+	WorkflowID  string      `json:"workflow_id"`
+	Status      shop.Status `json:"status"`
+	CustomerID  string      `json:"customer_id"`
+	Currency    string      `json:"currency"`
+	AmountCents int64       `json:"amount_cents"`
+	Items       []shop.Item `json:"items"`
+	ExpiresAt   *time.Time  `json:"expires_at"`
+	OrderID     *string     `json:"order_id"`
 	// Reason is human text for the buyer; ReasonCode is its stable code (see publicReason).
 	Reason         *string `json:"reason"`
 	ReasonCode     *string `json:"reason_code,omitempty"`
@@ -77,7 +77,7 @@ type Links struct {
 	TemporalUI string `json:"temporal_ui"`
 }
 
-func (s *Server) present(v workflows.View) CheckoutView {
+func (s *Server) present(v shop.View) CheckoutView {
 	if v.Items == nil {
 		v.Items = []shop.Item{}
 	}
@@ -112,7 +112,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		key = req.CartID
 	}
 	c.Set(ctxCheckoutID, req.CartID)
-	c.Set(ctxWorkflowID, workflows.WorkflowID(req.CartID))
+	c.Set(ctxWorkflowID, shop.WorkflowID(req.CartID))
 	if err := s.checkOwner(c, req.CartID, true); err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		RequestHash: hash, IdempotencyKey: key,
 	}
 	for _, it := range req.Items {
-		in.Items = append(in.Items, workflows.CartLine{SKU: it.SKU, Quantity: it.Quantity})
+		in.Items = append(in.Items, shop.CartLine{SKU: it.SKU, Quantity: it.Quantity})
 	}
 
 	res, err := s.reserve(ctx, in)
@@ -231,7 +231,7 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 		if err != nil {
 			return res, err
 		}
-		if v.Status == workflows.StatusReserving {
+		if v.Status == shop.StatusReserving {
 			return res, tooManyUpdates(in.CheckoutID)
 		}
 		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
@@ -246,27 +246,27 @@ var rejections = map[string]struct {
 	status       int
 	code, detail string
 }{
-	workflows.RejectOverLimit:     {http.StatusUnprocessableEntity, "quantity_over_limit", "a quantity is over its SKU's per-order limit"},
-	workflows.RejectUnknownSKU:    {http.StatusUnprocessableEntity, "unknown_sku", "the cart names a SKU that does not exist"},
-	workflows.RejectMixedCurrency: {http.StatusUnprocessableEntity, "mixed_currency", "the cart's SKUs are priced in different currencies"},
-	workflows.RejectCustomerLimit: {http.StatusConflict, "customer_limit", "the cart would take this customer over a SKU's per-customer limit; nothing was held"},
+	shop.RejectOverLimit:     {http.StatusUnprocessableEntity, "quantity_over_limit", "a quantity is over its SKU's per-order limit"},
+	shop.RejectUnknownSKU:    {http.StatusUnprocessableEntity, "unknown_sku", "the cart names a SKU that does not exist"},
+	shop.RejectMixedCurrency: {http.StatusUnprocessableEntity, "mixed_currency", "the cart's SKUs are priced in different currencies"},
+	shop.RejectCustomerLimit: {http.StatusConflict, "customer_limit", "the cart would take this customer over a SKU's per-customer limit; nothing was held"},
 	// No Retry-After: this cart stays refused. The customer pays for or cancels an open
 	// checkout, then starts again with a new cart_id.
-	workflows.RejectTooManyOpen: {http.StatusTooManyRequests, "too_many_open_checkouts",
+	shop.RejectTooManyOpen: {http.StatusTooManyRequests, "too_many_open_checkouts",
 		"this customer already has the most open checkouts allowed; pay for or cancel one, then start again with a new cart_id"},
 }
 
 // answerReservation maps the saga's reservation outcome to the contract's responses.
 func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult) error {
 	v := res.View
-	if res.RejectCode == "" && v.Status == workflows.StatusOutOfStock {
+	if res.RejectCode == "" && v.Status == shop.StatusOutOfStock {
 		// A retry of a cart whose saga already ended refused: the same answer as the first time.
-		res.RejectCode = workflows.RejectOutOfStock
-		if v.Reason != nil && (*v.Reason == workflows.RejectCustomerLimit || *v.Reason == workflows.RejectTooManyOpen) {
+		res.RejectCode = shop.RejectOutOfStock
+		if v.Reason != nil && (*v.Reason == shop.RejectCustomerLimit || *v.Reason == shop.RejectTooManyOpen) {
 			res.RejectCode = *v.Reason
 		}
 	}
-	if res.RejectCode == workflows.RejectOutOfStock {
+	if res.RejectCode == shop.RejectOutOfStock {
 		metrics.SoldOut.Inc()
 		p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
 		p.Shortages = v.Shortages
@@ -275,7 +275,7 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	if r, ok := rejections[res.RejectCode]; ok {
 		return problem(r.status, r.code, r.detail)
 	}
-	if v.Status == workflows.StatusFailed {
+	if v.Status == shop.StatusFailed {
 		p := problem(http.StatusInternalServerError, "checkout_failed",
 			"the checkout could not be completed and nothing is held; start again with a new cart_id")
 		if v.Reason != nil {
@@ -299,7 +299,7 @@ func cartParam(c echo.Context) (string, error) {
 		return "", invalid("invalid_request", FieldError{"cart_id", shop.IDRule})
 	}
 	c.Set(ctxCheckoutID, id)
-	c.Set(ctxWorkflowID, workflows.WorkflowID(id))
+	c.Set(ctxWorkflowID, shop.WorkflowID(id))
 	return id, nil
 }
 
@@ -326,8 +326,8 @@ func (s *Server) getCheckout(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.present(v))
 }
 
-func (s *Server) view(ctx context.Context, checkoutID string) (workflows.View, error) {
-	id := workflows.WorkflowID(checkoutID)
+func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error) {
+	id := shop.WorkflowID(checkoutID)
 	// One call, not a describe and a query: the server refuses the query of a closed saga
 	// (NOT_OPEN) instead of replaying its history on a worker, and the result answers then.
 	resp, err := s.Temporal.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
@@ -337,37 +337,37 @@ func (s *Server) view(ctx context.Context, checkoutID string) (workflows.View, e
 	case isNotFound(err):
 		return s.recordedView(ctx, checkoutID)
 	case err != nil:
-		return workflows.View{}, temporalProblem(err)
+		return shop.View{}, temporalProblem(err)
 	case resp.QueryRejected != nil:
 		return s.finishedView(ctx, checkoutID)
 	}
-	var v workflows.View
+	var v shop.View
 	if err := resp.QueryResult.Get(&v); err != nil {
-		return workflows.View{}, internalError(fmt.Errorf("decode status of %s: %w", id, err))
+		return shop.View{}, internalError(fmt.Errorf("decode status of %s: %w", id, err))
 	}
 	return v, nil
 }
 
 // finishedView reads a closed saga's result; a saga that did not return a view (terminated
 // by an operator) or whose history is gone is answered from Postgres.
-func (s *Server) finishedView(ctx context.Context, checkoutID string) (workflows.View, error) {
-	var v workflows.View
-	err := s.Temporal.GetWorkflow(ctx, workflows.WorkflowID(checkoutID), "").Get(ctx, &v)
+func (s *Server) finishedView(ctx context.Context, checkoutID string) (shop.View, error) {
+	var v shop.View
+	err := s.Temporal.GetWorkflow(ctx, shop.WorkflowID(checkoutID), "").Get(ctx, &v)
 	if err == nil && v.CheckoutID != "" {
 		return v, nil
 	}
 	return s.recordedView(ctx, checkoutID)
 }
 
-func (s *Server) recordedView(ctx context.Context, checkoutID string) (workflows.View, error) {
+func (s *Server) recordedView(ctx context.Context, checkoutID string) (shop.View, error) {
 	rec, err := s.Records.Checkout(ctx, checkoutID)
 	if errors.Is(err, shop.ErrNotFound) {
-		return workflows.View{}, problem(http.StatusNotFound, "not_found", "no checkout "+checkoutID)
+		return shop.View{}, problem(http.StatusNotFound, "not_found", "no checkout "+checkoutID)
 	}
 	if err != nil {
-		return workflows.View{}, unavailable("postgres", err)
+		return shop.View{}, unavailable("postgres", err)
 	}
-	return workflows.ViewFromRecord(rec), nil
+	return shop.ViewFromRecord(rec), nil
 }
 
 // cancelCheckout ends an open checkout as cancelled. Repeating it is harmless; a paid
@@ -379,18 +379,18 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.WorkflowID(id),
+		WorkflowID:   shop.WorkflowID(id),
 		UpdateName:   workflows.UpdateCancel,
 		Args:         []any{workflows.CancelRequest{By: "customer"}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var v workflows.View
+	var v shop.View
 	if err == nil {
 		err = handle.Get(ctx, &v)
 	}
 	switch {
 	case err == nil:
-	case isType(err, workflows.ErrTypeAlreadyPaid):
+	case isType(err, shop.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is paid and cannot be cancelled")
 	case isNotFound(err):
 		if v, err = s.finishedView(ctx, id); err != nil {
@@ -399,7 +399,7 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	default:
 		return temporalProblem(err)
 	}
-	if v.Status == workflows.StatusConfirmed {
+	if v.Status == shop.StatusConfirmed {
 		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is confirmed and cannot be cancelled")
 	}
 	return c.JSON(http.StatusOK, s.present(v))
@@ -700,30 +700,30 @@ func (s *Server) maxPaymentTimeout() int64 {
 // that never carries an internal error (a failed step's error goes to support, in the saga).
 // The saga's own texts for the ordinary ends (who cancelled, until when the buyer could pay,
 // which payment failed or did not match) are kept.
-func publicReason(v workflows.View) (code, text *string) {
+func publicReason(v shop.View) (code, text *string) {
 	if v.Reason == nil {
 		return nil, nil
 	}
 	c, t := "", *v.Reason
 	switch v.Status {
-	case workflows.StatusOutOfStock:
+	case shop.StatusOutOfStock:
 		switch t {
-		case workflows.RejectCustomerLimit:
+		case shop.RejectCustomerLimit:
 			c, t = t, "the cart would take this customer over a SKU's per-customer limit"
-		case workflows.RejectTooManyOpen:
+		case shop.RejectTooManyOpen:
 			c, t = t, "this customer already had the most open checkouts allowed"
 		default:
 			c, t = "out_of_stock", "some items could not be held"
 		}
-	case workflows.StatusExpired:
+	case shop.StatusExpired:
 		c = "payment_window_expired"
-	case workflows.StatusCancelled:
+	case shop.StatusCancelled:
 		c = "cancelled"
-	case workflows.StatusPaymentFailed:
+	case shop.StatusPaymentFailed:
 		c = "payment_failed"
-	case workflows.StatusFailed:
+	case shop.StatusFailed:
 		c, t = "checkout_failed", "the checkout could not be completed; nothing is held and support has been told"
-	case workflows.StatusConfirmed:
+	case shop.StatusConfirmed:
 		c = "confirmed"
 	default: // open: a payment that did not match, being refunded
 		c = "payment_mismatch"

@@ -23,7 +23,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 const (
@@ -285,7 +284,7 @@ func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error)
 		for {
 			var v api.CheckoutView
 			a, err := do(ctx, s.http, http.MethodGet, s.url+"/v1/checkouts/"+cartID, nil, nil, &v)
-			if err == nil && a.code == http.StatusOK && v.Status == workflows.StatusConfirmed {
+			if err == nil && a.code == http.StatusOK && v.Status == shop.StatusConfirmed {
 				confirm.add(time.Since(paid))
 				return nil
 			}
@@ -314,7 +313,7 @@ func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error)
 	}
 	r.cpu = s.cpu(ctx).sub(before)
 	r.elapsed, r.post, r.payToConfirmed, r.shed = elapsed, post.sorted(), confirm.sorted(), int(shed.Load())
-	r.historyEvents, err = s.historyLength(ctx, workflows.WorkflowID(fmt.Sprintf("e-%s-0", s.runID)))
+	r.historyEvents, err = s.historyLength(ctx, shop.WorkflowID(fmt.Sprintf("e-%s-0", s.runID)))
 	if err != nil {
 		return r, err
 	}

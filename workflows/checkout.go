@@ -55,18 +55,18 @@ var acts *activities.Activities
 const endStepsChange = "end-steps-as-activities"
 
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
-func Checkout(ctx workflow.Context, in Input) (View, error) {
+func Checkout(ctx workflow.Context, in Input) (shop.View, error) {
 	c := &checkout{
 		in:         in,
 		seenEvents: map[string]bool{},
 		seenPaid:   map[string]bool{},
-		state:      StatusReserving,
-		view: View{
+		state:      shop.StatusReserving,
+		view: shop.View{
 			CheckoutID: in.CheckoutID,
-			WorkflowID: WorkflowID(in.CheckoutID),
-			Status:     StatusReserving,
+			WorkflowID: shop.WorkflowID(in.CheckoutID),
+			Status:     shop.StatusReserving,
 			CustomerID: in.CustomerID,
-			Items:      unpriced(in.Items),
+			Items:      shop.Unpriced(in.Items),
 
 			RequestHash:    in.RequestHash,
 			IdempotencyKey: in.IdempotencyKey,
@@ -75,7 +75,7 @@ func Checkout(ctx workflow.Context, in Input) (View, error) {
 	c.payments = workflow.GetSignalChannel(ctx, SignalPayment)
 	c.wake = workflow.NewBufferedChannel(ctx, 1)
 	if err := c.registerHandlers(ctx); err != nil {
-		return View{}, err
+		return shop.View{}, err
 	}
 	workflow.Go(ctx, c.startRefunds)
 	c.run(ctx)
@@ -100,8 +100,8 @@ func Checkout(ctx workflow.Context, in Input) (View, error) {
 // Temporal runs those one at a time.
 type checkout struct {
 	in    Input
-	view  View
-	state Status
+	view  shop.View
+	state shop.Status
 
 	// undo is what an unconfirmed end gives back: holds and money (undo.go).
 	undo undo
@@ -121,9 +121,9 @@ type checkout struct {
 	rejectCode  string
 	seenEvents  map[string]bool // payment event ids already handled
 	seenPaid    map[string]bool // payment refs already counted as paid (webhook or reconciliation)
-	paid        *Payment        // the payment that pays the checkout
-	lastFailure *Payment        // the latest failed attempt; the buyer may still retry
-	canceledPay *Payment        // the payment was canceled for good
+	paid        *shop.Payment   // the payment that pays the checkout
+	lastFailure *shop.Payment   // the latest failed attempt; the buyer may still retry
+	canceledPay *shop.Payment   // the payment was canceled for good
 	cancelBy    string
 
 	holdStarted time.Time
@@ -179,26 +179,26 @@ func (c *checkout) openPaymentWindow(ctx workflow.Context) {
 	// Rounded up to the second: the buyer never gets less than the window they were promised.
 	c.expiresAt = c.holdStarted.Add(paymentTimeout(c.in.PaymentTimeoutSeconds) + time.Second - 1).UTC().Truncate(time.Second)
 	c.view.ExpiresAt = ptr(c.expiresAt)
-	c.setState(ctx, StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
+	c.setState(ctx, shop.StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
 }
 
 // finish ends the payment wait the way it was decided: confirmed when paid, else ended.
 func (c *checkout) finish(ctx workflow.Context, timedOut bool, err error) {
 	switch {
 	case temporal.IsCanceledError(err):
-		c.end(ctx, StatusCancelled, "workflow cancelled")
+		c.end(ctx, shop.StatusCancelled, "workflow cancelled")
 	case err != nil:
-		c.end(ctx, StatusFailed, "wait for payment: "+err.Error())
+		c.end(ctx, shop.StatusFailed, "wait for payment: "+err.Error())
 	case c.paid != nil: // a payment that arrived with a cancel still wins: money was taken
 		c.confirm(ctx, *c.paid)
 	case c.canceledPay != nil:
-		c.end(ctx, StatusPaymentFailed, "payment canceled ("+c.canceledPay.EventID+")")
+		c.end(ctx, shop.StatusPaymentFailed, "payment canceled ("+c.canceledPay.EventID+")")
 	case c.cancelBy != "":
-		c.end(ctx, StatusCancelled, "cancelled by "+c.cancelBy)
+		c.end(ctx, shop.StatusCancelled, "cancelled by "+c.cancelBy)
 	case timedOut && c.lastFailure != nil:
-		c.end(ctx, StatusPaymentFailed, "payment failed ("+c.lastFailure.EventID+") and no payment succeeded before "+c.expiresAt.Format(time.RFC3339))
+		c.end(ctx, shop.StatusPaymentFailed, "payment failed ("+c.lastFailure.EventID+") and no payment succeeded before "+c.expiresAt.Format(time.RFC3339))
 	case timedOut:
-		c.end(ctx, StatusExpired, "no payment before "+c.expiresAt.Format(time.RFC3339))
+		c.end(ctx, shop.StatusExpired, "no payment before "+c.expiresAt.Format(time.RFC3339))
 	}
 }
 
@@ -225,7 +225,7 @@ func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error)
 			cancelled = temporal.IsCanceledError(f.Get(ctx, nil))
 		})
 		sel.AddReceive(c.payments, func(ch workflow.ReceiveChannel, _ bool) {
-			var p Payment
+			var p shop.Payment
 			ch.Receive(ctx, &p)
 			c.onPayment(ctx, p)
 		})
@@ -251,7 +251,7 @@ func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error)
 // drainPayments applies every payment waiting in the channel, in the order they arrived.
 func (c *checkout) drainPayments(ctx workflow.Context) {
 	for {
-		var p Payment
+		var p shop.Payment
 		if !c.payments.ReceiveAsync(&p) {
 			return
 		}
@@ -262,7 +262,7 @@ func (c *checkout) drainPayments(ctx workflow.Context) {
 // applyOrphans applies the payments that were recorded for this checkout before it existed.
 func (c *checkout) applyOrphans(ctx workflow.Context, orphans []shop.RecordedPayment) {
 	for _, o := range orphans {
-		c.onPayment(ctx, Payment{Provider: o.Provider, EventID: o.EventID, Outcome: PaymentKind(o.Outcome),
+		c.onPayment(ctx, shop.Payment{Provider: o.Provider, EventID: o.EventID, Outcome: shop.PaymentKind(o.Outcome),
 			PaymentRef: o.PaymentRef, AmountCents: o.AmountCents, Currency: o.Currency})
 	}
 }
@@ -277,17 +277,17 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 		// this run answers), is that order's: not a second payment to refund.
 		c.seenPaid[rec.PaymentRef] = true
 	}
-	v := ViewFromRecord(rec)
+	v := shop.ViewFromRecord(rec)
 	v.RequestHash, v.IdempotencyKey = c.view.RequestHash, c.view.IdempotencyKey
 	c.view = v
-	if v.Status == StatusOutOfStock {
+	if v.Status == shop.StatusOutOfStock {
 		switch rec.Reason {
 		case shop.RejectCustomerLimit:
-			c.rejectCode = RejectCustomerLimit
+			c.rejectCode = shop.RejectCustomerLimit
 		case shop.RejectTooManyOpen:
-			c.rejectCode = RejectTooManyOpen
+			c.rejectCode = shop.RejectTooManyOpen
 		default:
-			c.rejectCode = RejectOutOfStock
+			c.rejectCode = shop.RejectOutOfStock
 		}
 	}
 	c.setState(ctx, v.Status, "")
@@ -315,7 +315,7 @@ func (c *checkout) record(ctx workflow.Context) (shop.CheckoutRecord, error) {
 	var rec shop.CheckoutRecord
 	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(recordOptions, "Record checkout "+c.in.CheckoutID))
 	err := workflow.ExecuteLocalActivity(lctx, acts.RecordCheckout, activities.RecordCheckoutInput{
-		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: unpriced(c.in.Items),
+		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: shop.Unpriced(c.in.Items),
 	}).Get(ctx, &rec)
 	return rec, err
 }
@@ -351,9 +351,9 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 
 // confirm turns a payment into an order: Postgres first (the record of the sale), then the
 // Redis holds are committed.
-func (c *checkout) confirm(ctx workflow.Context, p Payment) {
+func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 	c.closing = true
-	c.setState(ctx, StatusConfirming, "")
+	c.setState(ctx, shop.StatusConfirming, "")
 	workflow.SetCurrentDetails(ctx, "Paid ("+p.EventID+"): confirming the order")
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 
@@ -374,7 +374,7 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 		c.forfeit = true
 		c.flag(dctx)
 		c.refund(p, "the order could not be confirmed: "+reasonOf(err))
-		c.end(ctx, StatusFailed, "confirm order: "+reasonOf(err))
+		c.end(ctx, shop.StatusFailed, "confirm order: "+reasonOf(err))
 		return
 	}
 	c.view.OrderID = &orderID
@@ -393,13 +393,13 @@ func (c *checkout) confirm(ctx workflow.Context, p Payment) {
 			c.view.Reason = ptr("commit hold: " + reasonOf(err))
 		}
 	}
-	c.setState(ctx, StatusConfirmed, "")
+	c.setState(ctx, shop.StatusConfirmed, "")
 	workflow.SetCurrentDetails(ctx, "Confirmed as order "+orderID)
 }
 
 // end finishes a checkout that was not confirmed: release every hold, last registered first,
 // on a disconnected context (so a cancelled workflow still releases), then record the end.
-func (c *checkout) end(ctx workflow.Context, status Status, reason string) {
+func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) {
 	c.closing = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ending as %s: releasing holds", status))
@@ -459,7 +459,7 @@ func (c *checkout) persist(ctx workflow.Context, summary string, step func(workf
 
 // setState moves the checkout forward and keeps the search attributes current. A move to
 // an earlier or equal state is ignored: states never move backwards.
-func (c *checkout) setState(ctx workflow.Context, s Status, reason string, extra ...temporal.SearchAttributeUpdate) {
+func (c *checkout) setState(ctx workflow.Context, s shop.Status, reason string, extra ...temporal.SearchAttributeUpdate) {
 	if s.Rank() < c.state.Rank() || c.state.Final() {
 		return
 	}
@@ -494,67 +494,67 @@ func (c *checkout) upsert(ctx workflow.Context, updates ...temporal.SearchAttrib
 }
 
 // failureStatus maps a step's error to the end state.
-func (c *checkout) failureStatus(err error) Status {
+func (c *checkout) failureStatus(err error) shop.Status {
 	if temporal.IsCanceledError(err) {
-		return StatusCancelled
+		return shop.StatusCancelled
 	}
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) {
-		return StatusFailed
+		return shop.StatusFailed
 	}
 	switch appErr.Type() {
 	case shop.ErrTypeOutOfStock, shop.ErrTypeNotStocked:
-		c.rejectCode = RejectOutOfStock
-		return StatusOutOfStock
+		c.rejectCode = shop.RejectOutOfStock
+		return shop.StatusOutOfStock
 	case shop.ErrTypeHoldEnded:
 		// This saga's own compensation already released the hold: a workflow task that
 		// reserved, was refused, released, and was lost with its worker before it completed
 		// is run again, and finds its tombstone. The lost run was refused; so is this one.
-		c.rejectCode = RejectOutOfStock
-		return StatusOutOfStock
+		c.rejectCode = shop.RejectOutOfStock
+		return shop.StatusOutOfStock
 	case shop.ErrTypeOverLimit:
-		c.rejectCode = RejectOverLimit
-		return StatusOutOfStock
+		c.rejectCode = shop.RejectOverLimit
+		return shop.StatusOutOfStock
 	case shop.ErrTypeUnknownSKU:
-		c.rejectCode = RejectUnknownSKU
-		return StatusFailed
+		c.rejectCode = shop.RejectUnknownSKU
+		return shop.StatusFailed
 	case shop.ErrTypeMixedCurrency:
-		c.rejectCode = RejectMixedCurrency
-		return StatusFailed
+		c.rejectCode = shop.RejectMixedCurrency
+		return shop.StatusFailed
 	}
-	return StatusFailed
+	return shop.StatusFailed
 }
 
 // onPayment applies one verified payment event. Repeats (same event id, or the same
 // successful payment seen through another channel) are ignored.
-func (c *checkout) onPayment(ctx workflow.Context, p Payment) {
+func (c *checkout) onPayment(ctx workflow.Context, p shop.Payment) {
 	logger := workflow.GetLogger(ctx)
-	if c.seenEvents[p.EventID] || p.Outcome == PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[p.PaymentRef] {
+	if c.seenEvents[p.EventID] || p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[p.PaymentRef] {
 		logger.Info("duplicate payment event ignored", "event_id", p.EventID, "payment_ref", p.PaymentRef)
 		return
 	}
 	c.seenEvents[p.EventID] = true
-	if p.Outcome == PaymentSucceeded && p.PaymentRef != "" {
+	if p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" {
 		c.seenPaid[p.PaymentRef] = true
 	}
 	c.applyPayment(ctx, p)
 }
 
 // applyPayment decides what a new payment event does to the checkout.
-func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
+func (c *checkout) applyPayment(ctx workflow.Context, p shop.Payment) {
 	logger := workflow.GetLogger(ctx)
 	// A cancel request accepted in the same workflow task as an earlier payment does not close
 	// it: the payment came first, with the holds in place (see takesPayment).
 	open := c.takesPayment()
 	switch {
-	case p.Outcome != PaymentSucceeded && !open:
+	case p.Outcome != shop.PaymentSucceeded && !open:
 		logger.Info("payment event after the checkout was decided ignored", "event_id", p.EventID, "status", c.state)
-	case p.Outcome == PaymentFailed:
+	case p.Outcome == shop.PaymentFailed:
 		c.lastFailure = &p
-		if c.state == StatusAwaitingPayment {
+		if c.state == shop.StatusAwaitingPayment {
 			c.waitingDetails(ctx)
 		}
-	case p.Outcome == PaymentCanceled:
+	case p.Outcome == shop.PaymentCanceled:
 		c.canceledPay = &p
 	case !open:
 		// Money for a checkout that can no longer take it: give it back.
@@ -566,7 +566,7 @@ func (c *checkout) applyPayment(ctx workflow.Context, p Payment) {
 		c.view.Reason = &reason
 		c.flag(ctx)
 		c.refund(p, reason)
-		if c.state == StatusAwaitingPayment {
+		if c.state == shop.StatusAwaitingPayment {
 			c.waitingDetails(ctx)
 		}
 		logger.Warn("payment amount mismatch; refunding it", "event_id", p.EventID)

@@ -1,5 +1,7 @@
 package workflows
 
+import "github.com/checkout-saga/checkout-saga/shop"
+
 // "Is the checkout decided?" is answered here and only here. The payment wait, the payment
 // handling and the support updates each ask one of the questions below.
 
@@ -36,16 +38,16 @@ func (c *checkout) decided() bool { return c.decision() != undecided }
 // takesPayment reports whether a new payment can still pay the checkout: the holds are in
 // place and neither a payment nor the saga has chosen the end. A cancel does not close it.
 func (c *checkout) takesPayment() bool {
-	return c.state == StatusAwaitingPayment && c.decision() <= cancelAsked
+	return c.state == shop.StatusAwaitingPayment && c.decision() <= cancelAsked
 }
 
 // takesCancel reports whether a cancel still changes the checkout's end.
 func (c *checkout) takesCancel() bool { return c.decision() == undecided }
 
 // extendable reports whether support may still move the payment deadline.
-func (c *checkout) extendable() bool { return c.state == StatusAwaitingPayment && !c.decided() }
+func (c *checkout) extendable() bool { return c.state == shop.StatusAwaitingPayment && !c.decided() }
 
 // paidFor reports whether money has paid the checkout: it can no longer be cancelled.
 func (c *checkout) paidFor() bool {
-	return c.paid != nil || c.state == StatusConfirming || c.state == StatusConfirmed
+	return c.paid != nil || c.state == shop.StatusConfirming || c.state == shop.StatusConfirmed
 }

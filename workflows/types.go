@@ -28,21 +28,6 @@ const (
 	UpdateAcknowledge = "acknowledge"
 )
 
-// The vocabulary's words under the names the saga's code uses. They are aliases (the same
-// types and values as package shop's) that remain only while workflows/checkout.go,
-// decision.go, undo.go, api/checkouts.go and bench/stack.go still use them (issue 11);
-// every other file names package shop directly, and so does new code.
-type (
-	Status      = shop.Status
-	CartLine    = shop.CartLine
-	View        = shop.View
-	Payment     = shop.Payment
-	PaymentKind = shop.PaymentKind
-)
-
-// ErrTypeAlreadyPaid refuses cancelling a paid checkout (shop.ErrTypeAlreadyPaid).
-const ErrTypeAlreadyPaid = shop.ErrTypeAlreadyPaid
-
 // ExtendRequest is the argument of the extend update.
 type ExtendRequest struct {
 	Seconds int64 `json:"seconds"`
@@ -53,22 +38,6 @@ type RetryRequest struct{}
 
 // AcknowledgeRequest is the argument of the acknowledge update.
 type AcknowledgeRequest struct{}
-
-// WorkflowID is the id of the saga of a checkout (shop.WorkflowID).
-func WorkflowID(checkoutID string) string { return shop.WorkflowID(checkoutID) }
-
-// The checkout states (shop.Status).
-const (
-	StatusReserving       = shop.StatusReserving
-	StatusAwaitingPayment = shop.StatusAwaitingPayment
-	StatusConfirming      = shop.StatusConfirming
-	StatusConfirmed       = shop.StatusConfirmed
-	StatusOutOfStock      = shop.StatusOutOfStock
-	StatusExpired         = shop.StatusExpired
-	StatusCancelled       = shop.StatusCancelled
-	StatusPaymentFailed   = shop.StatusPaymentFailed
-	StatusFailed          = shop.StatusFailed
-)
 
 // Input starts a checkout saga.
 type Input struct {
@@ -88,23 +57,6 @@ type Input struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
-// unpriced is the cart as Items, before RecordCheckout prices it.
-func unpriced(lines []shop.CartLine) []shop.Item { return shop.Unpriced(lines) }
-
-// ViewFromRecord rebuilds a finished checkout's view from its Postgres record
-// (shop.ViewFromRecord).
-func ViewFromRecord(rec shop.CheckoutRecord) shop.View { return shop.ViewFromRecord(rec) }
-
-// Reject codes say why a checkout was refused at reservation (shop.Reject...).
-const (
-	RejectOutOfStock    = shop.RejectOutOfStock
-	RejectOverLimit     = shop.RejectOverLimit
-	RejectUnknownSKU    = shop.RejectUnknownSKU
-	RejectMixedCurrency = shop.RejectMixedCurrency
-	RejectCustomerLimit = shop.RejectCustomerLimit
-	RejectTooManyOpen   = shop.RejectTooManyOpen
-)
-
 // ReservationRequest is the argument of the reservation update.
 type ReservationRequest struct {
 	RequestID string `json:"request_id"`
@@ -122,13 +74,6 @@ type ReservationResult struct {
 	// RejectCode is set when the checkout was refused at reservation.
 	RejectCode string `json:"reject_code,omitempty"`
 }
-
-// Payment outcomes (shop.PaymentKind).
-const (
-	PaymentSucceeded = shop.PaymentSucceeded
-	PaymentFailed    = shop.PaymentFailed
-	PaymentCanceled  = shop.PaymentCanceled
-)
 
 // CancelRequest is the argument of the cancel update.
 type CancelRequest struct {

@@ -7,6 +7,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // The undo stack: everything a checkout gives back when it does not end confirmed.
@@ -28,7 +30,7 @@ type undo struct {
 }
 
 type refundOrder struct {
-	payment Payment
+	payment shop.Payment
 	reason  string
 }
 
@@ -39,7 +41,7 @@ func (c *checkout) registerRelease(in activities.StockInput) {
 
 // giveBackHolds releases (or forfeits) every registered hold. Sagas started before
 // endStepsChange run them one after the other, last registered first; newer ones all at once.
-func (c *checkout) giveBackHolds(ctx workflow.Context, reason Status) {
+func (c *checkout) giveBackHolds(ctx workflow.Context, reason shop.Status) {
 	holds := c.undo.holds
 	c.undo.holds = nil
 	if c.endVersion == workflow.DefaultVersion {
@@ -61,7 +63,7 @@ func (c *checkout) giveBackHolds(ctx workflow.Context, reason Status) {
 
 // giveBackHold ends one hold: released, so its units are for sale again, or forfeited when
 // Postgres could not record the sale (older sagas only release).
-func (c *checkout) giveBackHold(ctx workflow.Context, in activities.StockInput, reason Status) {
+func (c *checkout) giveBackHold(ctx workflow.Context, in activities.StockInput, reason shop.Status) {
 	in.Reason = string(reason)
 	if c.forfeit && c.endVersion != workflow.DefaultVersion {
 		c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in)
@@ -93,7 +95,7 @@ func (c *checkout) undoStep(ctx workflow.Context, summary string, activity any, 
 }
 
 // refund queues a payment for a Refund workflow (see startRefunds).
-func (c *checkout) refund(p Payment, reason string) {
+func (c *checkout) refund(p shop.Payment, reason string) {
 	c.undo.refunds = append(c.undo.refunds, refundOrder{payment: p, reason: reason})
 }
 
