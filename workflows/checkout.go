@@ -502,27 +502,28 @@ func (c *checkout) failureStatus(err error) shop.Status {
 	if !errors.As(err, &appErr) {
 		return shop.StatusFailed
 	}
-	switch appErr.Type() {
-	case shop.ErrTypeOutOfStock, shop.ErrTypeNotStocked:
-		c.rejectCode = shop.RejectOutOfStock
-		return shop.StatusOutOfStock
-	case shop.ErrTypeHoldEnded:
-		// This saga's own compensation already released the hold: a workflow task that
-		// reserved, was refused, released, and was lost with its worker before it completed
-		// is run again, and finds its tombstone. The lost run was refused; so is this one.
-		c.rejectCode = shop.RejectOutOfStock
-		return shop.StatusOutOfStock
-	case shop.ErrTypeOverLimit:
-		c.rejectCode = shop.RejectOverLimit
-		return shop.StatusOutOfStock
-	case shop.ErrTypeUnknownSKU:
-		c.rejectCode = shop.RejectUnknownSKU
-		return shop.StatusFailed
-	case shop.ErrTypeMixedCurrency:
-		c.rejectCode = shop.RejectMixedCurrency
+	r, ok := refusals[appErr.Type()]
+	if !ok {
 		return shop.StatusFailed
 	}
-	return shop.StatusFailed
+	c.rejectCode = r.code
+	return r.status
+}
+
+// refusals maps the error types of a step that refused the checkout to the reject code the
+// buyer sees and the end state. shop.ErrTypeHoldEnded is this saga's own compensation: a
+// workflow task that reserved, was refused, released, and was lost with its worker before it
+// completed is run again and finds its tombstone. The lost run was refused; so is this one.
+var refusals = map[string]struct {
+	code   string
+	status shop.Status
+}{
+	shop.ErrTypeOutOfStock:    {shop.RejectOutOfStock, shop.StatusOutOfStock},
+	shop.ErrTypeNotStocked:    {shop.RejectOutOfStock, shop.StatusOutOfStock},
+	shop.ErrTypeHoldEnded:     {shop.RejectOutOfStock, shop.StatusOutOfStock},
+	shop.ErrTypeOverLimit:     {shop.RejectOverLimit, shop.StatusOutOfStock},
+	shop.ErrTypeUnknownSKU:    {shop.RejectUnknownSKU, shop.StatusFailed},
+	shop.ErrTypeMixedCurrency: {shop.RejectMixedCurrency, shop.StatusFailed},
 }
 
 // onPayment applies one verified payment event. Repeats (same event id, or the same

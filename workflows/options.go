@@ -30,11 +30,7 @@ const (
 var recordOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    5 * time.Second,
 	ScheduleToCloseTimeout: 2 * time.Minute,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    100 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    5 * time.Second,
-	},
+	RetryPolicy:            startRetry,
 }
 
 // reserveOptions: one Redis script call takes well under a millisecond, so 2 s per attempt is
@@ -43,11 +39,15 @@ var recordOptions = workflow.LocalActivityOptions{
 var reserveOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    2 * time.Second,
 	ScheduleToCloseTimeout: 2 * time.Minute,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    100 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    5 * time.Second,
-	},
+	RetryPolicy:            startRetry,
+}
+
+// startRetry is the backoff of the steps a buyer waits for (record, reserve): quick first
+// retries, capped at 5 s, within each step's schedule-to-close.
+var startRetry = &temporal.RetryPolicy{
+	InitialInterval:    100 * time.Millisecond,
+	BackoffCoefficient: 2,
+	MaximumInterval:    5 * time.Second,
 }
 
 // mustFinishOptions: confirmation and commits of a paid checkout. These must happen however
