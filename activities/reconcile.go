@@ -84,6 +84,9 @@ func (a *Activities) reconcileHolds(ctx context.Context, sku string, grace time.
 	for _, h := range holds {
 		if changeID, isChange := lua.IsChangeHold(h.CheckoutID); isChange {
 			note, err := a.Store.FinishChange(ctx, a.Stock, sku, changeID, grace)
+			if errors.Is(err, lua.ErrRolledBack) {
+				return nil // ReconcileStock resyncs the SKU next (see below); the next run finishes the change
+			}
 			if err != nil {
 				return err
 			}
@@ -107,6 +110,14 @@ func (a *Activities) reconcileHolds(ctx context.Context, sku string, grace time.
 		} else {
 			_, err = a.Stock.Release(ctx, sku, h.CheckoutID)
 			note = fmt.Sprintf("reconcile: released the leftover hold of %d x %s by %s checkout %s", h.Quantity, sku, end.Status, h.CheckoutID)
+		}
+		if errors.Is(err, lua.ErrRolledBack) {
+			// Redis went back in time (a failover that lost writes). Every script on this SKU
+			// is refused until it is resynced, which ReconcileStock does next: the resync ends
+			// the holds of checkouts whose end Postgres recorded, this one included. Failing
+			// here instead would stop every run before that resync, for good once no saga
+			// touches the SKU again.
+			return nil
 		}
 		if errors.Is(err, lua.ErrHoldCommitted) || errors.Is(err, lua.ErrHoldReleased) || errors.Is(err, lua.ErrNoHold) {
 			res.Unexplained = append(res.Unexplained, fmt.Sprintf("%s: hold of %s could not be ended: %v", sku, h.CheckoutID, err))
