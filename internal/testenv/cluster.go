@@ -280,6 +280,17 @@ func FailOverLosingWrites(t testing.TB, rdb *redis.ClusterClient, slot int64, wr
 		t.Fatal(err)
 	}
 	replicaAddr, replica := replicaOf(t, rdb, owner)
+	// Replication is asynchronous: what the caller wrote before this call must be on the
+	// replica before it is cut off, or the failover loses more than write's writes (a busy
+	// machine delays the stream by more than the few microseconds until the SIGSTOP).
+	master := nodeClient(t, owner)
+	sent := replicationOffset(t, master, "master_repl_offset")
+	waitFor(t, replicaAddr+" replicating up to offset "+strconv.FormatInt(sent, 10), func() error {
+		if got := replicationOffset(t, replica, "slave_repl_offset"); got < sent {
+			return fmt.Errorf("at offset %d", got)
+		}
+		return nil
+	})
 	pid := processID(t, replica)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("stop replica %s: %v", replicaAddr, err)
@@ -305,6 +316,26 @@ func FailOverLosingWrites(t testing.TB, rdb *redis.ClusterClient, slot int64, wr
 	}
 	waitForSlotOn(t, rdb, slot, replicaAddr)
 	return replica
+}
+
+// replicationOffset reads one offset field of a node's INFO replication.
+func replicationOffset(t testing.TB, c *redis.Client, field string) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "replication").Result()
+	if err != nil {
+		t.Fatalf("info replication of %s: %v", c.Options().Addr, err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s of %s: %q", field, c.Options().Addr, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in the replication info of %s", field, c.Options().Addr)
+	return 0
 }
 
 // waitForSlotOn waits until the cluster client routes slot to the node at addr.
