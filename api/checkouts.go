@@ -639,10 +639,15 @@ func temporalProblem(err error) *Problem {
 	// update), or the server aborted an update while it moved or reloaded the workflow.
 	var notReady *serviceerror.WorkflowNotReady
 	var aborted *serviceerror.Aborted
+	// A namespace the frontend does not know (yet): a server that has just started, or whose
+	// namespace cache is refreshing, says so for a moment. Either way the client can only
+	// come back later; a namespace that never appears is a misconfiguration for the operator,
+	// and every such 503 logs its cause.
+	var noNamespace *serviceerror.NamespaceNotFound
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.As(err, &unavailableErr), errors.As(err, &deadline),
-		errors.As(err, &notReady), errors.As(err, &aborted):
+		errors.As(err, &notReady), errors.As(err, &aborted), errors.As(err, &noNamespace):
 		return unavailable("temporal", err)
 	case errors.As(err, &exhausted) && exhausted.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT:
 		// More than history.maxInFlightUpdates (10) requests on one checkout at once: its

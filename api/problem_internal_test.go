@@ -32,6 +32,9 @@ func TestTemporalProblemMapsUpdateLimits(t *testing.T) {
 		{"workflow task being retried", serviceerror.NewWorkflowNotReady(
 			"Unable to perform workflow execution update due to unexpected workflow task failure."), http.StatusServiceUnavailable, "service_unavailable"},
 		{"update aborted by the server", serviceerror.NewAborted("Workflow Update was aborted."), http.StatusServiceUnavailable, "service_unavailable"},
+		// A frontend that does not know the namespace for a moment (a server just started;
+		// seen once in the fault suite as "failed workflow start: Namespace default is not found.").
+		{"namespace not known yet", serviceerror.NewNamespaceNotFound("default"), http.StatusServiceUnavailable, "service_unavailable"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := temporalProblem(fmt.Errorf("failed workflow update: %w", tt.err))
