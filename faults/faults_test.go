@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -285,12 +286,26 @@ func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 	t.Logf("%d carts -> %d held (%d answered 201, %d attached to their saga on a retry), %d out_of_stock; %d POSTs answered 503 (%d without Retry-After), %d other 5xx; webhooks answered 5xx %d times, cancels %d times (all redelivered)",
 		f.carts, f.winners, f.created, f.winners-f.created, f.rejected, sl.post503.Load(), sl.noRetryAfter.Load(), sl.post5xx.Load(), sl.webhook5xx.Load(), sl.cancel5xx.Load())
 	if sl.post5xx.Load() > 0 || sl.cancel5xx.Load() > 0 {
-		// Name the cause the API logged for a 500 (the client only sees internal_error).
+		// Name the causes the API logged for its 500s (the client only sees internal_error):
+		// each distinct error once, with how often it came.
+		counts, order := map[string]int{}, []string(nil)
 		for _, line := range strings.Split(tail(filepath.Join(sl.s.dir, "api.log"), 1<<30), "\n") {
-			if strings.Contains(line, `"internal_error"`) && strings.Contains(line, "/v1/checkouts") {
-				t.Logf("a POST or cancel answered 500; the API logged: %.800s", line)
-				break
+			if !strings.Contains(line, `"internal_error"`) || !strings.Contains(line, "/v1/checkouts") {
+				continue
 			}
+			var entry struct{ Path, Error string }
+			_ = json.Unmarshal([]byte(line), &entry)
+			key := entry.Path + ": " + entry.Error
+			if strings.HasSuffix(entry.Path, "/cancel") {
+				key = "/v1/checkouts/{id}/cancel: " + entry.Error
+			}
+			if counts[key] == 0 {
+				order = append(order, key)
+			}
+			counts[key]++
+		}
+		for _, key := range order {
+			t.Logf("the API answered 500 %d times with: %.600s", counts[key], key)
 		}
 	}
 	if n := sl.supportRetries.Load(); n > 0 {
