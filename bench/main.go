@@ -141,7 +141,7 @@ func run(ctx context.Context, o options) error {
 	r.sizes = o.sizes
 
 	if o.e2eOnly {
-		return runE2EOnly(ctx, e, logger)
+		return runE2EOnly(ctx, e, logger, o.sizes)
 	}
 
 	progress("1/5 the seed's race: %d buyers, %d units", o.sizes.raceBuyers, o.sizes.raceUnits)
@@ -154,10 +154,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("hold throughput: %w", err)
 	}
 
-	// The API logs every request; at flash-sale rates that drowns the progress lines, and
-	// the benchmark counts every answer itself.
-	apiLogger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
-	st, err := e.openStack(ctx, logger, apiLogger)
+	st, err := e.openStack(ctx, logger, quietAPILogger())
 	if err != nil {
 		return fmt.Errorf("start api and worker: %w", err)
 	}
@@ -219,14 +216,12 @@ func run(ctx context.Context, o options) error {
 
 // runE2EOnly is phase 3 alone, for trying a change to the saga or the API: the empty
 // workflows, the checkouts, and the ratios the targets compare, on stderr.
-func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger) error {
-	apiLogger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
-	st, err := e.openStack(ctx, logger, apiLogger)
+func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) error {
+	st, err := e.openStack(ctx, logger, quietAPILogger())
 	if err != nil {
 		return fmt.Errorf("start api and worker: %w", err)
 	}
 	defer st.close()
-	sz := defaultSizes()
 	empty, err := st.benchEmptyWorkflows(ctx, sz)
 	if err != nil {
 		return fmt.Errorf("empty workflows: %w", err)
@@ -246,4 +241,10 @@ func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger) error {
 	progress("ratios: CPU per checkout %.2f x empty (target <= 2); checkouts/s %.2f x empty (target >= 0.5); POST p99 %.1f x StartWorkflow p99 (target <= 3)",
 		cpuRatio, e2e.rate()/empty.rate(), e2e.post.pct(99).Seconds()/empty.start.pct(99).Seconds())
 	return nil
+}
+
+// quietAPILogger is the API's logger in the benchmark: the API logs every request, which at
+// flash-sale rates drowns the progress lines, and the benchmark counts every answer itself.
+func quietAPILogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
 }
