@@ -14,6 +14,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -312,18 +313,59 @@ func (s *Server) callersCart(c echo.Context) (string, error) {
 	return id, s.checkOwner(c, id, false)
 }
 
+// MaxWaitSeconds caps GET's wait parameter: well inside DefaultRequestTimeout, so a request
+// that waited in vain still has time to read the checkout's current state.
+const MaxWaitSeconds = 10
+
 // getCheckout answers for open checkouts from the saga and for finished ones from the
-// saga's result, or from Postgres once Temporal no longer keeps the history.
+// saga's result, or from Postgres once Temporal no longer keeps the history. With
+// ?wait=N it first waits up to N seconds for the checkout to end.
 func (s *Server) getCheckout(c echo.Context) error {
 	id, err := s.callersCart(c)
 	if err != nil {
 		return err
 	}
-	v, err := s.view(c.Request().Context(), id)
+	wait, err := waitParam(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if wait > 0 {
+		if v, ended := s.awaitEnd(ctx, id, wait); ended {
+			return c.JSON(http.StatusOK, s.present(v))
+		}
+	}
+	v, err := s.view(ctx, id)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.present(v))
+}
+
+// waitParam reads GET's wait: whole seconds from 0 to MaxWaitSeconds, 0 when absent.
+func waitParam(c echo.Context) (time.Duration, error) {
+	raw := c.QueryParam("wait")
+	if raw == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 0 || n > MaxWaitSeconds {
+		return 0, invalid("invalid_request", FieldError{"wait", fmt.Sprintf("whole seconds from 0 to %d, not %q", MaxWaitSeconds, raw)})
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// awaitEnd waits up to d for the saga to close and returns its result. It is the cheap way
+// to learn an outcome: one long poll that the Temporal server holds, where polling GET
+// would send each time a status query through the server to a worker. It reports false when
+// the saga is still running after d, or when its result cannot answer (no saga, a
+// terminated one, an error): then the caller reads the view as usual.
+func (s *Server) awaitEnd(ctx context.Context, checkoutID string, d time.Duration) (shop.View, bool) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var v shop.View
+	err := s.Temporal.GetWorkflow(wctx, shop.WorkflowID(checkoutID), "").Get(wctx, &v)
+	return v, err == nil && v.CheckoutID != ""
 }
 
 func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error) {

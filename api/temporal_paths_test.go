@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -230,6 +231,50 @@ func TestGetAnswersFromTheRunningSagaOrTheFinishedOnesResult(t *testing.T) {
 		m.tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(nil, serviceerror.NewUnavailable("down")).Once()
 		problemOf(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + testenv.RandomID("cart-")}), http.StatusServiceUnavailable, "service_unavailable")
 	})
+}
+
+// GET ?wait=N long-polls the saga's end (the run's result) instead of querying the saga: the
+// mock fails the test on any query it was not told to expect.
+func TestGetWithWaitAnswersTheEndWithoutAQuery(t *testing.T) {
+	t.Run("ends within the wait: its result, no query", func(t *testing.T) {
+		m := newMockedTemporal(t)
+		cart := testenv.RandomID("cart-")
+		m.finishedWith(t, cart, viewOf(cart, shop.StatusConfirmed))
+		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart + "?wait=5"}), http.StatusOK); v.Status != shop.StatusConfirmed {
+			t.Errorf("answer = %+v, want the ended saga's confirmed view", v)
+		}
+	})
+	t.Run("still running after the wait: the status query", func(t *testing.T) {
+		m := newMockedTemporal(t)
+		cart := testenv.RandomID("cart-")
+		run := mocks.NewWorkflowRun(t)
+		var waited time.Duration
+		run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+			ctx := args.Get(0).(context.Context)
+			if d, ok := ctx.Deadline(); ok {
+				waited = time.Until(d)
+			}
+			<-ctx.Done()
+		}).Return(context.DeadlineExceeded).Once()
+		m.tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Once()
+		m.queryAnswers(t, cart, func() shop.View { return viewOf(cart, shop.StatusAwaitingPayment) })
+		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart + "?wait=1"}), http.StatusOK); v.Status != shop.StatusAwaitingPayment {
+			t.Errorf("answer = %+v, want the running saga's view", v)
+		}
+		if waited <= 0 || waited > time.Second {
+			t.Errorf("the wait's deadline was %s away, want at most the 1 s asked for", waited)
+		}
+	})
+	for _, bad := range []string{"-1", "11", "2.5", "1s", "x"} {
+		t.Run("wait="+bad+" is refused", func(t *testing.T) {
+			m := newMockedTemporal(t) // no Temporal call is expected
+			p := problemOf(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + testenv.RandomID("cart-") + "?wait=" + bad}),
+				http.StatusUnprocessableEntity, "invalid_request")
+			if len(p.Errors) != 1 || p.Errors[0].Field != "wait" {
+				t.Errorf("problem %+v, want one error naming wait", p)
+			}
+		})
+	}
 }
 
 func TestCancelIsTheSagasCancelUpdate(t *testing.T) {
