@@ -37,8 +37,9 @@ type env struct {
 	adminURL, dbURL, dbName string
 
 	temporalCLI string
-	grpcGzip    bool // the in-process clients gzip their requests (-grpc-gzip)
-	saRefresh   bool // the dev CLI's search-attribute cache refresh on every read (-dev-sa-refresh)
+	grpcGzip    bool          // the in-process clients gzip their requests (-grpc-gzip)
+	saRefresh   bool          // the dev CLI's search-attribute cache refresh on every read (-dev-sa-refresh)
+	poll        time.Duration // the e2e client polls GET this often instead of waiting with ?wait (-poll)
 	srv         *testsuite.DevServer
 	devPID      int // 0 when the dev server's process was not found
 
@@ -52,7 +53,7 @@ func randomHex(n int) string {
 }
 
 func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err error) {
-	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI, grpcGzip: o.grpcGzip, saRefresh: o.devSARefresh}
+	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI, grpcGzip: o.grpcGzip, saRefresh: o.devSARefresh, poll: o.poll}
 	defer func() {
 		if err != nil {
 			e.close()

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -70,6 +71,8 @@ type options struct {
 	out, charts, temporalCLI, redisURL, postgresURL string
 	quick, scale                                    bool
 	e2eOnly, grpcGzip, devSARefresh                 bool
+	poll                                            time.Duration
+	cpuProfile                                      string
 	sizes                                           sizes
 	command                                         string
 }
@@ -85,6 +88,8 @@ func main() {
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
+	flag.DurationVar(&o.poll, "poll", 0, "make the end-to-end client poll GET /v1/checkouts/{id} this often (50ms was the client before ?wait) instead of one GET ?wait=10, to measure what polling costs")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (load generator, API and worker) to this file, for go tool pprof")
 	flag.BoolVar(&o.scale, "scale", true, "also run the scale profile (bench/profile.go): dev server vs Temporal on Postgres, one Redis vs a cluster")
 	flag.Parse()
 	o.sizes = defaultSizes()
@@ -102,6 +107,17 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		cancel()

@@ -110,8 +110,8 @@ func (r results) targets() []target {
 		why: fmt.Sprintf("a checkout is %d history events (an empty workflow is 5): update-with-start, a workflow task running "+
 			"RecordCheckout (Postgres) and ReserveStock (Redis) as local activities, the update's answer, the payment signal, "+
 			"a workflow task running ConfirmOrder (one Postgres transaction) and CommitStock as local activities, the end; plus the webhook's Postgres "+
-			"writes and the GETs that poll for the end (each one status query, refused by the server once the saga closed). The dev server persists each step in "+
-			"SQLite on one of the two cores.", r.e2e.historyEvents),
+			"writes and the GET that learns the end (%s). The dev server persists each step in "+
+			"SQLite on one of the two cores.", r.e2e.historyEvents, r.e2e.howAsked()),
 	})
 	emptyCPU, checkoutCPU := r.empty.cpuPer(), r.e2e.cpuPer()
 	q = ratio(ms(checkoutCPU), ms(emptyCPU))
@@ -120,8 +120,8 @@ func (r results) targets() []target {
 		measured: fmt.Sprintf("%s vs %s", fmtDur(checkoutCPU), fmtDur(emptyCPU)),
 		ratio:    fmt.Sprintf("%.2f x", q), met: q > 0 && q <= 2,
 		why: fmt.Sprintf("a checkout is %d history events against an empty workflow's 5, three search-attribute upserts (each also a "+
-			"visibility write), an HTTP request with a JSON body, a signed webhook and the GETs that poll for the end (each one "+
-			"status query); the table \"CPU per 1,000\" splits it by process.", r.e2e.historyEvents),
+			"visibility write), an HTTP request with a JSON body, a signed webhook and the GET that learns the end (%s); "+
+			"the table \"CPU per 1,000\" splits it by process.", r.e2e.historyEvents, r.e2e.howAsked()),
 	})
 	startP99, postP99 := r.empty.start.pct(99), r.e2e.post.pct(99)
 	q = ratio(ms(postP99), ms(startP99))
@@ -194,7 +194,7 @@ func (r results) table() string {
 	row("3 end to end", fmt.Sprintf("checkouts over HTTP, %d at concurrency %d (POST, pay, poll until confirmed)", e2.checkouts, e2.concurrency),
 		fmt.Sprintf("%.1f confirmed/s (%.2f x empty workflow)", e2.rate(), ratio(e2.rate(), em.rate())))
 	row("3 end to end", "POST /v1/checkouts (201)", fmt.Sprintf("p50 %s, p99 %s (%.1f x StartWorkflow p99)", fmtDur(e2.post.pct(50)), fmtDur(e2.post.pct(99)), ratio(ms(e2.post.pct(99)), ms(em.start.pct(99)))))
-	row("3 end to end", fmt.Sprintf("payment webhook to confirmed (GET polled every %s)", e2.pollInterval), fmt.Sprintf("p50 %s, p99 %s", fmtDur(e2.payToConfirmed.pct(50)), fmtDur(e2.payToConfirmed.pct(99))))
+	row("3 end to end", "payment webhook to confirmed ("+e2.howAsked()+")", fmt.Sprintf("p50 %s, p99 %s", fmtDur(e2.payToConfirmed.pct(50)), fmtDur(e2.payToConfirmed.pct(99))))
 	row("3 end to end", "history events per confirmed checkout", fmt.Sprint(e2.historyEvents))
 	for _, c := range []struct {
 		name string
@@ -301,7 +301,7 @@ func (r results) markdown(o options, charts []chart) string {
 	w("   this process with the product's default pool sizes. The empty workflow (returns at once, its own task queue and\n")
 	w("   worker) is started and awaited %d times by %d goroutines; each `client.ExecuteWorkflow` call is timed as\n", r.empty.workflows, r.empty.concurrency)
 	w("   the server's StartWorkflow latency. Then %d goroutines each POST a new cart (one unit), send a signed\n", r.e2e.concurrency)
-	w("   `payment_intent.succeeded` webhook and poll `GET /v1/checkouts/{id}` every %s until `confirmed`, %d\n", r.e2e.pollInterval, r.e2e.checkouts)
+	w("   `payment_intent.succeeded` webhook and learn the outcome (%s) until `confirmed`, %d\n", r.e2e.howAsked(), r.e2e.checkouts)
 	w("   checkouts in all (after 5 warm-up ones). Rate = checkouts / time from the first POST to the last confirmation.\n")
 	w("4. **Flash sale.** %d units (at most 1 per order), %d carts posted by %d goroutines as fast as they can;\n", r.flash.units, r.flash.requests, r.flash.concurrency)
 	w("   a 503 (admission control) is retried after its `Retry-After`, at most %d times. Every 201 is paid at once by\n", r.sizes.flashRetries)

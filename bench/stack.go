@@ -251,15 +251,23 @@ type e2eResult struct {
 	elapsed                time.Duration // first POST to last confirmation seen
 	post, payToConfirmed   latencies
 	shed                   int
-	pollInterval           time.Duration
-	historyEvents          int         // of one confirmed checkout
-	cpu                    cpuSnapshot // over the measured checkouts
+	pollInterval           time.Duration // 0: the client waits with GET ?wait instead of polling
+	historyEvents          int           // of one confirmed checkout
+	cpu                    cpuSnapshot   // over the measured checkouts
+}
+
+// howAsked says how the client learnt that a checkout was confirmed.
+func (r e2eResult) howAsked() string {
+	if r.pollInterval == 0 {
+		return fmt.Sprintf("one `GET /v1/checkouts/{id}?wait=%d`, answered when the saga ends", api.MaxWaitSeconds)
+	}
+	return fmt.Sprintf("`GET /v1/checkouts/{id}` polled every %s", r.pollInterval)
 }
 
 func (r e2eResult) rate() float64 { return float64(r.checkouts) / r.elapsed.Seconds() }
 
 func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error) {
-	r := e2eResult{checkouts: sz.e2eCheckouts, concurrency: sz.e2eConcurrency, pollInterval: 50 * time.Millisecond}
+	r := e2eResult{checkouts: sz.e2eCheckouts, concurrency: sz.e2eConcurrency, pollInterval: s.poll}
 	sku := s.sku("E2E")
 	if err := s.setStock(ctx, sku, int64(sz.e2eCheckouts)*10, 2); err != nil {
 		return r, err
@@ -280,10 +288,16 @@ func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error)
 		if err := s.pay(ctx, cartID, p.view.AmountCents); err != nil {
 			return err
 		}
+		// A buyer's page asks once and the API answers when the checkout ends (GET ?wait),
+		// or, with -poll, asks again and again.
+		get := s.url + "/v1/checkouts/" + cartID
+		if r.pollInterval == 0 {
+			get += fmt.Sprintf("?wait=%d", api.MaxWaitSeconds)
+		}
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			var v api.CheckoutView
-			a, err := do(ctx, s.http, http.MethodGet, s.url+"/v1/checkouts/"+cartID, nil, nil, &v)
+			a, err := do(ctx, s.http, http.MethodGet, get, nil, nil, &v)
 			if err == nil && a.code == http.StatusOK && v.Status == shop.StatusConfirmed {
 				confirm.add(time.Since(paid))
 				return nil
