@@ -134,7 +134,38 @@ type ListWorkflowsInput struct {
 	Limit int    `json:"limit"`
 }
 
+// ListWorkflowPageInput asks for one page of a visibility query: the first when PageToken
+// is empty, else the one after the page that returned it.
+type ListWorkflowPageInput struct {
+	Query     string `json:"query"`
+	PageSize  int    `json:"page_size"`
+	PageToken []byte `json:"page_token,omitempty"`
+}
+
+// WorkflowPage is one page of matching workflow ids; NextPageToken is empty on the last.
+type WorkflowPage struct {
+	IDs           []string `json:"ids"`
+	NextPageToken []byte   `json:"next_page_token,omitempty"`
+}
+
+// ListWorkflowPage runs one page of a visibility query.
+func (a *Activities) ListWorkflowPage(ctx context.Context, in ListWorkflowPageInput) (WorkflowPage, error) {
+	resp, err := a.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: in.Query, PageSize: int32(in.PageSize), NextPageToken: in.PageToken,
+	})
+	if err != nil {
+		return WorkflowPage{}, fmt.Errorf("list workflows: %w", err)
+	}
+	page := WorkflowPage{NextPageToken: resp.GetNextPageToken()}
+	for _, e := range resp.GetExecutions() {
+		page.IDs = append(page.IDs, e.GetExecution().GetWorkflowId())
+	}
+	return page, nil
+}
+
 // ListWorkflowIDs runs a visibility query and returns the matching workflow ids, at most Limit.
+// Kept for ReconcilePayments runs recorded before reconcile-pages; newer runs page with
+// ListWorkflowPage.
 func (a *Activities) ListWorkflowIDs(ctx context.Context, in ListWorkflowsInput) ([]string, error) {
 	var ids []string
 	var token []byte

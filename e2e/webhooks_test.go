@@ -616,19 +616,56 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			return err == nil && len(resp.GetExecutions()) == 1, fmt.Sprint(err)
 		})
 	}
-	reconcile := func(t *testing.T) workflows.ReconcileResult {
+	reconcileIn := func(t *testing.T, in workflows.ReconcileInput) workflows.ReconcileResult {
+		in.WithinSeconds = 2 * workflows.MaxPaymentTimeoutSeconds
 		run, err := s.temporal.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{
 			ID: testenv.RandomID("reconcile-"), TaskQueue: workflows.TaskQueue,
-		}, workflows.ReconcilePayments, workflows.ReconcileInput{WithinSeconds: 2 * workflows.MaxPaymentTimeoutSeconds})
+		}, workflows.ReconcilePayments, in)
 		if err != nil {
 			t.Fatalf("start reconciliation: %v", err)
 		}
 		var res workflows.ReconcileResult
-		if err := run.Get(t.Context(), &res); err != nil {
+		if err := run.Get(t.Context(), &res); err != nil { // follows the run's continue-as-new chain
 			t.Fatalf("reconciliation: %v", err)
 		}
 		return res
 	}
+	reconcile := func(t *testing.T) workflows.ReconcileResult { return reconcileIn(t, workflows.ReconcileInput{}) }
+	awaitNoneAwaiting := func(t *testing.T) {
+		eventually(t, "nothing visible as awaiting_payment", func() (bool, string) {
+			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
+				Query: fmt.Sprintf("CheckoutState = '%s' AND ExecutionStatus = 'Running'", shop.StatusAwaitingPayment)})
+			return err == nil && len(resp.GetExecutions()) == 0, fmt.Sprint(len(resp.GetExecutions()), err)
+		})
+	}
+
+	// Review L8: a run asked about one page of checkouts, the same first page every minute, so
+	// in a sale with more checkouts near their deadline than a page holds the rest were never
+	// asked about. Five paid checkouts whose webhooks never came, pages of two: the run goes
+	// through three pages (continuing as new) and confirms all five.
+	t.Run("reconciliation pages through every checkout near its deadline", func(t *testing.T) {
+		awaitNoneAwaiting(t) // the cases above cancelled theirs; the run must see only these five
+		var ids []string
+		for range 5 {
+			id := testenv.RandomID("page-")
+			s.openCheckout(t, id, 600)
+			s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			awaitVisible(t, id)
+		}
+		res := reconcileIn(t, workflows.ReconcileInput{PageSize: 2})
+		if res.Checked != 5 || res.Delivered != 5 || res.Pages != 3 {
+			t.Errorf("reconciliation %+v: want 5 checked and delivered in 3 pages", res)
+		}
+		for _, id := range ids {
+			eventually(t, "confirmed", func() (bool, string) {
+				st, _ := s.pgStatus(t, id)
+				return st == "confirmed", id + " " + st
+			})
+		}
+	})
 
 	// Review L8: the checkout's first payment was of the wrong amount (refunded by the product
 	// but still "succeeded" at Stripe), its second the right one, and neither webhook came.
@@ -678,11 +715,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		}
 		// The second run must find nothing to do: wait until visibility no longer lists any
 		// checkout as awaiting payment (the earlier cases cancelled theirs).
-		eventually(t, "nothing visible as awaiting_payment", func() (bool, string) {
-			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{
-				Query: fmt.Sprintf("CheckoutState = '%s' AND ExecutionStatus = 'Running'", shop.StatusAwaitingPayment)})
-			return err == nil && len(resp.GetExecutions()) == 0, fmt.Sprint(len(resp.GetExecutions()), err)
-		})
+		awaitNoneAwaiting(t)
 		second := reconcile(t)
 		if second.Delivered != 0 {
 			t.Errorf("second run %+v: want nothing delivered", second)

@@ -126,6 +126,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.FindSucceededPayment, w.findSucceededPayment},
 		{nilActs.FindSucceededPayments, w.findSucceededPayments},
 		{nilActs.ListWorkflowIDs, w.listWorkflowIDs},
+		{nilActs.ListWorkflowPage, w.listWorkflowPage},
 		{nilActs.ReconcileStock, w.reconcileStock},
 		{nilActs.ClaimStaleOrphans, w.claimStaleOrphans},
 	}
@@ -237,6 +238,10 @@ func (w *world) findSucceededPayments(context.Context, activities.FindPaymentInp
 
 func (w *world) listWorkflowIDs(context.Context, activities.ListWorkflowsInput) ([]string, error) {
 	return nil, w.notModelled("ListWorkflowIDs")
+}
+
+func (w *world) listWorkflowPage(context.Context, activities.ListWorkflowPageInput) (activities.WorkflowPage, error) {
+	return activities.WorkflowPage{}, w.notModelled("ListWorkflowPage")
 }
 
 func (w *world) reconcileStock(context.Context, activities.ReconcileStockInput) (activities.ReconcileStockResult, error) {

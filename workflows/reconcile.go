@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -24,16 +25,35 @@ type ReconcileInput struct {
 	WithinSeconds int64 `json:"within_seconds"`
 	// Provider is the payment provider to ask (default stripe).
 	Provider string `json:"provider"`
+	// PageSize: checkouts one run asks about (default reconcileLimit). A run that finds more
+	// continues as new with the next page, so in a sale with thousands of checkouts near
+	// their deadline every one is asked about, not the same first page each minute.
+	PageSize int `json:"page_size,omitempty"`
+
+	// Set by the run that continued as new, for the next page of the same query.
+	Deadline  *time.Time       `json:"deadline,omitempty"`
+	PageToken []byte           `json:"page_token,omitempty"`
+	SoFar     *ReconcileResult `json:"so_far,omitempty"`
 }
 
-// ReconcileResult counts what a run found.
+// ReconcileResult counts what a run found, with the runs before it in its chain.
 type ReconcileResult struct {
 	Checked   int `json:"checked"`
 	Delivered int `json:"delivered"`
+	Pages     int `json:"pages,omitempty"`
 }
 
 // reconcileLimit bounds one run; the next run picks up the rest.
 const reconcileLimit = 500
+
+// reconcileParallel is how many checkouts a run asks the provider about at once: a page is
+// checked in seconds, well inside ReconcileEvery, and the provider's rate limit is far.
+const reconcileParallel = 16
+
+// reconcilePages is the workflow.GetVersion change id of paging: a run asks about one page
+// and continues as new with the next, asking about the page's checkouts reconcileParallel at
+// a time. Runs recorded before it list at most reconcileLimit ids and ask one at a time.
+const reconcilePages = "reconcile-pages"
 
 var reconcileOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 30 * time.Second,
@@ -51,11 +71,89 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 	if in.Provider == "" {
 		in.Provider = "stripe"
 	}
+	if in.PageSize <= 0 {
+		in.PageSize = reconcileLimit
+	}
 	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
 	deadline := workflow.Now(ctx).Add(time.Duration(in.WithinSeconds) * time.Second).UTC()
+	if in.Deadline != nil {
+		deadline = *in.Deadline
+	}
 	query := fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Running' AND CheckoutState = '%s' AND HoldExpiresAt < '%s'",
 		shop.StatusAwaitingPayment, deadline.Format(time.RFC3339))
+	if workflow.GetVersion(ctx, reconcilePages, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return reconcileFirstIDs(ctx, in, query)
+	}
 
+	var page activities.WorkflowPage
+	err := workflow.ExecuteActivity(ctx, acts.ListWorkflowPage, activities.ListWorkflowPageInput{
+		Query: query, PageSize: in.PageSize, PageToken: in.PageToken,
+	}).Get(ctx, &page)
+	if err != nil {
+		return ReconcileResult{}, err
+	}
+	var res ReconcileResult
+	if in.SoFar != nil {
+		res = *in.SoFar
+	}
+	res.Pages++
+	res.Checked += len(page.IDs)
+	for batch := range slices.Chunk(page.IDs, reconcileParallel) {
+		res.Delivered += deliverFound(ctx, in.Provider, batch)
+	}
+	if len(page.NextPageToken) == 0 {
+		return res, nil
+	}
+	next := in
+	next.Deadline, next.PageToken, next.SoFar = &deadline, page.NextPageToken, &res
+	return res, workflow.NewContinueAsNewError(ctx, ReconcilePayments, next)
+}
+
+// deliverFound asks the provider about each checkout of wfIDs at once, then signals every
+// succeeded payment found into its saga. It returns how many it delivered.
+func deliverFound(ctx workflow.Context, provider string, wfIDs []string) int {
+	finds := make([]workflow.Future, len(wfIDs))
+	for i, wfID := range wfIDs {
+		checkoutID, ok := CheckoutIDOf(wfID)
+		if ok {
+			finds[i] = workflow.ExecuteActivity(ctx, acts.FindSucceededPayments,
+				activities.FindPaymentInput{Provider: provider, CheckoutID: checkoutID})
+		}
+	}
+	delivered := 0
+	for i, wfID := range wfIDs {
+		if finds[i] == nil {
+			continue
+		}
+		var found []activities.FoundPayment
+		if err := finds[i].Get(ctx, &found); err != nil {
+			workflow.GetLogger(ctx).Warn("ask provider about checkout", "workflow_id", wfID, "error", err)
+			continue
+		}
+		delivered += deliver(ctx, provider, wfID, found)
+	}
+	return delivered
+}
+
+// deliver signals each payment found into the saga wfID, as its webhook would have, and
+// returns how many signals it sent.
+func deliver(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) int {
+	sent := 0
+	for _, f := range found {
+		p := shop.Payment{Provider: provider, EventID: "reconcile-" + f.Ref, Outcome: shop.PaymentSucceeded,
+			PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
+		if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, p).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("deliver reconciled payment", "workflow_id", wfID, "error", err)
+			continue
+		}
+		sent++
+	}
+	return sent
+}
+
+// reconcileFirstIDs is the shape of runs recorded before reconcilePages: the first
+// reconcileLimit ids, each checkout asked about in turn.
+func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (ReconcileResult, error) {
 	var ids []string
 	if err := workflow.ExecuteActivity(ctx, acts.ListWorkflowIDs, activities.ListWorkflowsInput{Query: query, Limit: reconcileLimit}).Get(ctx, &ids); err != nil {
 		return ReconcileResult{}, err
@@ -74,15 +172,7 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 			workflow.GetLogger(ctx).Warn("ask provider about checkout", "checkout_id", checkoutID, "error", err)
 			continue
 		}
-		for _, f := range found {
-			p := shop.Payment{Provider: in.Provider, EventID: "reconcile-" + f.Ref, Outcome: shop.PaymentSucceeded,
-				PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
-			if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, p).Get(ctx, nil); err != nil {
-				workflow.GetLogger(ctx).Warn("deliver reconciled payment", "checkout_id", checkoutID, "error", err)
-				continue
-			}
-			res.Delivered++
-		}
+		res.Delivered += deliver(ctx, in.Provider, wfID, found)
 	}
 	return res, nil
 }

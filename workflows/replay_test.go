@@ -39,7 +39,7 @@ var recordedHistories = []string{
 	"extended",                      // the extend update restarts the payment timer, then paid
 	"duplicate_payment_signals",     // the same event twice and the same payment under a second event id
 	"refund",                        // the Refund child of wrong_amount, refunded through Stripe
-	"reconcile_payments",            // ReconcilePayments finds a missed payment and signals the saga (every payment found; reconcile_payments_one_payment.json is the shape before reconcile-every-payment)
+	"reconcile_payments",            // ReconcilePayments pages the checkouts near their deadline, finds a missed payment and signals the saga (reconcile_payments_every_payment.json is the shape before reconcile-pages, reconcile_payments_one_payment.json the one before reconcile-every-payment)
 	"reconcile_stock",               // ReconcileStock finds a hold nobody knows and flags itself
 }
 
