@@ -432,7 +432,7 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	}
 	switch {
 	case err == nil:
-	case isType(err, shop.ErrTypeAlreadyPaid):
+	case workflows.IsErrorType(err, shop.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is paid and cannot be cancelled")
 	case isNotFound(err):
 		if v, err = s.finishedView(ctx, id); err != nil {
@@ -663,11 +663,6 @@ func reasonText(err error) string {
 		return appErr.Message()
 	}
 	return err.Error()
-}
-
-func isType(err error, t string) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == t
 }
 
 // temporalProblem maps an error talking to Temporal: a deadline or an unreachable server is a

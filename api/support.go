@@ -105,13 +105,13 @@ func (s *Server) update(ctx context.Context, workflowID, name string, arg, resul
 		return nil
 	case isNotFound(err):
 		return problem(http.StatusConflict, "not_open", workflowID+" is not running (unknown or already finished)")
-	case isType(err, shop.ErrTypeAlreadyPaid):
+	case workflows.IsErrorType(err, shop.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "the checkout is paid and cannot be cancelled")
-	case isType(err, shop.ErrTypeNotExtendable):
+	case workflows.IsErrorType(err, shop.ErrTypeNotExtendable):
 		return problem(http.StatusConflict, "not_extendable", reasonText(err))
-	case isType(err, shop.ErrTypeNothingToRetry):
+	case workflows.IsErrorType(err, shop.ErrTypeNothingToRetry):
 		return problem(http.StatusConflict, "nothing_to_retry", reasonText(err))
-	case isType(err, shop.ErrTypeInvalidSupportRequest):
+	case workflows.IsErrorType(err, shop.ErrTypeInvalidSupportRequest):
 		return problem(http.StatusUnprocessableEntity, "invalid_request", reasonText(err))
 	}
 	return temporalProblem(err)

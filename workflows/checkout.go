@@ -342,7 +342,7 @@ func (c *checkout) holdAll(ctx workflow.Context) error {
 		if errors.As(err, &appErr) && appErr.Type() == shop.ErrTypeOutOfStock && appErr.Details(&shortage) == nil {
 			c.view.Shortages = append(c.view.Shortages, shortage)
 		}
-		if firstErr == nil || isType(err, shop.ErrTypeOutOfStock) && !isType(firstErr, shop.ErrTypeOutOfStock) {
+		if firstErr == nil || IsErrorType(err, shop.ErrTypeOutOfStock) && !IsErrorType(firstErr, shop.ErrTypeOutOfStock) {
 			firstErr = err
 		}
 	}
@@ -586,7 +586,10 @@ func withLocalSummary(o workflow.LocalActivityOptions, summary string) workflow.
 	return o
 }
 
-func isType(err error, t string) bool {
+// IsErrorType tells whether err is, or wraps, an application error of type t: one of the
+// saga's refusals (shop.ErrType...), as the activities raise them and the update handlers
+// answer them.
+func IsErrorType(err error, t string) bool {
 	var appErr *temporal.ApplicationError
 	return errors.As(err, &appErr) && appErr.Type() == t
 }
