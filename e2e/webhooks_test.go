@@ -667,6 +667,36 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		}
 	})
 
+	// Review L8: reconciliation asked only about running sagas, so a checkout that expired
+	// while the webhook of its (succeeded) payment was lost kept the money until the
+	// provider's own retry came. Now the run refunds it, once: a second run starts nothing.
+	t.Run("reconciliation refunds the payment of a checkout that ended while its webhook was lost", func(t *testing.T) {
+		id := testenv.RandomID("ended-")
+		s.openCheckout(t, id, 2)
+		pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+		eventually(t, "expired", func() (bool, string) {
+			st, _ := s.pgStatus(t, id)
+			return st == string(shop.StatusExpired), st
+		})
+		query := fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed' AND CheckoutState = '%s'", shop.WorkflowID(id), shop.StatusExpired)
+		eventually(t, "visible as expired", func() (bool, string) {
+			resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+			return err == nil && len(resp.GetExecutions()) == 1, fmt.Sprint(err)
+		})
+		if first := reconcile(t); first.Refunded < 1 || first.EndedChecked < 1 {
+			t.Errorf("first run %+v: want this checkout's payment refunded", first)
+		}
+		eventually(t, "refunded at Stripe", func() (bool, string) {
+			return s.refundsOf(pi) == 1, fmt.Sprint(s.refundsOf(pi), " refunds")
+		})
+		if second := reconcile(t); second.Refunded != 0 {
+			t.Errorf("second run %+v: want no refund started", second)
+		}
+		if n := s.refundsOf(pi); n != 1 {
+			t.Errorf("%d refunds of %s after two runs, want 1", n, pi)
+		}
+	})
+
 	// Review L8: the checkout's first payment was of the wrong amount (refunded by the product
 	// but still "succeeded" at Stripe), its second the right one, and neither webhook came.
 	// Reconciliation delivers both: the order is paid by the right one and the wrong one is

@@ -2,7 +2,9 @@ package workflows
 
 import (
 	"fmt"
+	"iter"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -41,6 +43,11 @@ type ReconcileResult struct {
 	Checked   int `json:"checked"`
 	Delivered int `json:"delivered"`
 	Pages     int `json:"pages,omitempty"`
+	// EndedChecked and Refunded: checkouts that ended unpaid within the window, and the
+	// payments found for them whose refund this run started (review L8: a saga that ended while the
+	// webhook of its payment was lost kept the money until the provider's retry came).
+	EndedChecked int `json:"ended_checked,omitempty"`
+	Refunded     int `json:"refunded,omitempty"`
 }
 
 // reconcileLimit bounds one run; the next run picks up the rest.
@@ -95,6 +102,8 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 	var res ReconcileResult
 	if in.SoFar != nil {
 		res = *in.SoFar
+	} else {
+		res.EndedChecked, res.Refunded = refundEndedUnpaid(ctx, in, workflow.Now(ctx).Add(-time.Duration(in.WithinSeconds)*time.Second).UTC())
 	}
 	res.Pages++
 	res.Checked += len(page.IDs)
@@ -109,30 +118,79 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 	return res, workflow.NewContinueAsNewError(ctx, ReconcilePayments, next)
 }
 
+// refundEndedUnpaid asks the provider about checkouts that ended without an order since
+// `since` (expired, cancelled, payment failed, failed; not out of stock, which never opened a
+// payment window) and refunds every succeeded payment found: a payment whose webhook was lost
+// and whose saga ended meanwhile. A payment the saga or a late webhook already refunded has
+// its Refund workflow under the same id, so it is not refunded twice. One page, the first
+// run of a chain only; the window is the run's, so each ended checkout is asked about for a
+// few runs and then left to the provider's own webhook retries.
+func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time) (checked, refunded int) {
+	query := fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Completed' AND CheckoutState IN ('%s', '%s', '%s', '%s') AND CloseTime > '%s'",
+		shop.StatusExpired, shop.StatusCancelled, shop.StatusPaymentFailed, shop.StatusFailed, since.Format(time.RFC3339))
+	var page activities.WorkflowPage
+	err := workflow.ExecuteActivity(ctx, acts.ListWorkflowPage, activities.ListWorkflowPageInput{Query: query, PageSize: in.PageSize}).Get(ctx, &page)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("list checkouts that ended unpaid", "error", err)
+		return 0, 0
+	}
+	for batch := range slices.Chunk(page.IDs, reconcileParallel) {
+		for wfID, found := range findAll(ctx, in.Provider, batch) {
+			checkoutID, _ := CheckoutIDOf(wfID)
+			for _, f := range found {
+				refund := RefundInput{CheckoutID: checkoutID, Provider: in.Provider, PaymentRef: f.Ref, EventID: "reconcile-" + f.Ref,
+					AmountCents: f.AmountCents, Currency: strings.ToLower(f.Currency),
+					Reason: "payment found by reconciliation after the checkout ended unpaid"}
+				summary := fmt.Sprintf("Refund payment %s of ended checkout %s", f.Ref, checkoutID)
+				started, err := startNewRefund(ctx, refund, summary)
+				if err != nil {
+					workflow.GetLogger(ctx).Warn("refund payment of ended checkout", "workflow_id", wfID, "error", err)
+				}
+				if started {
+					refunded++
+				}
+			}
+		}
+	}
+	return len(page.IDs), refunded
+}
+
 // deliverFound asks the provider about each checkout of wfIDs at once, then signals every
 // succeeded payment found into its saga. It returns how many it delivered.
 func deliverFound(ctx workflow.Context, provider string, wfIDs []string) int {
+	delivered := 0
+	for wfID, found := range findAll(ctx, provider, wfIDs) {
+		delivered += deliver(ctx, provider, wfID, found)
+	}
+	return delivered
+}
+
+// findAll asks the provider about the checkout of each of wfIDs at once and yields each
+// workflow id with the succeeded payments found, in wfIDs' order. A checkout the provider
+// could not answer for is logged and skipped.
+func findAll(ctx workflow.Context, provider string, wfIDs []string) iter.Seq2[string, []activities.FoundPayment] {
 	finds := make([]workflow.Future, len(wfIDs))
 	for i, wfID := range wfIDs {
-		checkoutID, ok := CheckoutIDOf(wfID)
-		if ok {
+		if checkoutID, ok := CheckoutIDOf(wfID); ok {
 			finds[i] = workflow.ExecuteActivity(ctx, acts.FindSucceededPayments,
 				activities.FindPaymentInput{Provider: provider, CheckoutID: checkoutID})
 		}
 	}
-	delivered := 0
-	for i, wfID := range wfIDs {
-		if finds[i] == nil {
-			continue
+	return func(yield func(string, []activities.FoundPayment) bool) {
+		for i, wfID := range wfIDs {
+			if finds[i] == nil {
+				continue
+			}
+			var found []activities.FoundPayment
+			if err := finds[i].Get(ctx, &found); err != nil {
+				workflow.GetLogger(ctx).Warn("ask provider about checkout", "workflow_id", wfID, "error", err)
+				continue
+			}
+			if len(found) > 0 && !yield(wfID, found) {
+				return
+			}
 		}
-		var found []activities.FoundPayment
-		if err := finds[i].Get(ctx, &found); err != nil {
-			workflow.GetLogger(ctx).Warn("ask provider about checkout", "workflow_id", wfID, "error", err)
-			continue
-		}
-		delivered += deliver(ctx, provider, wfID, found)
 	}
-	return delivered
 }
 
 // deliver signals each payment found into the saga wfID, as its webhook would have, and

@@ -82,6 +82,13 @@ func RefundAttributes(in RefundInput) temporal.SearchAttributes {
 // the workflow that asked for it. Its id is derived from the payment, so a payment is never
 // refunded by two workflows; one already started counts as started.
 func startRefund(ctx workflow.Context, in RefundInput, summary string) error {
+	_, err := startNewRefund(ctx, in, summary)
+	return err
+}
+
+// startNewRefund is startRefund that also tells whether this call started the refund (false:
+// its Refund workflow already existed).
+func startNewRefund(ctx workflow.Context, in RefundInput, summary string) (bool, error) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            RefundWorkflowID(in.Provider, in.PaymentRef),
 		TaskQueue:             TaskQueue,
@@ -92,9 +99,9 @@ func startRefund(ctx workflow.Context, in RefundInput, summary string) error {
 	})
 	err := workflow.ExecuteChildWorkflow(cctx, Refund, in).GetChildWorkflowExecution().Get(ctx, nil)
 	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // refundOptions: a refund call to the provider. Ten attempts, about two minutes, ride out a
