@@ -70,7 +70,8 @@ var reconcileOptions = workflow.ActivityOptions{
 // ReconcilePayments asks the payment provider about checkouts still awaiting payment near
 // their deadline and feeds any settled payment into the saga as if its webhook had arrived.
 // The saga ignores a payment it has already seen (same event id or same payment reference),
-// so reconciling a checkout whose webhook did arrive changes nothing.
+// so reconciling a checkout whose webhook did arrive changes nothing. The first run of a
+// chain also refunds payments of checkouts that ended unpaid meanwhile (refundEndedUnpaid).
 func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error) {
 	if in.WithinSeconds <= 0 {
 		in.WithinSeconds = 300
