@@ -2,20 +2,19 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/lua"
-	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -23,17 +22,10 @@ import (
 // to retry its stuck refund through the API like a Stripe one: the ref arrives percent-encoded
 // in the path and names the same workflow the webhook handler started.
 func TestSupportRetriesRefundOfLongStandardRef(t *testing.T) {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
-	tc := srv.Client()
-	_, pool := testenv.Postgres(t)
-	db := store.New(pool)
 	// No payment provider is configured: the refund gets stuck and waits for support.
-	w := worker.New(tc, &activities.Activities{Store: db, Stock: lua.New(testenv.Redis(t))})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-	h := newHarness(t, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
+	p := checkouttest.Start(t, checkouttest.Options{})
+	tc := p.Temporal
+	admin := checkouttest.Admin(checkouttest.AdminToken)
 
 	provider := "acme-pay"
 	ref := "pay/" + strings.Repeat("x-:%", 59) + testenv.RandomID("abc") // 255 characters
@@ -51,32 +43,30 @@ func TestSupportRetriesRefundOfLongStandardRef(t *testing.T) {
 	}
 	waitRefundStatus(t, tc, run.GetID(), workflows.RefundStuck)
 
-	rec := h.do(t, request{method: http.MethodPost, path: "/v1/admin/refunds/" + provider + "/" + url.PathEscape(ref) + "/retry", header: bearer(testAdminToken)})
-	if rec.Code != http.StatusOK {
-		t.Fatalf("retry refund: %d %s, want 200 with the refund", rec.Code, rec.Body)
-	}
 	var v workflows.RefundView
-	decodeJSON(t, rec, &v)
+	a, err := p.Client.Do(ctx, http.MethodPost, "/v1/admin/refunds/"+provider+"/"+url.PathEscape(ref)+"/retry", nil, admin, &v)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, a.Code, "retry refund answered %s, want 200 with the refund", a.Body)
 	if v.PaymentRef != ref || v.Provider != provider {
 		t.Errorf("retried refund of %s %q, want %s %q", v.Provider, v.PaymentRef, provider, ref)
 	}
 
-	rec = h.do(t, request{method: http.MethodPost, path: "/v1/admin/refunds/" + provider + "/" + strings.Repeat("y", 256) + "/retry", header: bearer(testAdminToken)})
-	assertNames(t, problemOf(t, rec, http.StatusUnprocessableEntity, "invalid_request"), "payment_ref")
+	a, err = p.Client.Do(ctx, http.MethodPost, "/v1/admin/refunds/"+provider+"/"+strings.Repeat("y", 256)+"/retry", nil, admin, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, a.Code, "retry of a 256-character ref answered %s", a.Body)
+	require.Equal(t, "invalid_request", a.Problem)
+	var prob api.Problem
+	require.NoError(t, json.Unmarshal(a.Body, &prob))
+	assertNames(t, prob, "payment_ref")
 }
 
 func waitRefundStatus(t *testing.T, tc client.Client, workflowID, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var v workflows.RefundView
-	for time.Now().Before(deadline) {
+	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		var v workflows.RefundView
 		q, err := tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryStatus)
-		cancel()
-		if err == nil && q.Get(&v) == nil && v.Status == want {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("refund %s is %q, want %q", workflowID, v.Status, want)
+		return err == nil && q.Get(&v) == nil && v.Status == want
+	}, 30*time.Second, 50*time.Millisecond, "refund %s never reached %q", workflowID, want)
 }

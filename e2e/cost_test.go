@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/inventory"
-	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -51,19 +43,16 @@ func TestSagaCost(t *testing.T) {
 	defer func() { _ = srv.Stop() }()
 	c := srv.Client()
 	_, pool := testenv.Postgres(t)
-	store, stock := store.New(pool), lua.New(testenv.Redis(t))
-	w := worker.New(c, &activities.Activities{Store: store, Stock: stock})
-	if err := w.Start(); err != nil {
+	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: c, Pool: pool, Redis: testenv.Redis(t)}, checkouttest.Options{NoAPI: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
-	inv := &inventory.Inventory{Store: store, Stock: stock}
-	sku := testenv.RandomID("COST-")
-	if _, err := inv.Set(ctx, shop.Product{SKU: sku, OnHand: 1000, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	defer p.Close()
+	sku, soldOut := testenv.RandomID("COST-"), testenv.RandomID("GONE-")
+	if err := p.SetStock(ctx, sku, 1000, 5); err != nil {
 		t.Fatal(err)
 	}
-	soldOut := testenv.RandomID("GONE-")
-	if _, err := inv.Set(ctx, shop.Product{SKU: soldOut, OnHand: 0, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if err := p.SetStock(ctx, soldOut, 0, 5); err != nil {
 		t.Fatal(err)
 	}
 
@@ -113,24 +102,9 @@ func TestSagaCost(t *testing.T) {
 
 // stateTransitions sums the dev server's state_transition_count histogram.
 func stateTransitions(t *testing.T, port string) float64 {
-	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+	families, err := checkouttest.ScrapeMetrics(t.Context(), "http://127.0.0.1:"+port+"/metrics")
 	if err != nil {
 		t.Fatalf("read server metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "state_transition_count_sum") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return checkouttest.Sum(families["state_transition_count"])
 }

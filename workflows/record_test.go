@@ -5,27 +5,24 @@ package workflows_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/inventory"
-	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
 	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -71,37 +68,21 @@ func TestRecordHistories(t *testing.T) {
 	}
 }
 
-// recorder is the product's worker on real services, and a client to drive it.
+// recorder is the product's worker on real services (checkouttest's one wiring, with a
+// local Stripe API for refunds), and a client to drive it.
 type recorder struct {
 	t      *testing.T
 	c      client.Client
-	inv    *inventory.Inventory
-	stock  *lua.Stock
+	p      *checkouttest.Product
 	stripe *stripetest.Server
 }
 
 func newRecorder(t *testing.T) *recorder {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
-	_, pool := testenv.Postgres(t)
-	stock := lua.New(testenv.Redis(t))
-	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: "default", Logger: logger})
-	if err != nil {
-		t.Fatalf("dial temporal: %v", err)
-	}
-	t.Cleanup(c.Close)
-
 	stripe := stripetest.New(t)
-	store := store.New(pool)
-	w := worker.New(c, &activities.Activities{
-		Store: store, Stock: stock, Temporal: c,
-		Payments: map[string]payments.Provider{"stripe": payments.NewStripe(stripe.Key(), payments.WithStripeAPIURL(stripe.URL()))},
-	})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-	return &recorder{t: t, c: c, inv: &inventory.Inventory{Store: store, Stock: stock}, stock: stock, stripe: stripe}
+	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true, Payments: map[string]payments.Provider{
+		"stripe": payments.NewStripe(stripe.Key(), payments.WithStripeAPIURL(stripe.URL())),
+	}})
+	return &recorder{t: t, c: p.Temporal, p: p, stripe: stripe}
 }
 
 func (r *recorder) ctx() context.Context {
@@ -114,8 +95,8 @@ func (r *recorder) ctx() context.Context {
 func (r *recorder) sku(onHand int64) string {
 	r.t.Helper()
 	sku := testenv.RandomID("SKU-")
-	if _, err := r.inv.Set(r.ctx(), shop.Product{SKU: sku, OnHand: onHand, PriceCents: 1_999, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		r.t.Fatalf("stock %s: %v", sku, err)
+	if err := r.p.SetStock(r.ctx(), sku, onHand, 5); err != nil {
+		r.t.Fatal(err)
 	}
 	return sku
 }
@@ -355,7 +336,7 @@ func recordReconcilePayments(r *recorder) string {
 // Postgres explains: the run flags itself for support.
 func recordReconcileStock(r *recorder) string {
 	sku := r.sku(10)
-	if _, err := r.stock.Reserve(r.ctx(), sku, "c-nobody-knows", 1); err != nil {
+	if _, err := r.p.Stock.Reserve(r.ctx(), sku, "c-nobody-knows", 1); err != nil {
 		r.t.Fatalf("take a stray hold: %v", err)
 	}
 	id := "reconcile-stock-record"
@@ -374,15 +355,8 @@ func recordReconcileStock(r *recorder) string {
 // waitListed waits until a visibility query finds a workflow (visibility lags a little).
 func (r *recorder) waitListed(query string) {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	require.Eventually(r.t, func() bool {
 		resp, err := r.c.ListWorkflow(r.ctx(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
-		if err == nil && len(resp.GetExecutions()) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("visibility query %q found nothing within 30 s (last error %v)", query, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && len(resp.GetExecutions()) > 0
+	}, 30*time.Second, 100*time.Millisecond, "visibility query %q found nothing", query)
 }
