@@ -16,7 +16,7 @@ const module = "github.com/checkout-saga/checkout-saga"
 // imports are judged by forbidden; a product package's whole dependency closure is searched
 // for test-support packages, which must not reach the product even through another package.
 // There are no exceptions: a rule that does not hold is changed here, with its reason.
-func TestImportDirection(t *testing.T) {
+func TestImportsFollowTheLayoutsDirection(t *testing.T) {
 	for _, p := range modulePackages(t) {
 		for _, imp := range p.Imports {
 			if rule := forbidden(rel(p.ImportPath), imp); rule != "" {

@@ -232,7 +232,7 @@ func TestPutInventoryIfMatchRefusesAStaleETag(t *testing.T) {
 	h.assertLedger(t, sku)
 }
 
-func TestAdjustInventory(t *testing.T) {
+func TestAdjustmentAppliesOnceAndRefusesToTakeHeldUnits(t *testing.T) {
 	h := newHarness(t, nil)
 	sku := h.stockSKU(t, "PHONE-", 10, 99900, 5, "usd")
 	adjust := func(key, b string) (int, shop.InventoryView, string) {

@@ -30,12 +30,12 @@ import (
 //   - between losses, available + held never exceeds on_hand, and at rest (after the
 //     reconciler ran with nothing in flight) available + held == on_hand exactly.
 //
-// Replay a failure with its seed: go test ./lua/ -run TestModelCheck -model.seed=N (or
+// Replay a failure with its seed: go test ./lua/ -run TestStockScriptsKeepTheModelsInvariantsOverRandomSteps -model.seed=N (or
 // MODEL_SEED=N); run longer with -model.steps.
 var (
-	modelSeed  = flag.Uint64("model.seed", 0, "seed of TestModelCheck (0: random, or MODEL_SEED)")
-	modelSteps = flag.Int("model.steps", 5000, "steps of TestModelCheck")
-	modelTrace = flag.Bool("model.trace", false, "log every step of TestModelCheck")
+	modelSeed  = flag.Uint64("model.seed", 0, "seed of TestStockScriptsKeepTheModelsInvariantsOverRandomSteps (0: random, or MODEL_SEED)")
+	modelSteps = flag.Int("model.steps", 5000, "steps of TestStockScriptsKeepTheModelsInvariantsOverRandomSteps")
+	modelTrace = flag.Bool("model.trace", false, "log every step of TestStockScriptsKeepTheModelsInvariantsOverRandomSteps")
 )
 
 type modelCheckout struct {
@@ -376,7 +376,7 @@ func (m *model) change(ctx context.Context, delta int64) {
 	m.stats["change"]++
 }
 
-func TestModelCheck(t *testing.T) {
+func TestStockScriptsKeepTheModelsInvariantsOverRandomSteps(t *testing.T) {
 	seed := *modelSeed
 	if seed == 0 {
 		if s, err := strconv.ParseUint(os.Getenv("MODEL_SEED"), 10, 64); err == nil {

@@ -6,7 +6,7 @@ import (
 )
 
 // Every outbound call has a timeout, also when the caller sets none or a nonsensical one.
-func TestStripeHTTPTimeout(t *testing.T) {
+func TestStripeCallsAlwaysHaveATimeout(t *testing.T) {
 	if got := NewStripe("sk_test_x").httpClient.Timeout; got != 10*time.Second {
 		t.Fatalf("default timeout = %v, want 10s", got)
 	}

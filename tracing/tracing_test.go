@@ -73,7 +73,7 @@ func TestSetupNamesABadVariable(t *testing.T) {
 
 // A Redis command or Temporal call that nothing traced made (the worker's heartbeat) starts
 // no trace; a request or a workflow does, and what they call is kept under them.
-func TestNoClientRoots(t *testing.T) {
+func TestUntracedCallsStartNoTrace(t *testing.T) {
 	t.Setenv("OTEL_TRACES_SAMPLER", "")
 	exporter := tracetest.NewInMemoryExporter()
 	tr := New(sdktrace.WithSyncer(exporter))

@@ -95,7 +95,7 @@ func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
 	})
 }
 
-func TestComposeFile(t *testing.T) {
+func TestComposeFileWiresTheProductionShape(t *testing.T) {
 	project, err := loadCompose(t, composeEnv())
 	if err != nil {
 		t.Fatalf("load %s: %v", composeFile, err)
