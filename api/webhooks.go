@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -195,10 +194,7 @@ func (s *Server) paidBy(ctx context.Context, rec shop.CheckoutRecord, p shop.Pay
 // startRefund starts the Refund workflow of a payment; its id is derived from the payment, so
 // a redelivered event or a saga that started it already never causes a second refund.
 func (s *Server) startRefund(ctx context.Context, rec shop.CheckoutRecord, p shop.Payment, reason string) error {
-	in := workflows.RefundInput{
-		CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Provider: p.Provider, PaymentRef: p.PaymentRef,
-		EventID: p.EventID, AmountCents: p.AmountCents, Currency: strings.ToLower(p.Currency), Reason: reason,
-	}
+	in := workflows.RefundOf(rec.CheckoutID, rec.CustomerID, p, reason)
 	_, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    workflows.RefundWorkflowID(in.Provider, in.PaymentRef),
 		TaskQueue:             workflows.TaskQueue,

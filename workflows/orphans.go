@@ -2,12 +2,12 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // OrphanScheduleID is the Temporal Schedule that runs RefundOrphans.
@@ -51,11 +51,8 @@ func RefundOrphans(ctx workflow.Context, in RefundOrphansInput) (RefundOrphansRe
 	}
 	var res RefundOrphansResult
 	for _, o := range orphans {
-		refund := RefundInput{
-			CheckoutID: o.CheckoutID, Provider: o.Provider, PaymentRef: o.PaymentRef, EventID: o.EventID,
-			AmountCents: o.AmountCents, Currency: strings.ToLower(o.Currency),
-			Reason: fmt.Sprintf("no checkout claimed the payment within %s", OrphanRefundAfter),
-		}
+		p := shop.Payment{Provider: o.Provider, EventID: o.EventID, PaymentRef: o.PaymentRef, AmountCents: o.AmountCents, Currency: o.Currency}
+		refund := RefundOf(o.CheckoutID, "", p, fmt.Sprintf("no checkout claimed the payment within %s", OrphanRefundAfter))
 		err := startRefund(ctx, refund, fmt.Sprintf("Refund orphan payment %s of %s", refund.PaymentRef, money(refund.AmountCents, refund.Currency)))
 		if err != nil {
 			return res, fmt.Errorf("start refund of orphan payment %s: %w", refund.PaymentRef, err)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -139,9 +138,7 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 		for wfID, found := range findAll(ctx, in.Provider, batch) {
 			checkoutID, _ := CheckoutIDOf(wfID)
 			for _, f := range found {
-				refund := RefundInput{CheckoutID: checkoutID, Provider: in.Provider, PaymentRef: f.Ref, EventID: "reconcile-" + f.Ref,
-					AmountCents: f.AmountCents, Currency: strings.ToLower(f.Currency),
-					Reason: "payment found by reconciliation after the checkout ended unpaid"}
+				refund := RefundOf(checkoutID, "", foundPayment(in.Provider, f), "payment found by reconciliation after the checkout ended unpaid")
 				summary := fmt.Sprintf("Refund payment %s of ended checkout %s", f.Ref, checkoutID)
 				started, err := startNewRefund(ctx, refund, summary)
 				if err != nil {
@@ -199,15 +196,20 @@ func findAll(ctx workflow.Context, provider string, wfIDs []string) iter.Seq2[st
 func deliver(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) int {
 	sent := 0
 	for _, f := range found {
-		p := shop.Payment{Provider: provider, EventID: "reconcile-" + f.Ref, Outcome: shop.PaymentSucceeded,
-			PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
-		if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, p).Get(ctx, nil); err != nil {
+		if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, foundPayment(provider, f)).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("deliver reconciled payment", "workflow_id", wfID, "error", err)
 			continue
 		}
 		sent++
 	}
 	return sent
+}
+
+// foundPayment is a payment the provider reported, as its webhook would have told it: its
+// event id is "reconcile-" and the payment's, so the saga sees a repeat as one payment.
+func foundPayment(provider string, f activities.FoundPayment) shop.Payment {
+	return shop.Payment{Provider: provider, EventID: "reconcile-" + f.Ref, Outcome: shop.PaymentSucceeded,
+		PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
 }
 
 // reconcileFirstIDs is the shape of runs recorded before reconcilePages: the first

@@ -28,6 +28,15 @@ type RefundInput struct {
 	Continued *RefundContinuation `json:"continued,omitempty"`
 }
 
+// RefundOf is the Refund workflow's input for payment p of a checkout (customerID may be
+// unknown: ""). Every refund is built here, so none misses a field or its currency's case.
+func RefundOf(checkoutID, customerID string, p shop.Payment, reason string) RefundInput {
+	return RefundInput{
+		CheckoutID: checkoutID, CustomerID: customerID, Provider: p.Provider, PaymentRef: p.PaymentRef,
+		EventID: p.EventID, AmountCents: p.AmountCents, Currency: strings.ToLower(p.Currency), Reason: reason,
+	}
+}
+
 // RefundView is a refund as support sees it (the refund's status query).
 type RefundView struct {
 	RefundInput

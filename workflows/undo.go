@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -112,11 +111,7 @@ func (c *checkout) startRefunds(ctx workflow.Context) {
 			continue
 		}
 		order := c.undo.refunds[c.undo.refundsStarted]
-		in := RefundInput{
-			CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Provider: order.payment.Provider,
-			PaymentRef: order.payment.PaymentRef, EventID: order.payment.EventID,
-			AmountCents: order.payment.AmountCents, Currency: strings.ToLower(order.payment.Currency), Reason: order.reason,
-		}
+		in := RefundOf(c.in.CheckoutID, c.in.CustomerID, order.payment, order.reason)
 		err := startRefund(ctx, in, fmt.Sprintf("Refund %s of checkout %s", money(in.AmountCents, in.Currency), in.CheckoutID))
 		if err != nil {
 			workflow.GetLogger(ctx).Error("start refund", "payment_ref", in.PaymentRef, "error", err)
