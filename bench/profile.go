@@ -306,7 +306,10 @@ func (r *scaleRun) startRedis(ctx context.Context, e *env, shape scaleShape) err
 	}
 	var addrs []string
 	for i := range 3 {
-		port := freePort()
+		port, err := testenv.FreeClusterPort()
+		if err != nil {
+			return err
+		}
 		nodeDir := filepath.Join(r.dir, "redis-"+port)
 		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
 			return err
@@ -319,7 +322,7 @@ func (r *scaleRun) startRedis(ctx context.Context, e *env, shape scaleShape) err
 		if err := waitUntil(ctx, 10*time.Second, "redis "+port, func() error {
 			return exec.CommandContext(ctx, "redis-cli", "-p", port, "ping").Run()
 		}); err != nil {
-			return err
+			return fmt.Errorf("%w; its log ends:\n%s", err, testenv.LastLines(filepath.Join(r.dir, fmt.Sprintf("redis-%d.log", i)), 5))
 		}
 	}
 	out, err := exec.CommandContext(ctx, "redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-yes")...).CombinedOutput()

@@ -331,9 +331,9 @@ func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error)
 	if err != nil {
 		return r, err
 	}
-	progress("   checkouts: %d in %s = %.1f/s at concurrency %d; POST p50 %s p99 %s; paid->confirmed p50 %s p99 %s; %d history events each",
-		r.checkouts, elapsed.Round(time.Millisecond), r.rate(), r.concurrency, fmtDur(r.post.pct(50)), fmtDur(r.post.pct(99)),
-		fmtDur(r.payToConfirmed.pct(50)), fmtDur(r.payToConfirmed.pct(99)), r.historyEvents)
+	progress("   checkouts: %d in %s = %.1f/s at concurrency %d; POST p50 %s p99 %s max %s (%d shed and retried); paid->confirmed p50 %s p99 %s max %s; %d history events each",
+		r.checkouts, elapsed.Round(time.Millisecond), r.rate(), r.concurrency, fmtDur(r.post.pct(50)), fmtDur(r.post.pct(99)), fmtDur(r.post.pct(100)), r.shed,
+		fmtDur(r.payToConfirmed.pct(50)), fmtDur(r.payToConfirmed.pct(99)), fmtDur(r.payToConfirmed.pct(100)), r.historyEvents)
 	return r, nil
 }
 

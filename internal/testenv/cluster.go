@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -109,6 +110,16 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 // clusterPort returns a free port whose cluster bus port (port + 10000) is free too.
 func clusterPort(t testing.TB) string {
 	t.Helper()
+	port, err := FreeClusterPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// FreeClusterPort returns a free port for a Redis Cluster node: one whose cluster bus port
+// (port + 10000) is free too, or the node cannot start.
+func FreeClusterPort() (string, error) {
 	for range 100 {
 		p := 20000 + rand.IntN(30000)
 		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
@@ -121,10 +132,9 @@ func clusterPort(t testing.TB) string {
 			continue
 		}
 		b.Close()
-		return strconv.Itoa(p)
+		return strconv.Itoa(p), nil
 	}
-	t.Fatal("no free port pair for a cluster node")
-	return ""
+	return "", errors.New("no free port pair (port and port + 10000) for a cluster node")
 }
 
 func waitFor(t testing.TB, what string, try func() error) {
