@@ -39,6 +39,7 @@ type env struct {
 	temporalCLI string
 	grpcGzip    bool          // the in-process clients gzip their requests (-grpc-gzip)
 	saRefresh   bool          // the dev CLI's search-attribute cache refresh on every read (-dev-sa-refresh)
+	partitions  int           // task-queue partitions, 0: the product's (-tq-partitions)
 	poll        time.Duration // the e2e client polls GET this often instead of waiting with ?wait (-poll)
 	srv         *testsuite.DevServer
 	devPID      int // 0 when the dev server's process was not found
@@ -53,7 +54,7 @@ func randomHex(n int) string {
 }
 
 func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err error) {
-	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI, grpcGzip: o.grpcGzip, saRefresh: o.devSARefresh, poll: o.poll}
+	e := &env{runID: strings.ToUpper(randomHex(4)), redisURL: o.redisURL, adminURL: o.postgresURL, temporalCLI: o.temporalCLI, grpcGzip: o.grpcGzip, saRefresh: o.devSARefresh, partitions: o.partitions, poll: o.poll}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -411,7 +412,20 @@ func (e *env) devServerArgs() []string {
 	if !e.saRefresh {
 		args = append(args, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
 	}
+	for _, kv := range e.partitionConfig() {
+		args = append(args, "--dynamic-config-value", kv)
+	}
 	return args
+}
+
+// partitionConfig gives every task queue the product's partitions (workflows.PartitionConfig),
+// or -tq-partitions of them.
+func (e *env) partitionConfig() []string {
+	if e.partitions == 0 {
+		return workflows.PartitionConfig()
+	}
+	n := strconv.Itoa(e.partitions)
+	return []string{"matching.numTaskqueueReadPartitions=" + n, "matching.numTaskqueueWritePartitions=" + n}
 }
 
 func (e *env) temporalFacts() string {
@@ -420,5 +434,6 @@ func (e *env) temporalFacts() string {
 	if !e.saRefresh {
 		facts += ", with system.forceSearchAttributesCacheRefreshOnRead=false (the CLI's true re-reads cluster metadata on every search-attribute read)"
 	}
+	facts += ", " + strings.Join(e.partitionConfig(), ", ") + " (the product's; Temporal's default is 4)"
 	return facts
 }

@@ -72,6 +72,7 @@ type options struct {
 	quick, scale                                    bool
 	e2eOnly, grpcGzip, devSARefresh                 bool
 	poll                                            time.Duration
+	partitions                                      int
 	cpuProfile                                      string
 	sizes                                           sizes
 	command                                         string
@@ -88,6 +89,7 @@ func main() {
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
+	flag.IntVar(&o.partitions, "tq-partitions", 0, "task-queue partitions of the dev servers (0: the product's workflows.TaskQueuePartitions; Temporal's default is 4), to measure what partitions cost")
 	flag.DurationVar(&o.poll, "poll", 0, "make the end-to-end client poll GET /v1/checkouts/{id} this often (50ms was the client before ?wait) instead of one GET ?wait=10, to measure what polling costs")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (load generator, API and worker) to this file, for go tool pprof")
 	flag.BoolVar(&o.scale, "scale", true, "also run the scale profile (bench/profile.go): dev server vs Temporal on Postgres, one Redis vs a cluster")

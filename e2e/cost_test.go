@@ -26,11 +26,7 @@ import (
 //	TEMPORAL_CLI=$PWD/.tools/temporal go test -tags cost -count=1 -run TestSagaCost -v ./e2e/
 func TestSagaCost(t *testing.T) {
 	metricsPort := testenv.FreePort(t)
-	var args []string
-	for name, typ := range workflows.SearchAttributeTypes {
-		args = append(args, "--search-attribute", name+"="+typ)
-	}
-	args = append(args, "--metrics-port", metricsPort)
+	args := append(workflows.DevServerFlags(), "--metrics-port", metricsPort)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{

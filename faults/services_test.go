@@ -246,9 +246,7 @@ func startTemporal(t testing.TB, dir, name string) *temporalServer {
 	s.args = []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", testenv.FreePort(t),
 		"--metrics-port", testenv.FreePort(t), "--headless", "--db-filename", filepath.Join(dir, name+".db"),
 		"--namespace", "default", "--log-level", "error"}
-	for name, typ := range workflows.SearchAttributeTypes {
-		s.args = append(s.args, "--search-attribute", name+"="+typ)
-	}
+	s.args = append(s.args, workflows.DevServerFlags()...)
 	s.start()
 	t.Cleanup(s.stop)
 	return s

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"strconv"
+
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -8,6 +10,36 @@ import (
 
 // TaskQueue is where checkout workflows and their activities run.
 const TaskQueue = "checkout"
+
+// TaskQueuePartitions is how many partitions the product asks the Temporal server to split
+// TaskQueue into: one. Temporal's default of four spreads a burst's workflow tasks over
+// partitions that may have no poller waiting, and such a task waits there. In 16 benchmark
+// runs of each (bench -e2e-only, 2 cores), four partitions stalled every workflow task then
+// waiting for about 2 s in 5 of 32 phases; one partition never did. A partition is served by
+// one matching host, so a deployment whose task rate outgrows one raises both settings
+// (write partitions first, then read once the extra ones drained), with more pollers.
+const TaskQueuePartitions = 1
+
+// PartitionConfig are the dynamic-config values that give a server's task queues
+// TaskQueuePartitions partitions, as `temporal server start-dev --dynamic-config-value` takes
+// them (docker-compose.yml sets the same, for TaskQueue only).
+func PartitionConfig() []string {
+	n := strconv.Itoa(TaskQueuePartitions)
+	return []string{"matching.numTaskqueueReadPartitions=" + n, "matching.numTaskqueueWritePartitions=" + n}
+}
+
+// DevServerFlags are the `temporal server start-dev` flags of a dev server that runs the
+// product as it is meant to run: the contract's search attributes and PartitionConfig.
+func DevServerFlags() []string {
+	var flags []string
+	for name, typ := range SearchAttributeTypes {
+		flags = append(flags, "--search-attribute", name+"="+typ)
+	}
+	for _, kv := range PartitionConfig() {
+		flags = append(flags, "--dynamic-config-value", kv)
+	}
+	return flags
+}
 
 // Names of the saga's messages. The API and support tools use these.
 const (

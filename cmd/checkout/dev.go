@@ -84,7 +84,7 @@ func startDevServer(ctx context.Context, cfg config, logger *slog.Logger) (func(
 	args := append([]string{"server", "start-dev",
 		"--ip", host, "--port", port, "--ui-port", uiPort, "--namespace", cfg.Namespace,
 		"--db-filename", filepath.Join(".local", "temporal.db"), "--log-level", "warn",
-	}, attributeFlags(workflows.SearchAttributeTypes)...)
+	}, workflows.DevServerFlags()...)
 	cmd := exec.Command(cfg.TemporalCLI, args...)
 	logFile, err := os.Create(filepath.Join(".local", "temporal.log"))
 	if err != nil {

@@ -385,15 +385,6 @@ func pruneIdempotencyKeys(ctx context.Context, store *store.Store, retention tim
 	}
 }
 
-// attributeFlags renders search attributes as `temporal server start-dev` flags.
-func attributeFlags(attrs map[string]string) []string {
-	var flags []string
-	for name, typ := range attrs {
-		flags = append(flags, "--search-attribute", name+"="+typ)
-	}
-	return flags
-}
-
 // ensureSchedule makes the Temporal Schedule id run a reconciliation workflow every interval.
 // Overlapping runs are skipped: a slow run is never doubled. A Schedule that exists already is
 // brought to this interval and action, so a release that changes either reaches it (it was

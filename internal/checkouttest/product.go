@@ -137,7 +137,7 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 // exchange with the API is checked against api/openapi.json. It stops when the test ends.
 func Start(t testing.TB, opts Options) *Product {
 	t.Helper()
-	srv, uiURL := testenv.DevServerWith(t, testenv.DevServerOptions{EnableUI: opts.UI, SearchAttributes: workflows.SearchAttributeTypes})
+	srv, uiURL := testenv.DevServerWith(t, testenv.DevServerOptions{EnableUI: opts.UI, ExtraArgs: workflows.DevServerFlags()})
 	_, pool := testenv.Postgres(t)
 	if opts.Wrap == nil {
 		opts.Wrap = func(h http.Handler) http.Handler { return openapitest.Handler(t, h) }

@@ -16,6 +16,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/template"
 	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v3"
 )
 
 // composeFile is the stack validated here. No Docker engine runs on the dev machines, so this
@@ -238,6 +239,27 @@ func TestComposeFileWiresTheProductionShape(t *testing.T) {
 		}
 		if got := env(t, job, "TEMPORAL_ADDRESS"); got != "temporal:7233" {
 			t.Errorf("%s TEMPORAL_ADDRESS = %q, want temporal:7233", searchAttributeJob, got)
+		}
+	})
+
+	// The product runs its task queue on one partition (workflows.TaskQueuePartitions).
+	t.Run("task queue partitions", func(t *testing.T) {
+		cfg, ok := project.Configs["temporal-dynamic-config"]
+		if !ok {
+			t.Fatal("no temporal-dynamic-config")
+		}
+		var dc map[string][]struct {
+			Value       any               `yaml:"value"`
+			Constraints map[string]string `yaml:"constraints"`
+		}
+		if err := yaml.Unmarshal([]byte(cfg.Content), &dc); err != nil {
+			t.Fatalf("temporal-dynamic-config is not YAML: %v", err)
+		}
+		for _, key := range []string{"matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions"} {
+			vs := dc[key]
+			if len(vs) != 1 || vs[0].Value != 1 || vs[0].Constraints["taskQueueName"] != "checkout" {
+				t.Errorf("%s = %+v, want 1 for task queue checkout", key, vs)
+			}
 		}
 	})
 

@@ -2,7 +2,10 @@ module github.com/checkout-saga/checkout-saga/tools/compose
 
 go 1.26.8
 
-require github.com/compose-spec/compose-go/v2 v2.16.2
+require (
+	github.com/compose-spec/compose-go/v2 v2.16.2
+	go.yaml.in/yaml/v3 v3.0.6
+)
 
 require (
 	github.com/distribution/reference v0.5.0 // indirect
@@ -14,7 +17,6 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.1 // indirect
 	github.com/sirupsen/logrus v1.10.1 // indirect
 	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
 	golang.org/x/sync v0.3.0 // indirect
 	golang.org/x/sys v0.13.0 // indirect
