@@ -422,10 +422,9 @@ func (e *env) devServerArgs() []string {
 // or -tq-partitions of them.
 func (e *env) partitionConfig() []string {
 	if e.partitions == 0 {
-		return workflows.PartitionConfig()
+		return workflows.PartitionConfig(workflows.TaskQueuePartitions)
 	}
-	n := strconv.Itoa(e.partitions)
-	return []string{"matching.numTaskqueueReadPartitions=" + n, "matching.numTaskqueueWritePartitions=" + n}
+	return workflows.PartitionConfig(e.partitions)
 }
 
 func (e *env) temporalFacts() string {

@@ -20,12 +20,11 @@ const TaskQueue = "checkout"
 // (write partitions first, then read once the extra ones drained), with more pollers.
 const TaskQueuePartitions = 1
 
-// PartitionConfig are the dynamic-config values that give a server's task queues
-// TaskQueuePartitions partitions, as `temporal server start-dev --dynamic-config-value` takes
-// them (docker-compose.yml sets the same, for TaskQueue only).
-func PartitionConfig() []string {
-	n := strconv.Itoa(TaskQueuePartitions)
-	return []string{"matching.numTaskqueueReadPartitions=" + n, "matching.numTaskqueueWritePartitions=" + n}
+// PartitionConfig are the dynamic-config values that give a server's task queues n
+// partitions, as `temporal server start-dev --dynamic-config-value` takes them. The product's
+// are PartitionConfig(TaskQueuePartitions); docker-compose.yml sets the same, for TaskQueue only.
+func PartitionConfig(n int) []string {
+	return []string{"matching.numTaskqueueReadPartitions=" + strconv.Itoa(n), "matching.numTaskqueueWritePartitions=" + strconv.Itoa(n)}
 }
 
 // DevServerFlags are the `temporal server start-dev` flags of a dev server that runs the
@@ -35,7 +34,7 @@ func DevServerFlags() []string {
 	for name, typ := range SearchAttributeTypes {
 		flags = append(flags, "--search-attribute", name+"="+typ)
 	}
-	for _, kv := range PartitionConfig() {
+	for _, kv := range PartitionConfig(TaskQueuePartitions) {
 		flags = append(flags, "--dynamic-config-value", kv)
 	}
 	return flags
