@@ -10,6 +10,11 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // A 503 is retried after its Retry-After, with the same body; the answer lists both attempts.
@@ -119,5 +124,23 @@ func TestScrapeMetricsReadsTheTextFormat(t *testing.T) {
 	}
 	if got := Sum(families["up"]); got != 1 {
 		t.Errorf("up %v, want 1", got)
+	}
+}
+
+// The product's dev server runs the checkout task queue on workflows.TaskQueuePartitions
+// partitions, not Temporal's default four (see TaskQueuePartitions for why).
+func TestStartRunsTheCheckoutQueueOnOnePartition(t *testing.T) {
+	p := Start(t, Options{NoAPI: true})
+	partitions := func(queue string) int {
+		resp, err := p.Temporal.WorkflowService().ListTaskQueuePartitions(t.Context(), &workflowservice.ListTaskQueuePartitionsRequest{
+			Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		})
+		if err != nil {
+			t.Fatalf("list partitions of %s: %v", queue, err)
+		}
+		return len(resp.GetWorkflowTaskQueuePartitions())
+	}
+	if n := partitions(workflows.TaskQueue); n != workflows.TaskQueuePartitions {
+		t.Errorf("task queue %s has %d workflow-task partitions, want %d", workflows.TaskQueue, n, workflows.TaskQueuePartitions)
 	}
 }
