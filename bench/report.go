@@ -181,8 +181,10 @@ func (r results) table() string {
 	row("3 end to end", "empty workflow alone, start to result (10 in a row)", fmt.Sprintf("p50 %s, max %s", fmtDur(em.alone.pct(50)), fmtDur(em.alone.pct(100))))
 	row("3 end to end", fmt.Sprintf("checkouts over HTTP, %d at concurrency %d (POST, pay, GET until confirmed)", e2.checkouts, e2.concurrency),
 		fmt.Sprintf("%.1f confirmed/s (%.2f x empty workflow)", e2.rate(), ratio(e2.rate(), em.rate())))
-	row("3 end to end", "POST /v1/checkouts (201)", fmt.Sprintf("p50 %s, p99 %s (%.1f x StartWorkflow p99)", fmtDur(e2.post.pct(50)), fmtDur(e2.post.pct(99)), ratio(ms(e2.post.pct(99)), ms(em.start.pct(99)))))
-	row("3 end to end", "payment webhook to confirmed ("+e2.howAsked()+")", fmt.Sprintf("p50 %s, p99 %s", fmtDur(e2.payToConfirmed.pct(50)), fmtDur(e2.payToConfirmed.pct(99))))
+	row("3 end to end", "POST /v1/checkouts (201)", fmt.Sprintf("p50 %s, p99 %s (%.1f x StartWorkflow p99), max %s; %d answers shed and retried",
+		fmtDur(e2.post.pct(50)), fmtDur(e2.post.pct(99)), ratio(ms(e2.post.pct(99)), ms(em.start.pct(99))), fmtDur(e2.post.pct(100)), e2.shed))
+	row("3 end to end", "payment webhook to confirmed ("+e2.howAsked()+")", fmt.Sprintf("p50 %s, p99 %s, max %s",
+		fmtDur(e2.payToConfirmed.pct(50)), fmtDur(e2.payToConfirmed.pct(99)), fmtDur(e2.payToConfirmed.pct(100))))
 	row("3 end to end", "history events per confirmed checkout", fmt.Sprint(e2.historyEvents))
 	for _, c := range []struct {
 		name string
