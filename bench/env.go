@@ -418,13 +418,12 @@ func (e *env) devServerArgs() []string {
 	return args
 }
 
-// partitionConfig gives every task queue the product's partitions (workflows.PartitionConfig),
-// or -tq-partitions of them.
+// partitionConfig gives every task queue -tq-partitions partitions, or the product's.
 func (e *env) partitionConfig() []string {
-	if e.partitions == 0 {
-		return workflows.PartitionConfig(workflows.TaskQueuePartitions)
+	if e.partitions != 0 {
+		return workflows.PartitionConfig(e.partitions)
 	}
-	return workflows.PartitionConfig(e.partitions)
+	return workflows.PartitionConfig(workflows.TaskQueuePartitions)
 }
 
 func (e *env) temporalFacts() string {
@@ -433,6 +432,9 @@ func (e *env) temporalFacts() string {
 	if !e.saRefresh {
 		facts += ", with system.forceSearchAttributesCacheRefreshOnRead=false (the CLI's true re-reads cluster metadata on every search-attribute read)"
 	}
-	facts += ", " + strings.Join(e.partitionConfig(), ", ") + " (the product's; Temporal's default is 4)"
+	facts += ", " + strings.Join(e.partitionConfig(), ", ")
+	if e.partitions == 0 {
+		facts += " (the product's; Temporal's default is 4)"
+	}
 	return facts
 }

@@ -131,16 +131,13 @@ func TestScrapeMetricsReadsTheTextFormat(t *testing.T) {
 // partitions, not Temporal's default four (see TaskQueuePartitions for why).
 func TestStartRunsTheCheckoutQueueOnOnePartition(t *testing.T) {
 	p := Start(t, Options{NoAPI: true})
-	partitions := func(queue string) int {
-		resp, err := p.Temporal.WorkflowService().ListTaskQueuePartitions(t.Context(), &workflowservice.ListTaskQueuePartitionsRequest{
-			Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-		})
-		if err != nil {
-			t.Fatalf("list partitions of %s: %v", queue, err)
-		}
-		return len(resp.GetWorkflowTaskQueuePartitions())
+	resp, err := p.Temporal.WorkflowService().ListTaskQueuePartitions(t.Context(), &workflowservice.ListTaskQueuePartitionsRequest{
+		Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+	})
+	if err != nil {
+		t.Fatalf("list partitions of %s: %v", workflows.TaskQueue, err)
 	}
-	if n := partitions(workflows.TaskQueue); n != workflows.TaskQueuePartitions {
+	if n := len(resp.GetWorkflowTaskQueuePartitions()); n != workflows.TaskQueuePartitions {
 		t.Errorf("task queue %s has %d workflow-task partitions, want %d", workflows.TaskQueue, n, workflows.TaskQueuePartitions)
 	}
 }
