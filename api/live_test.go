@@ -32,7 +32,7 @@ type live struct {
 // startWorker.
 func newLive(t *testing.T, devServerArgs []string, configure func(*api.Config, *api.Deps)) *live {
 	t.Helper()
-	srv, _ := testenv.DevServerWith(t, testenv.DevServerOptions{SearchAttributes: workflows.SearchAttributeTypes, ExtraArgs: devServerArgs})
+	srv, _ := testenv.DevServerWith(t, testenv.DevServerOptions{ExtraArgs: append(workflows.DevServerFlags(), devServerArgs...)})
 	tc := srv.Client()
 	h := newHarness(t, func(cfg *api.Config, d *api.Deps) {
 		d.Temporal = tc

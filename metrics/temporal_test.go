@@ -28,7 +28,7 @@ func hello(context.Context) (string, error) { return "hello", nil }
 // Prometheus form: the workflow task schedule-to-start latency as a histogram with a bucket
 // edge at 1 s (so a p95 over 1 s is computable across workers), and the poll counters.
 func TestTemporalHandlerExportsHistogramsAndPollCounters(t *testing.T) {
-	srv := testenv.DevServer(t, nil)
+	srv := testenv.DevServer(t)
 	reg := prometheus.NewRegistry()
 	handler, closer := metrics.NewTemporalHandler(reg)
 	defer closer.Close()

@@ -20,7 +20,7 @@ import (
 // NeedsAttention on a real dev server: not unflagged ones, not closed ones. No worker runs,
 // so the workflows stay exactly as started.
 func TestCountAttentionCountsRunningFlaggedWorkflows(t *testing.T) {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
+	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	c := srv.Client()
 	queue := testenv.RandomID("ops-")
 	start := func(wf any, arg any, flagged bool) client.WorkflowRun {
@@ -73,7 +73,7 @@ func TestCountAttentionCountsRunningFlaggedWorkflows(t *testing.T) {
 // With Redis unreachable, the checks that read it are marked failed, the others still
 // count, and the audit is not reported as done.
 func TestRecordAuditExportsViolationsPerCheck(t *testing.T) {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
+	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	_, pool := testenv.Postgres(t)
 	sku := testenv.RandomID("OPS-")
 	if _, err := pool.Exec(t.Context(),

@@ -13,7 +13,7 @@ import (
 // `checkout audit` exits 0 on a clean state and 1 with one readable line per violation,
 // naming the ids; here the violation is a checkout row no saga was started for.
 func TestAuditCommandExitCodes(t *testing.T) {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
+	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	dbURL, pool := testenv.Postgres(t)
 	cfg := config{DatabaseURL: dbURL, RedisURL: testenv.RedisURL(), TemporalAddress: srv.FrontendHostPort(),
 		Namespace: "default", LogLevel: slog.LevelError}

@@ -15,7 +15,7 @@ import (
 // setup-temporal on a cluster without the namespace creates it and registers the search
 // attributes; a second run changes nothing.
 func TestSetupTemporalCreatesAMissingNamespace(t *testing.T) {
-	srv := testenv.DevServer(t, nil)
+	srv := testenv.DevServer(t)
 	cfg := config{TemporalAddress: srv.FrontendHostPort(), Namespace: testenv.RandomID("ns-")}
 	for range 2 {
 		if err := setupTemporal(t.Context(), cfg); err != nil {
@@ -44,7 +44,7 @@ func TestSetupTemporalCreatesAMissingNamespace(t *testing.T) {
 // A Schedule created by an earlier release takes the interval this release asks for (review
 // L10: ensureSchedule ignored an existing Schedule, so a changed interval never reached it).
 func TestEnsureScheduleUpdatesAnExistingSchedule(t *testing.T) {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
+	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	c := srv.Client()
 	id := testenv.RandomID("sched-")
 	if err := ensureSchedule(t.Context(), c, id, time.Hour, workflows.ReconcileStock, activities.ReconcileStockInput{}); err != nil {

@@ -34,7 +34,7 @@ import (
 // the workflow and each of its (local) activities down to the Redis and Postgres calls, and
 // the logs must carry the trace id.
 func TestOneCheckoutIsOneTrace(t *testing.T) {
-	srv := testenv.DevServer(t, workflows.SearchAttributeTypes)
+	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	dbURL, _ := testenv.Postgres(t)
 	const secret = "whsec_trace_test_secret"
 	for name, value := range map[string]string{

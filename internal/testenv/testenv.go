@@ -155,20 +155,19 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// DevServer starts a Temporal dev server from the pinned build on free ports, with the
-// contract's search attributes registered, and stops it when the test ends. Its frontend
-// address is DevServer.FrontendHostPort().
-func DevServer(t testing.TB, searchAttributes map[string]string) *testsuite.DevServer {
+// DevServer starts a Temporal dev server from the pinned build on free ports, with flags
+// passed to `temporal server start-dev` (workflows.DevServerFlags() for the product's search
+// attributes and task-queue partitions; passed in rather than imported, so that packages
+// below workflows can test with it), and stops it when the test ends. Its frontend address
+// is DevServer.FrontendHostPort().
+func DevServer(t testing.TB, flags ...string) *testsuite.DevServer {
 	t.Helper()
-	srv, _ := DevServerWith(t, DevServerOptions{SearchAttributes: searchAttributes})
+	srv, _ := DevServerWith(t, DevServerOptions{ExtraArgs: flags})
 	return srv
 }
 
 // DevServerOptions change how DevServerWith starts the dev server.
 type DevServerOptions struct {
-	// SearchAttributes to register, name -> type (workflows.SearchAttributeTypes). Passed in
-	// rather than imported, so that package activities' own tests can use testenv.
-	SearchAttributes map[string]string
 	// EnableUI serves the Web UI (headless otherwise).
 	EnableUI bool
 	// UIPort is the UI's port; empty picks a free one.
@@ -185,9 +184,6 @@ func DevServerWith(t testing.TB, opts DevServerOptions) (*testsuite.DevServer, s
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	args := append([]string(nil), opts.ExtraArgs...)
-	for name, typ := range opts.SearchAttributes {
-		args = append(args, "--search-attribute", name+"="+typ)
-	}
 	uiURL := ""
 	if opts.EnableUI {
 		if opts.UIPort == "" {
