@@ -36,6 +36,7 @@ type sizes struct {
 	emptyWorkflows        int
 	e2eCheckouts          int
 	e2eConcurrency        int
+	e2eRounds             int // phase 3 runs this many times; the targets take the median
 	flashUnits            int
 	flashRequests         int
 	flashConcurrency      int
@@ -50,7 +51,7 @@ func defaultSizes() sizes {
 		holdConcurrency: []int{1, 8, 64}, holdDuration: 3 * time.Second,
 		redisBenchRequests: 200_000,
 		emptyWorkflows:     400,
-		e2eCheckouts:       300, e2eConcurrency: 32,
+		e2eCheckouts:       300, e2eConcurrency: 32, e2eRounds: 3,
 		flashUnits: 1000, flashRequests: 7000, flashConcurrency: 500, flashRetries: 20,
 		gateDuration: 3 * time.Second, gateConcurrency: 64,
 	}
@@ -61,7 +62,7 @@ func quickSizes() sizes {
 	s.holdDuration = 500 * time.Millisecond
 	s.redisBenchRequests = 20_000
 	s.emptyWorkflows = 60
-	s.e2eCheckouts = 40
+	s.e2eCheckouts, s.e2eRounds = 40, 1
 	s.flashUnits, s.flashRequests, s.flashConcurrency = 100, 700, 100
 	s.gateDuration = time.Second
 	return s
@@ -72,7 +73,7 @@ type options struct {
 	quick, scale                                    bool
 	e2eOnly, grpcGzip, devSARefresh                 bool
 	poll                                            time.Duration
-	partitions                                      int
+	partitions, e2eRounds                           int
 	cpuProfile                                      string
 	sizes                                           sizes
 	command                                         string
@@ -89,6 +90,7 @@ func main() {
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
+	flag.IntVar(&o.e2eRounds, "e2e-rounds", 0, "how many times phase 3 (empty workflows, then checkouts) runs, its targets taking each ratio's median round (0: 3, or 1 with -quick)")
 	flag.IntVar(&o.partitions, "tq-partitions", 0, "task-queue partitions of the dev servers (0: the product's workflows.TaskQueuePartitions; Temporal's default is 4), to measure what partitions cost")
 	flag.DurationVar(&o.poll, "poll", 0, "make the end-to-end client poll GET /v1/checkouts/{id} this often (50ms was the client before ?wait) instead of one GET ?wait=10, to measure what polling costs")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (load generator, API and worker) to this file, for go tool pprof")
@@ -97,6 +99,13 @@ func main() {
 	o.sizes = defaultSizes()
 	if o.quick {
 		o.sizes = quickSizes()
+	}
+	if o.e2eRounds < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -e2e-rounds must be 0 or more")
+		os.Exit(2)
+	}
+	if o.e2eRounds > 0 {
+		o.sizes.e2eRounds = o.e2eRounds
 	}
 	o.command = "make bench (cd bench && go run . " + strings.Join(os.Args[1:], " ") + ")"
 	if root, err := filepath.Abs(".."); err == nil { // the report names no path of this machine
@@ -179,12 +188,11 @@ func run(ctx context.Context, o options) error {
 	defer st.close()
 
 	progress("3/5 end to end: empty workflows, then checkouts over HTTP")
-	if r.empty, err = st.benchEmptyWorkflows(ctx, o.sizes); err != nil {
-		return fmt.Errorf("empty workflows: %w", err)
+	if r.rounds, err = st.benchEnd2End(ctx, o.sizes); err != nil {
+		return err
 	}
-	if r.e2e, err = st.benchCheckouts(ctx, o.sizes); err != nil {
-		return fmt.Errorf("end-to-end checkouts: %w", err)
-	}
+	k, _ := medianRound(r.rounds, e2eRound.cpuRatio)
+	r.empty, r.e2e = k.empty, k.e2e
 
 	progress("4/5 flash sale: %d units, %d requests, %d clients", o.sizes.flashUnits, o.sizes.flashRequests, o.sizes.flashConcurrency)
 	if r.flash, err = st.benchFlashSale(ctx, o.sizes); err != nil {
@@ -240,24 +248,24 @@ func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) erro
 		return fmt.Errorf("start api and worker: %w", err)
 	}
 	defer st.close()
-	empty, err := st.benchEmptyWorkflows(ctx, sz)
+	rounds, err := st.benchEnd2End(ctx, sz)
 	if err != nil {
-		return fmt.Errorf("empty workflows: %w", err)
-	}
-	e2e, err := st.benchCheckouts(ctx, sz)
-	if err != nil {
-		return fmt.Errorf("end-to-end checkouts: %w", err)
+		return err
 	}
 	perK := func(c cpuSnapshot, n int) string {
 		k := float64(n) / 1000
 		return fmt.Sprintf("dev server %.2f / API + worker + load generator %.2f / Redis %.2f / Postgres %.2f = %.2f",
 			c.devServer.Seconds()/k, c.self.Seconds()/k, c.redis.Seconds()/k, c.postgres.Seconds()/k, c.total().Seconds()/k)
 	}
-	progress("CPU s per 1,000 empty workflows: %s", perK(empty.cpu, empty.workflows))
-	progress("CPU s per 1,000 confirmed checkouts: %s", perK(e2e.cpu, e2e.checkouts))
-	cpuRatio := (e2e.cpu.total().Seconds() / float64(e2e.checkouts)) / (empty.cpu.total().Seconds() / float64(empty.workflows))
-	progress("ratios: CPU per checkout %.2f x empty (target <= 2); checkouts/s %.2f x empty (target >= 0.5); POST p99 %.1f x StartWorkflow p99 (target <= 3)",
-		cpuRatio, e2e.rate()/empty.rate(), e2e.post.pct(99).Seconds()/empty.start.pct(99).Seconds())
+	for i, k := range rounds {
+		progress("round %d: CPU s per 1,000 empty workflows: %s", i+1, perK(k.empty.cpu, k.empty.workflows))
+		progress("round %d: CPU s per 1,000 confirmed checkouts: %s", i+1, perK(k.e2e.cpu, k.e2e.checkouts))
+	}
+	cpu, cpus := medianRound(rounds, e2eRound.cpuRatio)
+	rate, rates := medianRound(rounds, e2eRound.rateRatio)
+	post, posts := medianRound(rounds, e2eRound.postRatio)
+	progress("ratios: CPU per checkout %.2f x empty (target <= 2)%s. Checkouts/s %.2f x empty (target >= 0.5)%s. POST p99 %.1f x StartWorkflow p99 (target <= 3)%s",
+		cpu.cpuRatio(), roundsNote(cpus, "%.2f"), rate.rateRatio(), roundsNote(rates, "%.2f"), post.postRatio(), roundsNote(posts, "%.1f"))
 	return nil
 }
 

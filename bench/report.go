@@ -18,10 +18,13 @@ type results struct {
 	elapsed time.Duration
 	race    raceResult
 	holds   holdsResult
-	empty   emptyResult
-	e2e     e2eResult
-	flash   flashResult
-	gate    gateResult
+	// rounds are phase 3's rounds; empty and e2e are the round whose CPU ratio is the median,
+	// which the tables and charts show.
+	rounds []e2eRound
+	empty  emptyResult
+	e2e    e2eResult
+	flash  flashResult
+	gate   gateResult
 }
 
 // target is one of issue 5's targets, evaluated on this run's figures.
@@ -90,10 +93,11 @@ func (r results) targets() []target {
 		t.met = t.met && g.workflowsStarted == 0 // a rejection that started a saga is no rejection
 		ts = append(ts, t)
 	}
-	q := ratio(r.e2e.rate(), r.empty.rate())
+	k, qs := medianRound(r.rounds, e2eRound.rateRatio)
+	q := k.rateRatio()
 	ts = append(ts, target{
 		name:     "End-to-end checkouts/s >= 0.5 x the empty-workflow rate of the same dev server (concurrency " + fmt.Sprint(r.e2e.concurrency) + ")",
-		measured: fmt.Sprintf("%.1f vs %.1f per s", r.e2e.rate(), r.empty.rate()),
+		measured: fmt.Sprintf("%.1f vs %.1f per s", k.e2e.rate(), k.empty.rate()) + roundsNote(qs, "%.2f"),
 		ratio:    fmt.Sprintf("%.3f x", q), met: q >= 0.5,
 		why: fmt.Sprintf("a checkout is %d history events (an empty workflow is 5): update-with-start, a workflow task running "+
 			"RecordCheckout (Postgres) and ReserveStock (Redis) as local activities, the update's answer, the payment signal, "+
@@ -101,21 +105,22 @@ func (r results) targets() []target {
 			"writes and the GET that learns the end (%s). The dev server persists each step in "+
 			"SQLite on one of the two cores.", r.e2e.historyEvents, r.e2e.howAsked()),
 	})
-	emptyCPU, checkoutCPU := r.empty.cpuPer(), r.e2e.cpuPer()
-	q = ratio(ms(checkoutCPU), ms(emptyCPU))
+	k, qs = medianRound(r.rounds, e2eRound.cpuRatio)
+	q = k.cpuRatio()
 	ts = append(ts, target{
 		name:     "CPU per confirmed checkout <= 2 x an empty workflow's (every process: dev server, API + worker + load generator, Redis, Postgres; issue 14)",
-		measured: fmt.Sprintf("%s vs %s", fmtDur(checkoutCPU), fmtDur(emptyCPU)),
+		measured: fmt.Sprintf("%s vs %s", fmtDur(k.e2e.cpuPer()), fmtDur(k.empty.cpuPer())) + roundsNote(qs, "%.2f"),
 		ratio:    fmt.Sprintf("%.2f x", q), met: q > 0 && q <= 2,
 		why: fmt.Sprintf("a checkout is %d history events against an empty workflow's 5, three search-attribute upserts (each also a "+
 			"visibility write), an HTTP request with a JSON body, a signed webhook and the GET that learns the end (%s); "+
 			"the table \"CPU per 1,000\" splits it by process.", r.e2e.historyEvents, r.e2e.howAsked()),
 	})
-	startP99, postP99 := r.empty.start.pct(99), r.e2e.post.pct(99)
-	q = ratio(ms(postP99), ms(startP99))
+	k, qs = medianRound(r.rounds, e2eRound.postRatio)
+	startP99, postP99 := k.empty.start.pct(99), k.e2e.post.pct(99)
+	q = k.postRatio()
 	ts = append(ts, target{
 		name:     "POST /v1/checkouts p99 <= 3 x the dev server's own StartWorkflow p99 (same concurrency)",
-		measured: fmt.Sprintf("%s vs %s", fmtDur(postP99), fmtDur(startP99)),
+		measured: fmt.Sprintf("%s vs %s", fmtDur(postP99), fmtDur(startP99)) + roundsNote(qs, "%.1f"),
 		ratio:    fmt.Sprintf("%.1f x", q), met: postP99 <= 3*startP99,
 		why: "StartWorkflow returns once the start is persisted; the POST waits for the reservation: the start, a workflow " +
 			"task on the worker that records the cart in Postgres and holds stock in Redis, and the update's completion " +
@@ -293,6 +298,10 @@ func (r results) markdown(o options, charts []chart) string {
 	w("   the server's StartWorkflow latency. Then %d goroutines each POST a new cart (one unit), send a signed\n", r.e2e.concurrency)
 	w("   `payment_intent.succeeded` webhook and learn the outcome (%s) until `confirmed`, %d\n", r.e2e.howAsked(), r.e2e.checkouts)
 	w("   checkouts in all (after 5 warm-up ones). Rate = checkouts / time from the first POST to the last confirmation.\n")
+	if len(r.rounds) > 1 {
+		w("   The phase runs %d times in turn (empty workflows, then checkouts). Each of its three targets takes the round whose\n", len(r.rounds))
+		w("   ratio is the median and lists every round's; the table and charts show the round whose CPU ratio is the median.\n")
+	}
 	w("4. **Flash sale.** %d units (at most 1 per order), %d carts posted by %d goroutines as fast as they can;\n", r.flash.units, r.flash.requests, r.flash.concurrency)
 	w("   a 503 (admission control) is retried after its `Retry-After`, at most %d times. Every 201 is paid at once by\n", r.sizes.flashRetries)
 	w("   one of 32 webhook senders. The phase ends when every winner's order is in Postgres and no unit is held in\n")
@@ -407,3 +416,34 @@ func (r emptyResult) cpuPer() time.Duration {
 
 // cpuPer is the CPU, every process together, per confirmed checkout of the measured phase.
 func (r e2eResult) cpuPer() time.Duration { return r.cpu.total() / time.Duration(max(r.checkouts, 1)) }
+
+// The three end-to-end ratios of one round (the targets' left side over their right).
+func (k e2eRound) rateRatio() float64 { return ratio(k.e2e.rate(), k.empty.rate()) }
+func (k e2eRound) cpuRatio() float64  { return ratio(ms(k.e2e.cpuPer()), ms(k.empty.cpuPer())) }
+func (k e2eRound) postRatio() float64 {
+	return ratio(ms(k.e2e.post.pct(99)), ms(k.empty.start.pct(99)))
+}
+
+// medianRound is the round whose ratio (of) is the median of the rounds' (of an even count,
+// the upper middle one), and every round's ratio in the order they ran.
+func medianRound(rounds []e2eRound, of func(e2eRound) float64) (e2eRound, []float64) {
+	qs, order := make([]float64, len(rounds)), make([]int, len(rounds))
+	for i, k := range rounds {
+		qs[i], order[i] = of(k), i
+	}
+	sort.Slice(order, func(a, b int) bool { return qs[order[a]] < qs[order[b]] })
+	return rounds[order[len(order)/2]], qs
+}
+
+// roundsNote says, after a target's figures, that they are the median round's, and what
+// every round gave; nothing for a single round.
+func roundsNote(qs []float64, format string) string {
+	if len(qs) < 2 {
+		return ""
+	}
+	each := make([]string, len(qs))
+	for i, q := range qs {
+		each[i] = fmt.Sprintf(format, q)
+	}
+	return fmt.Sprintf("; the median of %d rounds, which gave %s x", len(qs), strings.Join(each, ", "))
+}

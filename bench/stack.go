@@ -163,7 +163,33 @@ func (r emptyResult) rate() float64 { return float64(r.workflows) / r.elapsed.Se
 
 func emptyWorkflowFunc(workflow.Context) error { return nil }
 
-func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes) (emptyResult, error) {
+// e2eRound is one round of phase 3: the empty workflows, then the checkouts.
+type e2eRound struct {
+	empty emptyResult
+	e2e   e2eResult
+}
+
+// benchEnd2End runs phase 3 sz.e2eRounds times in turn. One round's ratios move by 10-30 %
+// with the machine's other load; the targets take each ratio's median round.
+func (s *stack) benchEnd2End(ctx context.Context, sz sizes) ([]e2eRound, error) {
+	rounds := make([]e2eRound, sz.e2eRounds)
+	for k := range rounds {
+		if sz.e2eRounds > 1 {
+			progress("   round %d of %d", k+1, sz.e2eRounds)
+		}
+		var err error
+		if rounds[k].empty, err = s.benchEmptyWorkflows(ctx, sz, k); err != nil {
+			return nil, fmt.Errorf("empty workflows: %w", err)
+		}
+		if rounds[k].e2e, err = s.benchCheckouts(ctx, sz, k); err != nil {
+			return nil, fmt.Errorf("end-to-end checkouts: %w", err)
+		}
+	}
+	return rounds, nil
+}
+
+func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes, round int) (emptyResult, error) {
+	tag := fmt.Sprintf("%s-r%d", s.runID, round)
 	r := emptyResult{workflows: sz.emptyWorkflows, concurrency: sz.e2eConcurrency}
 	w := sdkworker.New(s.tc, emptyQueue, sdkworker.Options{MaxConcurrentWorkflowTaskPollers: 8})
 	w.RegisterWorkflowWithOptions(emptyWorkflowFunc, workflow.RegisterOptions{Name: emptyWorkflow})
@@ -187,14 +213,14 @@ func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes) (emptyResult,
 	// Warm-up: the first workflows pay for task-queue creation and connections. The next
 	// ones, one at a time, give the server's floor: start to result with nothing else running.
 	for i := range 5 {
-		if err := runOne(fmt.Sprintf("empty-%s-warm-%d", s.runID, i), nil); err != nil {
+		if err := runOne(fmt.Sprintf("empty-%s-warm-%d", tag, i), nil); err != nil {
 			return r, err
 		}
 	}
 	var alone recorder
 	for i := range 10 {
 		t := time.Now()
-		if err := runOne(fmt.Sprintf("empty-%s-alone-%d", s.runID, i), nil); err != nil {
+		if err := runOne(fmt.Sprintf("empty-%s-alone-%d", tag, i), nil); err != nil {
 			return r, err
 		}
 		alone.add(time.Since(t))
@@ -203,7 +229,7 @@ func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes) (emptyResult,
 	var rec recorder
 	before := s.cpu(ctx)
 	elapsed, err := pool(ctx, r.workflows, r.concurrency, func(i int) error {
-		return runOne(fmt.Sprintf("empty-%s-%d", s.runID, i), &rec)
+		return runOne(fmt.Sprintf("empty-%s-%d", tag, i), &rec)
 	})
 	if err != nil {
 		return r, err
@@ -266,9 +292,10 @@ func (r e2eResult) howAsked() string {
 
 func (r e2eResult) rate() float64 { return float64(r.checkouts) / r.elapsed.Seconds() }
 
-func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error) {
+func (s *stack) benchCheckouts(ctx context.Context, sz sizes, round int) (e2eResult, error) {
 	r := e2eResult{checkouts: sz.e2eCheckouts, concurrency: sz.e2eConcurrency, pollInterval: s.poll}
-	sku := s.sku("E2E")
+	tag := fmt.Sprintf("%s-r%d", s.runID, round)
+	sku := s.sku(fmt.Sprintf("E2E%d", round))
 	if err := s.setStock(ctx, sku, int64(sz.e2eCheckouts)*10, 2); err != nil {
 		return r, err
 	}
@@ -313,21 +340,21 @@ func (s *stack) benchCheckouts(ctx context.Context, sz sizes) (e2eResult, error)
 	}
 	// Warm-up checkouts, outside the measurement.
 	for i := range 5 {
-		if err := checkout(fmt.Sprintf("w-%s-%d", s.runID, i)); err != nil {
+		if err := checkout(fmt.Sprintf("w-%s-%d", tag, i)); err != nil {
 			return r, err
 		}
 	}
 	post, confirm = recorder{}, recorder{}
 	before := s.cpu(ctx)
 	elapsed, err := pool(ctx, r.checkouts, r.concurrency, func(i int) error {
-		return checkout(fmt.Sprintf("e-%s-%d", s.runID, i))
+		return checkout(fmt.Sprintf("e-%s-%d", tag, i))
 	})
 	if err != nil {
 		return r, err
 	}
 	r.cpu = s.cpu(ctx).sub(before)
 	r.elapsed, r.post, r.payToConfirmed, r.shed = elapsed, post.sorted(), confirm.sorted(), int(shed.Load())
-	r.historyEvents, err = s.historyLength(ctx, shop.WorkflowID(fmt.Sprintf("e-%s-0", s.runID)))
+	r.historyEvents, err = s.historyLength(ctx, shop.WorkflowID(fmt.Sprintf("e-%s-0", tag)))
 	if err != nil {
 		return r, err
 	}
