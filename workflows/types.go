@@ -28,13 +28,18 @@ func PartitionConfig(n int) []string {
 }
 
 // DevServerFlags are the `temporal server start-dev` flags of a dev server that runs the
-// product as it is meant to run: the contract's search attributes and PartitionConfig.
+// product as it is meant to run: the contract's search attributes, PartitionConfig, and the
+// search-attribute cache a real server keeps. The CLI turns that cache off
+// (system.forceSearchAttributesCacheRefreshOnRead=true) so that attributes added while it runs
+// show at once, and pays a read of SQLite for every attribute it checks: about 3.6 ms of the
+// dev server's CPU per checkout in the benchmark. The product's attributes are written into
+// the namespace before the server starts (--search-attribute), so the cache already has them.
 func DevServerFlags() []string {
 	var flags []string
 	for name, typ := range SearchAttributeTypes {
 		flags = append(flags, "--search-attribute", name+"="+typ)
 	}
-	for _, kv := range PartitionConfig(TaskQueuePartitions) {
+	for _, kv := range append(PartitionConfig(TaskQueuePartitions), "system.forceSearchAttributesCacheRefreshOnRead=false") {
 		flags = append(flags, "--dynamic-config-value", kv)
 	}
 	return flags
