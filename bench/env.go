@@ -405,12 +405,11 @@ func (e *env) postgresFacts(ctx context.Context) string {
 // turned on in production"). The attributes here exist from the start, so the cache is never
 // stale. -dev-sa-refresh keeps the CLI's setting.
 func (e *env) devServerArgs() []string {
-	var args []string
-	for name, typ := range workflows.SearchAttributeTypes {
-		args = append(args, "--search-attribute", name+"="+typ)
-	}
-	if !e.saRefresh {
-		args = append(args, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
+	// The product's flags, then this run's changes to them: the CLI keeps the last value
+	// given for a dynamic-config key.
+	args := workflows.DevServerFlags()
+	if e.saRefresh {
+		args = append(args, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=true")
 	}
 	for _, kv := range e.partitionConfig() {
 		args = append(args, "--dynamic-config-value", kv)
