@@ -23,6 +23,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -681,10 +683,17 @@ func temporalProblem(err error) *Problem {
 	// come back later; a namespace that never appears is a misconfiguration for the operator,
 	// and every such 503 logs its cause.
 	var noNamespace *serviceerror.NamespaceNotFound
+	// A call the server cut short (Canceled) while the request's own deadline was far: a
+	// worker killed while the server wrote its task's answer makes the server reload the
+	// workflows' shard, and the calls it was serving end so, for a moment. The SDK wraps an
+	// update's wait that ended either way in its timeout-or-cancellation error.
+	var serverCancelled *serviceerror.Canceled
+	var updateWait *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.As(err, &unavailableErr), errors.As(err, &deadline),
-		errors.As(err, &notReady), errors.As(err, &aborted), errors.As(err, &noNamespace):
+		errors.As(err, &notReady), errors.As(err, &aborted), errors.As(err, &noNamespace),
+		errors.As(err, &serverCancelled), errors.As(err, &updateWait), status.Code(err) == codes.Canceled:
 		return unavailable("temporal", err)
 	case errors.As(err, &exhausted) && exhausted.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT:
 		// More than history.maxInFlightUpdates (10) requests on one checkout at once: its

@@ -212,9 +212,19 @@ func New(cfg Config, deps Deps) *echo.Echo {
 // boundBodyRead gives the body the request's own deadline. ContextTimeout cannot reach a
 // handler blocked reading the body (io.ReadAll knows no context), and the server's
 // ReadTimeout is longer than a request may take.
+//
+// Only a request with a body gets one. Once a body is read to its end, net/http clears the
+// connection's read deadline and waits in the background for the client's next byte; for a
+// request without a body it does so before the handler runs. A deadline set then would
+// expire under that wait while the handler still works, and net/http takes a failed
+// background read for a client gone: it cancels the connection's context, and every later
+// request on that keep-alive connection would start cancelled and answer at once.
 func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if r := c.Request(); r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+				return next(c)
+			}
 			// Not every ResponseWriter can (httptest's cannot); the server's ReadTimeout
 			// still bounds those.
 			_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(timeout))

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +21,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -179,6 +185,13 @@ func TestStartMapsTemporalFailuresToRetryableAnswers(t *testing.T) {
 		{"server deadline", serviceerror.NewDeadlineExceeded("deadline"), http.StatusServiceUnavailable, "service_unavailable", "1"},
 		{"request deadline", fmt.Errorf("update-with-start: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, "service_unavailable", "1"},
 		{"workflow not ready", serviceerror.NewWorkflowNotReady("retrying its task"), http.StatusServiceUnavailable, "service_unavailable", "1"},
+		// A worker killed while the server wrote its task's answer: the server reloads its
+		// shard, and calls it cut short answer Canceled while the request's own deadline is
+		// far (the SDK wraps it as a timeout-or-cancellation of the update's wait).
+		{"server cancelled the call", client.NewWorkflowUpdateServiceTimeoutOrCanceledError(status.Error(codes.Canceled, "context canceled")),
+			http.StatusServiceUnavailable, "service_unavailable", "1"},
+		{"server cancelled the call, unwrapped", status.Error(codes.Canceled, "context canceled"),
+			http.StatusServiceUnavailable, "service_unavailable", "1"},
 		{"in-flight update limit", &serviceerror.ResourceExhausted{Cause: enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT, Message: "in flight"},
 			http.StatusTooManyRequests, "too_many_requests", "1"},
 		{"rate limit", &serviceerror.ResourceExhausted{Cause: enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, Message: "rps"},
@@ -318,4 +331,95 @@ func TestCancelIsTheSagasCancelUpdate(t *testing.T) {
 			t.Errorf("answer = %+v, want the finished saga's expired view", v)
 		}
 	})
+}
+
+// TestARequestThatOutlivesItsTimeoutLeavesItsConnectionUsable: a request whose Temporal call
+// runs past the request timeout answers 503, and the client's next request on the same
+// keep-alive connection is served normally. (A read deadline left on the connection while
+// the server waits for the client's next byte cancels the connection's context, and with it
+// every later request on that connection, each answered at once with "context canceled".)
+func TestARequestThatOutlivesItsTimeoutLeavesItsConnectionUsable(t *testing.T) {
+	for _, tt := range []struct {
+		name, method, path, body string
+	}{
+		{"cancel, no body", http.MethodPost, "/v1/checkouts/CART/cancel", ""},
+		{"get, no body", http.MethodGet, "/v1/checkouts/CART", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const timeout = 300 * time.Millisecond
+			tc := mocks.NewClient(t)
+			h := newHarness(t, func(cfg *api.Config, d *api.Deps) { d.Temporal = tc; cfg.RequestTimeout = timeout })
+			cart := testenv.RandomID("cart-")
+			// Every Temporal call waits for its context: the first one until the request
+			// timeout, the later ones answer at once unless their context is already done.
+			var calls atomic.Int32
+			slow := func(ctx context.Context) error {
+				if calls.Add(1) == 1 {
+					<-ctx.Done()
+				}
+				return ctx.Err()
+			}
+			handle := mocks.NewWorkflowUpdateHandle(t)
+			handle.On("Get", mock.Anything, mock.Anything).Return(func(ctx context.Context, v any) error {
+				*v.(*shop.View) = viewOf(cart, shop.StatusCancelled)
+				return nil
+			}).Maybe()
+			tc.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(
+				func(ctx context.Context, _ client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+					if err := slow(ctx); err != nil {
+						return nil, err
+					}
+					return handle, nil
+				}).Maybe()
+			result := mocks.NewEncodedValue(t)
+			result.On("Get", mock.Anything).Run(func(args mock.Arguments) { *args.Get(0).(*shop.View) = viewOf(cart, shop.StatusCancelled) }).Return(nil).Maybe()
+			tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(
+				func(ctx context.Context, _ *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
+					if err := slow(ctx); err != nil {
+						return nil, err
+					}
+					return &client.QueryWorkflowWithOptionsResponse{QueryResult: result}, nil
+				}).Maybe()
+			run := mocks.NewWorkflowRun(t)
+			run.On("Get", mock.Anything, mock.Anything).Return(func(ctx context.Context, v any) error {
+				if err := slow(ctx); err != nil {
+					return err
+				}
+				*v.(*shop.View) = viewOf(cart, shop.StatusCancelled)
+				return nil
+			}).Maybe()
+			tc.On("GetWorkflow", mock.Anything, mock.Anything, mock.Anything).Return(run).Maybe()
+
+			base := "http://" + listen(t, h.e)
+			hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}} // one keep-alive connection
+			t.Cleanup(hc.CloseIdleConnections)
+			send := func() (int, bool, string) {
+				var reused bool
+				ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+					GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+				})
+				req, _ := http.NewRequestWithContext(ctx, tt.method, base+strings.ReplaceAll(tt.path, "CART", cart), nil)
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Fatalf("%s %s: %v", tt.method, tt.path, err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, reused, string(b)
+			}
+			if code, _, b := send(); code != http.StatusServiceUnavailable {
+				t.Fatalf("first request, past its timeout: %d %s; want 503", code, b)
+			}
+			time.Sleep(timeout) // the first request's read deadline, had it been left, is past
+			for i := range 3 {
+				code, reused, b := send()
+				if !reused {
+					t.Logf("request %d went on a new connection", i+2)
+				}
+				if code != http.StatusOK {
+					t.Errorf("request %d on the same connection (reused %v): %d %s; want 200", i+2, reused, code, b)
+				}
+			}
+		})
+	}
 }

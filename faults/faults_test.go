@@ -285,6 +285,9 @@ func (sl *sale) report(t *testing.T, started time.Time, fault string) {
 		f.winners, f.paid, f.ends[shop.StatusConfirmed], f.refunded, violations)
 	t.Logf("%d carts -> %d held (%d answered 201, %d attached to their saga on a retry), %d out_of_stock; %d POSTs answered 503 (%d without Retry-After), %d other 5xx; webhooks answered 5xx %d times, cancels %d times (all redelivered)",
 		f.carts, f.winners, f.created, f.winners-f.created, f.rejected, sl.post503.Load(), sl.noRetryAfter.Load(), sl.post5xx.Load(), sl.webhook5xx.Load(), sl.cancel5xx.Load())
+	if n := sl.not503.Load(); n > 0 {
+		t.Errorf("the API answered a 5xx other than 503 %d times; the contract answers a passing cause with 503 and Retry-After", n)
+	}
 	if sl.post5xx.Load() > 0 || sl.cancel5xx.Load() > 0 {
 		// Name the causes the API logged for its 500s (the client only sees internal_error):
 		// each distinct error once, with how often it came.

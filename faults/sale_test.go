@@ -102,6 +102,9 @@ type sale struct {
 	cancel5xx      atomic.Int32
 	transportFails atomic.Int32
 	supportRetries atomic.Int32 // stuck checkouts retried through the support API
+	// not503 counts 5xx answers other than 503 to any request: the contract answers a passing
+	// cause (a dependency down, load shed) with 503 and Retry-After, so each one is a defect.
+	not503 atomic.Int32
 	// refusedButStarted counts carts answered out_of_stock whose saga was still running.
 	refusedButStarted int
 }
@@ -178,9 +181,10 @@ func (sl *sale) post(c *cart) {
 				continue
 			}
 		case code >= 500:
-			// Another 5xx (a saga's update aborted by a killed worker answers 500): a client
-			// retries it like a 503; the same cart id makes it safe. Counted and reported.
+			// Another 5xx: a defect (the report fails the test), but a client would retry it
+			// like a 503, and the same cart id makes that safe, so the sale goes on.
 			sl.post5xx.Add(1)
+			sl.not503.Add(1)
 			if time.Now().Add(time.Second).Before(deadline) {
 				time.Sleep(time.Second)
 				continue
@@ -253,6 +257,9 @@ func (sl *sale) retry(count *atomic.Int32, send func() (int, error)) error {
 		code, err := send()
 		if code >= 500 {
 			count.Add(1)
+		}
+		if code >= 500 && code != http.StatusServiceUnavailable {
+			sl.not503.Add(1)
 		}
 		if code > 0 && code < 500 {
 			if err == nil && code >= 300 {

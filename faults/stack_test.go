@@ -64,6 +64,12 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	redis.SetLogger(quietRedisLog{})
 	started := time.Now()
 	dir := t.TempDir()
+	if keep := os.Getenv("FAULTS_KEEP"); keep != "" { // debugging: keep logs and db files
+		var err error
+		if dir, err = os.MkdirTemp(keep, "stack-"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := &stack{t: t, dir: dir, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 
 	bin := filepath.Join(dir, "checkout")
@@ -119,11 +125,17 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	}
 	t.Cleanup(func() {
 		_ = logFile.Close()
-		if t.Failed() { // the API's errors explain a failed fault run
-			if raw, err := os.ReadFile(logFile.Name()); err == nil {
-				lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-				t.Logf("last API log lines:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
+		if t.Failed() { // the services' own words explain a failed fault run
+			t.Logf("last API log lines:\n%s", lastLines(logFile.Name(), 20, nil))
+			workers, _ := filepath.Glob(filepath.Join(dir, "worker*.log"))
+			for _, w := range workers {
+				t.Logf("last warnings and errors of %s:\n%s", filepath.Base(w), lastLines(w, 30, notInfo))
 			}
+			temporals, _ := filepath.Glob(filepath.Join(dir, "temporal*.log"))
+			for _, l := range temporals {
+				t.Logf("last lines of %s:\n%s", filepath.Base(l), lastLines(l, 30, nil))
+			}
+			t.Logf("FAULTS_KEEP=DIR keeps the whole stack (logs and Temporal's db file) for a rerun")
 		}
 	})
 	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -155,6 +167,24 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 		time.Since(started).Round(time.Millisecond), s.redisURL, s.pg.port, s.temporal.addr, s.proxy.Addr(), s.worker.cmd.Process.Pid)
 	return s
 }
+
+// lastLines returns the last n lines of a log file that keep accepts (every line if nil).
+func lastLines(path string, n int, keep func(string) bool) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if keep == nil || keep(l) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// notInfo keeps a worker's log lines above info (and any line that is not its JSON).
+func notInfo(line string) bool { return !strings.Contains(line, `"level":"INFO"`) }
 
 // newWorker prepares a worker process of the product on the stack's services (not started),
 // stopped when the test ends.
