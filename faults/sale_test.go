@@ -154,9 +154,10 @@ func (sl *sale) skus() []string {
 	return out
 }
 
-// clientDeadline bounds how long a client keeps retrying one request. While a worker is
-// stalled (SIGSTOP) admission shrinks its bound and sheds, and one cart of 150 was seen shed
-// for all of 90 s (CI, 2026-12-01): generous, so the suite judges promises, not latency.
+// clientDeadline bounds how long a client keeps retrying one request: generous, so the suite
+// judges promises, not latency. (One cart of 150 was seen answered 503 for 90 s on CI on
+// 2026-12-01, most likely on a keep-alive connection whose context an expired read deadline
+// had cancelled, the defect fixed on 2026-12-02; see boundBodyRead in api/server.go.)
 const clientDeadline = 180 * time.Second
 
 // post checks a cart out, retrying 503s after their Retry-After and transport errors, as a
