@@ -683,10 +683,9 @@ func temporalProblem(err error) *Problem {
 	// come back later; a namespace that never appears is a misconfiguration for the operator,
 	// and every such 503 logs its cause.
 	var noNamespace *serviceerror.NamespaceNotFound
-	// A call the server cut short (Canceled) while the request's own deadline was far: a
-	// worker killed while the server wrote its task's answer makes the server reload the
-	// workflows' shard, and the calls it was serving end so, for a moment. The SDK wraps an
-	// update's wait that ended either way in its timeout-or-cancellation error.
+	// A call that ended Canceled (a gRPC status, or the SDK's error for an update's wait that
+	// timed out or was cancelled): nothing was decided that a retry would repeat, so the
+	// client may come back, as after any deadline.
 	var serverCancelled *serviceerror.Canceled
 	var updateWait *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	switch {

@@ -222,7 +222,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if r := c.Request(); r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			if c.Request().Body == http.NoBody {
 				return next(c)
 			}
 			// Not every ResponseWriter can (httptest's cannot); the server's ReadTimeout
