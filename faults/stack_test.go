@@ -64,7 +64,8 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	redis.SetLogger(quietRedisLog{})
 	started := time.Now()
 	dir := t.TempDir()
-	if keep := os.Getenv("FAULTS_KEEP"); keep != "" { // debugging: keep logs and db files
+	keep := os.Getenv("FAULTS_KEEP") // debugging: keep logs and db files
+	if keep != "" {
 		var err error
 		if dir, err = os.MkdirTemp(keep, "stack-"); err != nil {
 			t.Fatal(err)
@@ -135,7 +136,11 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 			for _, l := range temporals {
 				t.Logf("last lines of %s:\n%s", filepath.Base(l), lastLines(l, 30, nil))
 			}
-			t.Logf("FAULTS_KEEP=DIR keeps the whole stack (logs and Temporal's db file) for a rerun")
+			if keep == "" {
+				t.Logf("FAULTS_KEEP=DIR keeps the whole stack (logs and Temporal's db file) for a rerun")
+			} else {
+				t.Logf("the stack's logs and Temporal's db file are kept in %s", dir)
+			}
 		}
 	})
 	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
