@@ -41,7 +41,8 @@ func TestTemporalServerShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range workflows.SearchAttributeTypes {
+	for _, k := range workflows.SearchAttributes {
+		name := k.GetName()
 		if _, ok := sa.GetCustomAttributes()[name]; !ok {
 			t.Errorf("search attribute %s is not registered; have %v", name, sa.GetCustomAttributes())
 		}

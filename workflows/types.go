@@ -36,8 +36,9 @@ func PartitionConfig(n int) []string {
 // the namespace before the server starts (--search-attribute), so the cache already has them.
 func DevServerFlags() []string {
 	var flags []string
-	for name, typ := range SearchAttributeTypes {
-		flags = append(flags, "--search-attribute", name+"="+typ)
+	for _, k := range SearchAttributes {
+		// The type's String is the CLI's name for it: Keyword, KeywordList, Int, Datetime, Bool.
+		flags = append(flags, "--search-attribute", k.GetName()+"="+k.GetValueType().String())
 	}
 	for _, kv := range append(PartitionConfig(TaskQueuePartitions), "system.forceSearchAttributesCacheRefreshOnRead=false") {
 		flags = append(flags, "--dynamic-config-value", kv)
@@ -128,15 +129,10 @@ var (
 	AttrNeedsAttention = temporal.NewSearchAttributeKeyBool("NeedsAttention")
 )
 
-// SearchAttributeTypes lists the contract's search attributes with their types, in the
-// form `temporal server start-dev --search-attribute NAME=TYPE` and the operator API use.
-var SearchAttributeTypes = map[string]string{
-	"CheckoutState":  "Keyword",
-	"CustomerId":     "Keyword",
-	"Skus":           "KeywordList",
-	"AmountCents":    "Int",
-	"HoldExpiresAt":  "Datetime",
-	"NeedsAttention": "Bool",
+// SearchAttributes are the contract's search attributes, each key with its name and type: what
+// the dev server flags, `checkout setup-temporal` and docker-compose register.
+var SearchAttributes = []temporal.SearchAttributeKey{
+	AttrCheckoutState, AttrCustomerID, AttrSkus, AttrAmountCents, AttrHoldExpiresAt, AttrNeedsAttention,
 }
 
 // StartAttributes are the search attributes a checkout starts with, so support finds it by

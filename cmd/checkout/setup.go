@@ -16,14 +16,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
-var indexedTypes = map[string]enumspb.IndexedValueType{
-	"Keyword":     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"KeywordList": enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-	"Int":         enumspb.INDEXED_VALUE_TYPE_INT,
-	"Datetime":    enumspb.INDEXED_VALUE_TYPE_DATETIME,
-	"Bool":        enumspb.INDEXED_VALUE_TYPE_BOOL,
-}
-
 // namespaceRetention is how long a new namespace keeps closed workflows: long enough for
 // support to look at last week's sagas; Postgres keeps every end after that.
 const namespaceRetention = 7 * 24 * time.Hour
@@ -67,8 +59,8 @@ func setupTemporal(ctx context.Context, cfg config) error {
 		return fmt.Errorf("list search attributes: %w", err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for name, typ := range workflows.SearchAttributeTypes {
-		want := indexedTypes[typ]
+	for _, k := range workflows.SearchAttributes {
+		name, want := k.GetName(), k.GetValueType()
 		got, ok := have.GetCustomAttributes()[name]
 		switch {
 		case !ok:

@@ -34,7 +34,8 @@ func TestSetupTemporalCreatesAMissingNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range workflows.SearchAttributeTypes {
+	for _, k := range workflows.SearchAttributes {
+		name := k.GetName()
 		if _, ok := sas.GetCustomAttributes()[name]; !ok {
 			t.Errorf("search attribute %s missing from the new namespace", name)
 		}
