@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -37,6 +38,7 @@ func (r results) drawCharts(dir string) ([]chart, error) {
 		{"holds.png", "Hot-SKU holds per second by concurrency", r.drawHolds},
 		{"e2e_rate.png", "Completed per second on the same dev server", r.drawE2ERate},
 		{"e2e_latency.png", "End-to-end latency", r.drawE2ELatency},
+		{"e2e_cpu.png", "CPU per workflow, every process, on the same dev server", r.drawE2ECPU},
 		{"flashsale.png", "Flash sale timeline", r.drawFlash},
 		{"soldout.png", "Sold-out gate vs a bare Echo handler", r.drawGate},
 	}
@@ -164,6 +166,78 @@ func (r results) drawE2ERate(path, title string) error {
 		[]string{"empty workflows", "confirmed checkouts over HTTP"},
 		[]float64{r.empty.rate(), r.e2e.rate()},
 		[]color.Color{colorGrey, colorGood}, "%.1f/s", 0.5*r.empty.rate(), "target: 0.5 x empty-workflow rate")
+}
+
+// drawE2ECPU stacks each process's CPU per workflow for the empty workflow, the floor workflow
+// and a confirmed checkout, with issue 14's bound (2 x the empty workflow's total) dashed.
+func (r results) drawE2ECPU(path, title string) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = "CPU ms per workflow"
+	runs := []struct {
+		n   int
+		cpu cpuSnapshot
+	}{{r.empty.workflows, r.empty.cpu}, {r.floor.workflows, r.floor.cpu}, {r.e2e.checkouts, r.e2e.cpu}}
+	per := func(d time.Duration, n int) float64 { return ms(d) / float64(max(n, 1)) }
+	processes := []struct {
+		name  string
+		of    func(cpuSnapshot) time.Duration
+		color color.Color
+	}{
+		{"dev server", func(c cpuSnapshot) time.Duration { return c.devServer }, colorGood},
+		{"API + worker + load generator", func(c cpuSnapshot) time.Duration { return c.self }, colorGrey},
+		{"Redis", func(c cpuSnapshot) time.Duration { return c.redis }, colorBad},
+		{"Postgres", func(c cpuSnapshot) time.Duration { return c.postgres }, color.RGBA{R: 90, G: 160, B: 90, A: 255}},
+	}
+	var below *plotter.BarChart
+	for _, pr := range processes {
+		vs := make(plotter.Values, len(runs))
+		for i, run := range runs {
+			vs[i] = per(pr.of(run.cpu), run.n)
+		}
+		b, err := plotter.NewBarChart(vs, vg.Points(60))
+		if err != nil {
+			return err
+		}
+		b.Color, b.LineStyle.Width = pr.color, 0
+		if below != nil {
+			b.StackOn(below)
+		}
+		p.Add(b)
+		p.Legend.Add(pr.name, b)
+		below = b
+	}
+	xys := make(plotter.XYs, len(runs))
+	labels := make([]string, len(runs))
+	top := 0.0
+	for i, run := range runs {
+		total := per(run.cpu.total(), run.n)
+		xys[i], labels[i] = plotter.XY{X: float64(i), Y: total}, fmt.Sprintf("%.2f ms", total)
+		top = max(top, total)
+	}
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
+	if err != nil {
+		return err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = draw.XCenter
+	}
+	l.Offset = vg.Point{Y: vg.Points(4)}
+	p.Add(l)
+	bound := 2 * per(r.empty.cpu.total(), r.empty.workflows)
+	line, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: bound}, {X: float64(len(runs)) - 0.5, Y: bound}})
+	if err != nil {
+		return err
+	}
+	line.Color, line.Dashes = colorGrey, []vg.Length{vg.Points(5), vg.Points(4)}
+	p.Add(line)
+	p.Legend.Add("target: 2 x the empty workflow's", line)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.NominalX("empty workflow", "floor workflow", "confirmed checkout")
+	p.X.Min, p.X.Max = -0.5, float64(len(runs))-0.5
+	p.Y.Min, p.Y.Max = 0, max(top, bound)*1.6
+	p.Add(horizontalGrid())
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
 }
 
 func (r results) drawE2ELatency(path, title string) error {

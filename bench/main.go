@@ -192,7 +192,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	k, _ := medianRound(r.rounds, e2eRound.cpuRatio)
-	r.empty, r.e2e = k.empty, k.e2e
+	r.empty, r.floor, r.e2e = k.empty, k.floor, k.e2e
 
 	progress("4/5 flash sale: %d units, %d requests, %d clients", o.sizes.flashUnits, o.sizes.flashRequests, o.sizes.flashConcurrency)
 	if r.flash, err = st.benchFlashSale(ctx, o.sizes); err != nil {
@@ -259,6 +259,7 @@ func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) erro
 	}
 	for i, k := range rounds {
 		progress("round %d: CPU s per 1,000 empty workflows: %s", i+1, perK(k.empty.cpu, k.empty.workflows))
+		progress("round %d: CPU s per 1,000 floor workflows: %s (%.2f x empty)", i+1, perK(k.floor.cpu, k.floor.workflows), k.floorRatio())
 		progress("round %d: CPU s per 1,000 confirmed checkouts: %s", i+1, perK(k.e2e.cpu, k.e2e.checkouts))
 	}
 	cpu, cpus := medianRound(rounds, e2eRound.cpuRatio)

@@ -26,8 +26,6 @@ import (
 )
 
 const (
-	emptyQueue    = "bench-empty"
-	emptyWorkflow = "BenchEmpty"
 	adminToken    = checkouttest.AdminToken
 	webhookSecret = checkouttest.WebhookSecret
 )
@@ -149,24 +147,84 @@ func (s *stack) pay(ctx context.Context, checkoutID string, amount int64) error 
 
 func ptr[T any](v T) *T { return &v }
 
-// emptyResult is the bare rate of an empty workflow on the same dev server, and the server's
-// own StartWorkflow latency under the same client concurrency as the checkouts.
+// emptyResult is the bare rate of a baseline workflow on the same dev server, and the server's
+// own latency for its start under the same client concurrency as the checkouts.
 type emptyResult struct {
 	workflows, concurrency int
 	elapsed                time.Duration
-	start                  latencies   // client.ExecuteWorkflow calls
+	start                  latencies   // the start call (the floor's: update-with-start until its update answered)
 	alone                  latencies   // start to result, one workflow at a time
 	cpu                    cpuSnapshot // over the concurrent phase
 }
 
 func (r emptyResult) rate() float64 { return float64(r.workflows) / r.elapsed.Seconds() }
 
-func emptyWorkflowFunc(workflow.Context) error { return nil }
+// A baseline is a workflow the checkout is measured against, on a task queue and worker of its
+// own in this process: run starts one with the given id, calls started once its start call
+// returned, and waits for its result.
+type baseline struct {
+	name, queue string
+	workflow    any
+	run         func(ctx context.Context, tc client.Client, id string, started func()) error
+}
 
-// e2eRound is one round of phase 3: the empty workflows, then the checkouts.
+// emptyBaseline returns at once: the least any workflow costs.
+var emptyBaseline = baseline{name: "BenchEmpty", queue: "bench-empty",
+	workflow: func(workflow.Context) error { return nil },
+	run: func(ctx context.Context, tc client.Client, id string, started func()) error {
+		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "bench-empty",
+			WorkflowExecutionErrorWhenAlreadyStarted: true}, "BenchEmpty")
+		if err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		started()
+		return run.Get(ctx, nil)
+	}}
+
+// The floor baseline is the checkout's shape on Temporal with nothing in it: started by
+// update-with-start whose update it answers at once, then a durable timer and one signal,
+// then the end. No activity, no search-attribute upsert, no HTTP, Postgres or Redis. What a
+// checkout costs above it is the product's; what it costs above the empty workflow is the
+// price of answering the buyer before the payment and of learning of the payment by a signal.
+const (
+	floorUpdate = "answer"
+	floorSignal = "paid"
+)
+
+func floorWorkflow(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(workflow.Context) error { return nil }); err != nil {
+		return err
+	}
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(workflow.GetSignalChannel(ctx, floorSignal), func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.AddFuture(workflow.NewTimer(ctx, 10*time.Minute), func(workflow.Future) {})
+	sel.Select(ctx)
+	return nil
+}
+
+var floorBaseline = baseline{name: "BenchFloor", queue: "bench-floor", workflow: floorWorkflow,
+	run: func(ctx context.Context, tc client.Client, id string, started func()) error {
+		start := tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: id, TaskQueue: "bench-floor",
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, "BenchFloor")
+		h, err := tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{UpdateName: floorUpdate, WaitForStage: client.WorkflowUpdateStageCompleted}})
+		if err == nil {
+			err = h.Get(ctx, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("update-with-start %s: %w", id, err)
+		}
+		started()
+		if err := tc.SignalWorkflow(ctx, id, "", floorSignal, nil); err != nil {
+			return fmt.Errorf("signal %s: %w", id, err)
+		}
+		return tc.GetWorkflow(ctx, id, "").Get(ctx, nil)
+	}}
+
+// e2eRound is one round of phase 3: the empty workflows, the floor, then the checkouts.
 type e2eRound struct {
-	empty emptyResult
-	e2e   e2eResult
+	empty, floor emptyResult
+	e2e          e2eResult
 }
 
 // benchEnd2End runs phase 3 sz.e2eRounds times in turn. One round's ratios move by 10-30 %
@@ -178,8 +236,11 @@ func (s *stack) benchEnd2End(ctx context.Context, sz sizes) ([]e2eRound, error) 
 			progress("   round %d of %d", k+1, sz.e2eRounds)
 		}
 		var err error
-		if rounds[k].empty, err = s.benchEmptyWorkflows(ctx, sz, k); err != nil {
+		if rounds[k].empty, err = s.benchBaseline(ctx, sz, k, emptyBaseline); err != nil {
 			return nil, fmt.Errorf("empty workflows: %w", err)
+		}
+		if rounds[k].floor, err = s.benchBaseline(ctx, sz, k, floorBaseline); err != nil {
+			return nil, fmt.Errorf("floor workflows: %w", err)
 		}
 		if rounds[k].e2e, err = s.benchCheckouts(ctx, sz, k); err != nil {
 			return nil, fmt.Errorf("end-to-end checkouts: %w", err)
@@ -188,39 +249,27 @@ func (s *stack) benchEnd2End(ctx context.Context, sz sizes) ([]e2eRound, error) 
 	return rounds, nil
 }
 
-func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes, round int) (emptyResult, error) {
-	tag := fmt.Sprintf("%s-r%d", s.runID, round)
+func (s *stack) benchBaseline(ctx context.Context, sz sizes, round int, b baseline) (emptyResult, error) {
+	tag := fmt.Sprintf("%s-%s-r%d", b.queue, s.runID, round)
 	r := emptyResult{workflows: sz.emptyWorkflows, concurrency: sz.e2eConcurrency}
-	w := sdkworker.New(s.tc, emptyQueue, sdkworker.Options{MaxConcurrentWorkflowTaskPollers: 8})
-	w.RegisterWorkflowWithOptions(emptyWorkflowFunc, workflow.RegisterOptions{Name: emptyWorkflow})
+	w := sdkworker.New(s.tc, b.queue, sdkworker.Options{MaxConcurrentWorkflowTaskPollers: 8})
+	w.RegisterWorkflowWithOptions(b.workflow, workflow.RegisterOptions{Name: b.name})
 	if err := w.Start(); err != nil {
-		return r, fmt.Errorf("start empty-workflow worker: %w", err)
+		return r, fmt.Errorf("start %s worker: %w", b.name, err)
 	}
 	defer w.Stop()
 
-	runOne := func(id string, rec *recorder) error {
-		t := time.Now()
-		run, err := s.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: emptyQueue,
-			WorkflowExecutionErrorWhenAlreadyStarted: true}, emptyWorkflow)
-		if err != nil {
-			return fmt.Errorf("start %s: %w", id, err)
-		}
-		if rec != nil {
-			rec.add(time.Since(t))
-		}
-		return run.Get(ctx, nil)
-	}
 	// Warm-up: the first workflows pay for task-queue creation and connections. The next
 	// ones, one at a time, give the server's floor: start to result with nothing else running.
 	for i := range 5 {
-		if err := runOne(fmt.Sprintf("empty-%s-warm-%d", tag, i), nil); err != nil {
+		if err := b.run(ctx, s.tc, fmt.Sprintf("%s-warm-%d", tag, i), func() {}); err != nil {
 			return r, err
 		}
 	}
 	var alone recorder
 	for i := range 10 {
 		t := time.Now()
-		if err := runOne(fmt.Sprintf("empty-%s-alone-%d", tag, i), nil); err != nil {
+		if err := b.run(ctx, s.tc, fmt.Sprintf("%s-alone-%d", tag, i), func() {}); err != nil {
 			return r, err
 		}
 		alone.add(time.Since(t))
@@ -229,15 +278,16 @@ func (s *stack) benchEmptyWorkflows(ctx context.Context, sz sizes, round int) (e
 	var rec recorder
 	before := s.cpu(ctx)
 	elapsed, err := pool(ctx, r.workflows, r.concurrency, func(i int) error {
-		return runOne(fmt.Sprintf("empty-%s-%d", tag, i), &rec)
+		t := time.Now()
+		return b.run(ctx, s.tc, fmt.Sprintf("%s-%d", tag, i), func() { rec.add(time.Since(t)) })
 	})
 	if err != nil {
 		return r, err
 	}
 	r.cpu = s.cpu(ctx).sub(before)
 	r.elapsed, r.start = elapsed, rec.sorted()
-	progress("   empty workflow: %d in %s = %.1f/s at concurrency %d; StartWorkflow p50 %s p99 %s",
-		r.workflows, elapsed.Round(time.Millisecond), r.rate(), r.concurrency, fmtDur(r.start.pct(50)), fmtDur(r.start.pct(99)))
+	progress("   %s: %d in %s = %.1f/s at concurrency %d; start p50 %s p99 %s; CPU per workflow %s",
+		b.name, r.workflows, elapsed.Round(time.Millisecond), r.rate(), r.concurrency, fmtDur(r.start.pct(50)), fmtDur(r.start.pct(99)), fmtDur(r.cpuPer()))
 	return r, nil
 }
 
