@@ -206,10 +206,17 @@ func (c *checkout) finish(ctx workflow.Context, timedOut bool, err error) {
 // restarted when support extends the hold.
 //
 // The wait is one selector over the payment channel, the timer, the update wake-up and the
-// workflow's cancellation. A selector takes whichever became ready first in history order,
-// so a payment recorded before the timer fired wins even when both reach the worker in one
-// workflow task (a worker that was down across the deadline), and a payment recorded after
-// it stays in the channel, to be refunded once the checkout has ended.
+// workflow's cancellation. A selector that is waiting takes whichever becomes ready first in
+// history order, so a payment recorded before the timer fired wins even when both reach the
+// worker in one workflow task (a worker that was down across the deadline), and a payment
+// recorded after it stays in the channel, to be refunded once the checkout has ended.
+//
+// That order holds only for the first event of a workflow task. Once the saga has handled it
+// (a failed card, a wrong amount, a cancel update), the events behind it in the same task are
+// already there when the saga looks again, and a selector takes the first ready case in the
+// order its cases were added, history or not: the timer, before a payment recorded before it.
+// So payments already waiting are taken before the saga acts on the timer or on a cancel
+// (pendingPaymentsFirst): they reached the saga while it held every unit for the buyer.
 func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error) {
 	for !c.decided() {
 		c.waitingDetails(ctx)
@@ -232,7 +239,14 @@ func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error)
 		sel.AddReceive(c.wake, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
 		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
 		for !fired && !cancelled && !c.decided() && !c.extended {
+			if timer.IsReady() && c.pendingPaymentsFirst(ctx) {
+				c.drainPayments(ctx)
+				continue
+			}
 			sel.Select(ctx)
+		}
+		if c.decision() == cancelAsked && c.pendingPaymentsFirst(ctx) {
+			c.drainPayments(ctx) // a payment that came with the cancel still wins (decision.go)
 		}
 		switch {
 		case c.decided():
@@ -246,6 +260,18 @@ func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error)
 		}
 	}
 	return false, nil
+}
+
+// pendingPaymentsChange names the workflow.GetVersion change that takes the payments already
+// waiting in the channel before the timer or a cancel update (see awaitPayment). It is asked
+// for only when the two are ready together, so only sagas that meet that race carry its marker.
+const pendingPaymentsChange = "pending-payments-before-an-end"
+
+// pendingPaymentsFirst reports whether payments are waiting to be taken before the end the
+// saga is about to act on. Sagas that met the race before pendingPaymentsChange replay the
+// old choice.
+func (c *checkout) pendingPaymentsFirst(ctx workflow.Context) bool {
+	return c.payments.Len() > 0 && workflow.GetVersion(ctx, pendingPaymentsChange, workflow.DefaultVersion, 1) == 1
 }
 
 // drainPayments applies every payment waiting in the channel, in the order they arrived.

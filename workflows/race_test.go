@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/lua"
@@ -57,9 +58,30 @@ func (f *fixture) runTo(in workflows.Input, want shop.Status) shop.View {
 	return v
 }
 
-// (a), the payment signal and the timer in one workflow task, cannot be made in the
-// time-skipping environment (it runs a workflow task per event): it is tested on a real
-// server in e2e (TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms).
+// (a) The payment signal and the timer in one workflow task: on a real server in e2e
+// (TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms), and here behind another event of
+// the same task. A failed card and then a successful payment reach the saga just before the
+// deadline, in the workflow task of the timer: the saga handles the failure first, and then
+// both the timer and the payment are ready. The payment came first and must confirm. Before
+// the fix the selector took the timer (its first case) and the checkout ended payment_failed,
+// refunding the payment as late (found by the explorer over 100,000 seeds).
+func TestPaymentBehindAFailedCardInTheTimersTaskConfirms(t *testing.T) {
+	f, phone, in := phoneCheckout(t, 1)
+	in.PaymentTimeoutSeconds = 60
+	f.env.RegisterDelayedCallback(func() {
+		failed := paid("evt_declined", 99_900)
+		failed.Outcome, failed.PaymentRef = shop.PaymentFailed, "pi_declined"
+		f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, failed)
+		f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, paid("evt_second_card", 99_900))
+	}, 59*time.Second+999*time.Millisecond)
+
+	f.runTo(in, shop.StatusConfirmed)
+
+	f.settled(in.CheckoutID, "pi_evt_second_card")
+	if p := f.level(phone); p.Held != 0 || p.Sold != 1 {
+		t.Errorf("phone: %+v, want the unit sold", p)
+	}
+}
 
 // (b) A payment that arrives while the ending steps run (here: while the release of an
 // expired checkout runs) is refunded.
@@ -129,6 +151,50 @@ func TestWorkflowCancelRacingPaymentRefundsIt(t *testing.T) {
 		if p := f.level(phone); p.Held != 0 || p.Sold != 0 {
 			t.Errorf("phone: %+v, want nothing held or sold after the cancel", p)
 		}
+	}
+}
+
+// (e) A failed card, then a successful payment, then the buyer's cancel, in one workflow task.
+// Temporal runs an update's handler before the saga's main coroutine, so the cancel is
+// accepted before the saga has looked at either payment; the payment came first and still
+// wins (decision.go). Before the fix the saga handled the failed card, saw the cancel and
+// ended cancelled, refunding the payment as late (found by the explorer over 100,000 seeds).
+func TestPaymentBehindAFailedCardInTheTaskOfACancelConfirms(t *testing.T) {
+	f, phone, in := phoneCheckout(t, 1)
+	f.env.RegisterDelayedCallback(func() {
+		failed := paid("evt_declined", 99_900)
+		failed.Outcome, failed.PaymentRef = shop.PaymentFailed, "pi_declined"
+		f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, failed)
+		f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, paid("evt_second_card", 99_900))
+		f.env.UpdateWorkflow(workflows.UpdateCancel, "cancel-1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(error) {}, OnComplete: func(any, error) {},
+		}, workflows.CancelRequest{By: "customer"})
+	}, time.Minute)
+
+	f.runTo(in, shop.StatusConfirmed)
+
+	f.settled(in.CheckoutID, "pi_evt_second_card")
+	if p := f.level(phone); p.Held != 0 || p.Sold != 1 {
+		t.Errorf("phone: %+v, want the unit sold", p)
+	}
+}
+
+// (e) A payment the saga must give back (here: the wrong amount) and the workflow's own
+// cancellation in one workflow task: the refund is queued first, and the cancellation must not
+// stop it from starting. Before the fix the Refund child was started on the cancelled context
+// and never began: the money was kept, with no order and no refund.
+func TestWorkflowCancelInTheTaskOfARefundStillStartsTheRefund(t *testing.T) {
+	f, phone, in := phoneCheckout(t, 1)
+	f.env.RegisterDelayedCallback(func() {
+		f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, paid("evt_short", 99_800))
+		f.env.CancelWorkflow()
+	}, time.Minute)
+
+	f.runTo(in, shop.StatusCancelled)
+
+	f.settled(in.CheckoutID, "pi_evt_short")
+	if p := f.level(phone); p.Held != 0 || p.Sold != 0 {
+		t.Errorf("phone: %+v, want nothing held or sold after the cancel", p)
 	}
 }
 
