@@ -128,6 +128,9 @@ func (w *world) check() []violation {
 	// refunds then.
 	if final != shop.StatusConfirmed && !w.faulted("ConfirmOrder", permanent) {
 		for _, d := range w.deliveries {
+			if d.What == "cancel update" && !d.Accepted {
+				continue // refused: it decided nothing
+			}
 			if d.What != "payment" {
 				break // a cancel update accepted or a workflow cancellation decided it
 			}

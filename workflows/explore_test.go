@@ -8,13 +8,15 @@ package workflows_test
 // against in-memory fakes of its activities (explore_world_test.go), and the contract's
 // promises are checked afterwards (explore_check_test.go).
 //
-//	go test -count=1 ./workflows/ -run Explore                        # 2,000 seeds
-//	go test -count=1 ./workflows/ -run Explore -explore.seeds=20000   # more (or EXPLORE_SEEDS)
+//	go test -count=1 ./workflows/ -run Explore                         # 10,000 seeds
+//	go test -count=1 ./workflows/ -run Explore -explore.seeds=100000  # more (or EXPLORE_SEEDS)
 //	go test -count=1 ./workflows/ -run Explore -explore.seed=1234 -v  # replay one, with its trace
 //
 // The flags exist only in this package; with ./... use EXPLORE_SEEDS, EXPLORE_FROM and
-// EXPLORE_SEED instead. Seeds are deterministic: CI explores the same 2,000 every run, and a
-// nightly job can move EXPLORE_FROM to explore new ones.
+// EXPLORE_SEED instead. A seed's schedule is deterministic, and CI explores the same 10,000
+// every run; a nightly job can move EXPLORE_FROM to explore new ones. Events a schedule puts at
+// the same instant can reach the environment in either order from one run to the next, so a
+// seed that fails in CI may need a few replays to fail again.
 
 import (
 	"errors"
@@ -49,7 +51,7 @@ import (
 )
 
 var (
-	exploreSeeds = flag.Int("explore.seeds", envInt("EXPLORE_SEEDS", 2000), "seeds the explorer runs (env EXPLORE_SEEDS)")
+	exploreSeeds = flag.Int("explore.seeds", envInt("EXPLORE_SEEDS", 10000), "seeds the explorer runs (env EXPLORE_SEEDS)")
 	exploreFrom  = flag.Int("explore.from", envInt("EXPLORE_FROM", 1), "first seed (env EXPLORE_FROM)")
 	exploreSeed  = flag.Int("explore.seed", envInt("EXPLORE_SEED", 0), "replay only this seed and print its trace (env EXPLORE_SEED)")
 	exploreShow  = flag.Int("explore.show", 3, "failing seeds printed with their full trace")

@@ -75,7 +75,8 @@ const (
 type delivery struct {
 	Seq          int
 	At           time.Time
-	What         string // "payment", "cancel update accepted", "workflow cancellation"
+	What         string // "payment", "cancel update" (sent), "workflow cancellation"
+	Accepted     bool   // a cancel update: the saga accepted it (a refused one decides nothing)
 	Payment      shop.Payment
 	Buffered     bool
 	Source       string // the event's anchor
@@ -469,7 +470,8 @@ func (w *world) holdsInPlace() bool {
 }
 
 // deliver records something that reached the saga, with what the model looked like then.
-func (w *world) deliver(d delivery) {
+// deliver records d and returns its index in w.deliveries.
+func (w *world) deliver(d delivery) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d.Seq, d.At, d.Phase, d.HoldsInPlace = len(w.deliveries)+1, w.env.Now(), w.phase, w.holdsInPlace()
@@ -479,6 +481,7 @@ func (w *world) deliver(d delivery) {
 	} else {
 		w.logf("deliver %s from %s (saga %s)", d.What, d.Source, d.Phase)
 	}
+	return len(w.deliveries) - 1
 }
 
 func describePayment(p shop.Payment, buffered bool) string {
@@ -525,7 +528,10 @@ func (w *world) fire(e *event, fromActivity bool) {
 		// Once the saga is ending there may be no next task in this environment, which then
 		// drops the signal when the workflow completes; a real server never does (it refuses
 		// to complete a workflow while a signal is unseen, and the next task sees it).
-		if e.Buffered && w.phase != "ending" {
+		w.mu.Lock()
+		ending := w.phase == "ending" // concurrent releases set the phase from their goroutines
+		w.mu.Unlock()
+		if e.Buffered && !ending {
 			w.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, e.Payment)
 		} else {
 			w.env.SignalWorkflow(workflows.SignalPayment, e.Payment)
@@ -561,16 +567,23 @@ func (w *world) update(e *event, decided func()) {
 		return
 	}
 	id := fmt.Sprintf("%s-%p", e.Update, e)
+	// A cancel takes its place among the deliveries when it is sent, not when it is accepted:
+	// the environment runs what it is sent in order, and an update starts a workflow task of
+	// its own at once, so a payment sent after it reaches the saga after it, even though the
+	// update's acceptance is reported later. Whether it was accepted is filled in then.
+	cancel := -1
+	if e.Update == workflows.UpdateCancel {
+		cancel = w.deliver(delivery{What: "cancel update", Source: e.when()})
+	}
 	w.env.UpdateWorkflow(e.Update, id, &testsuite.TestUpdateCallback{
 		OnAccept: func() {
 			defer decided()
-			if e.Update == workflows.UpdateCancel {
-				w.deliver(delivery{What: "cancel update accepted", Source: e.when()})
-				return
-			}
 			w.mu.Lock()
+			defer w.mu.Unlock()
+			if cancel >= 0 {
+				w.deliveries[cancel].Accepted = true
+			}
 			w.logf("update %s %+v accepted", e.Update, e.Arg)
-			w.mu.Unlock()
 		},
 		OnReject: func(err error) {
 			defer decided()
