@@ -15,7 +15,32 @@ import (
 // the deadline (issue 9, defect 1a). The saga then sees the payment signal and the fired
 // timer in one workflow task; the payment came first in history, so it confirms. Before the
 // fix (f5df5a1) this checkout ended expired, with no order and no refund.
+//
+// "behind a failed card": the buyer's first card is declined and the second pays, both inside
+// the window. The restarted worker's task holds the failure, the payment and the timer, in
+// that order; the saga handles the failure first, and then the timer and the payment are both
+// ready. Before the fix of 2026-12-03 (pendingPaymentsFirst) the saga took the timer and ended
+// payment_failed, refunding the payment as late.
 func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events func(id string) [][]byte // the webhooks sent inside the window, in order
+	}{
+		{"alone", func(id string) [][]byte {
+			return [][]byte{stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)}
+		}},
+		{"behind a failed card", func(id string) [][]byte {
+			return [][]byte{
+				stripeEvent("evt_declined_"+id, "payment_intent.payment_failed", id, "pi_declined_"+id, unitPrice),
+				stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice),
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { paidWhileTheWorkerIsDown(t, tc.events) })
+	}
+}
+
+func paidWhileTheWorkerIsDown(t *testing.T, events func(id string) [][]byte) {
 	p := checkouttest.Start(t, checkouttest.Options{NoWorker: true, NoAPI: true})
 	stopWorker := p.StartWorker(t)
 	s := &payStack{
@@ -31,12 +56,14 @@ func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
 	id := testenv.RandomID("late-")
 	v := s.openCheckout(t, id, 5)
 	stopWorker()
-	code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice))
-	if code != http.StatusOK || status != shop.DispositionSignalled {
-		t.Fatalf("webhook inside the window: %d %s, want 200 signalled", code, status)
+	for _, body := range events(id) {
+		code, status := s.sendStripe(t, s.api, body)
+		if code != http.StatusOK || status != shop.DispositionSignalled {
+			t.Fatalf("webhook inside the window: %d %s, want 200 signalled", code, status)
+		}
 	}
 	if time.Now().After(*v.ExpiresAt) {
-		t.Skipf("the webhook was answered after expires_at %s on this loaded machine: the case did not happen", v.ExpiresAt)
+		t.Skipf("the webhooks were answered after expires_at %s on this loaded machine: the case did not happen", v.ExpiresAt)
 	}
 	// The deadline passes with no worker; then a worker comes back.
 	eventually(t, "the payment deadline passes", func() (bool, string) {
