@@ -52,6 +52,9 @@ func TestRecordHistories(t *testing.T) {
 		"duplicate_payment_signals":     recordDuplicatePaymentSignals,
 		"reconcile_payments":            recordReconcilePayments,
 		"reconcile_stock":               recordReconcileStock,
+
+		"paid_behind_a_failed_card_at_the_deadline": recordPaidBehindAFailedCardAtTheDeadline,
+		"refund_in_the_task_of_a_workflow_cancel":   recordRefundInTheTaskOfAWorkflowCancel,
 	}
 	for _, name := range recordedHistories {
 		if name == "refund" {
@@ -71,18 +74,27 @@ func TestRecordHistories(t *testing.T) {
 // recorder is the product's worker on real services (checkouttest's one wiring, with a
 // local Stripe API for refunds), and a client to drive it.
 type recorder struct {
-	t      *testing.T
-	c      client.Client
-	p      *checkouttest.Product
-	stripe *stripetest.Server
+	t          *testing.T
+	c          client.Client
+	p          *checkouttest.Product
+	stripe     *stripetest.Server
+	stopWorker func()
 }
 
 func newRecorder(t *testing.T) *recorder {
 	stripe := stripetest.New(t)
-	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true, Payments: map[string]payments.Provider{
+	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true, NoWorker: true, Payments: map[string]payments.Provider{
 		"stripe": payments.NewStripe(stripe.Key(), payments.WithStripeAPIURL(stripe.URL())),
 	}})
-	return &recorder{t: t, c: p.Temporal, p: p, stripe: stripe}
+	return &recorder{t: t, c: p.Temporal, p: p, stripe: stripe, stopWorker: p.StartWorker(t)}
+}
+
+// workerDown runs f with no worker, then starts a new one: what happened meanwhile reaches
+// the saga in one workflow task.
+func (r *recorder) workerDown(f func()) {
+	r.stopWorker()
+	f()
+	r.stopWorker = r.p.StartWorker(r.t)
 }
 
 func (r *recorder) ctx() context.Context {
@@ -201,6 +213,42 @@ func recordConfirmed(r *recorder) string {
 	}
 	r.pay(in.CheckoutID, "evt_confirmed", shop.PaymentSucceeded, "pi_confirmed", res.View.AmountCents)
 	r.ended(in.CheckoutID, shop.StatusConfirmed)
+	return shop.WorkflowID(in.CheckoutID)
+}
+
+// A declined card and then a good one inside the window, while the worker is down across the
+// deadline: the restarted worker's task holds the failure, the payment and the timer, and the
+// payment wins (the pending-payments-before-an-end marker).
+func recordPaidBehindAFailedCardAtTheDeadline(r *recorder) string {
+	in := checkoutInput("c-paid-behind-a-failed-card", 3, r.sku(10))
+	res := r.start(in)
+	r.workerDown(func() {
+		r.pay(in.CheckoutID, "evt_declined", shop.PaymentFailed, "pi_declined", res.View.AmountCents)
+		r.pay(in.CheckoutID, "evt_second_card", shop.PaymentSucceeded, "pi_second_card", res.View.AmountCents)
+		if time.Now().After(*res.View.ExpiresAt) {
+			r.t.Fatalf("the payments were sent after expires_at %s: record again on a quieter machine", res.View.ExpiresAt)
+		}
+		time.Sleep(time.Until(res.View.ExpiresAt.Add(2 * time.Second)))
+	})
+	r.ended(in.CheckoutID, shop.StatusConfirmed)
+	return shop.WorkflowID(in.CheckoutID)
+}
+
+// A wrong amount and the workflow's cancellation in one task: the refund starts on a
+// disconnected context (the refunds-outlive-cancellation marker).
+func recordRefundInTheTaskOfAWorkflowCancel(r *recorder) string {
+	in := checkoutInput("c-refund-in-the-task-of-a-cancel", 600, r.sku(10))
+	res := r.start(in)
+	r.workerDown(func() {
+		r.pay(in.CheckoutID, "evt_short", shop.PaymentSucceeded, "pi_short", res.View.AmountCents-1)
+		if err := r.c.CancelWorkflow(r.ctx(), shop.WorkflowID(in.CheckoutID), ""); err != nil {
+			r.t.Fatalf("cancel workflow: %v", err)
+		}
+	})
+	v := r.ended(in.CheckoutID, shop.StatusCancelled)
+	if len(v.Refunds) != 1 {
+		r.t.Fatalf("refunds %v, want the short payment's", v.Refunds)
+	}
 	return shop.WorkflowID(in.CheckoutID)
 }
 

@@ -41,6 +41,9 @@ var recordedHistories = []string{
 	"refund",                        // the Refund child of wrong_amount, refunded through Stripe
 	"reconcile_payments",            // ReconcilePayments pages the checkouts near their deadline, finds a missed payment and signals the saga (reconcile_payments_every_payment.json is the shape before reconcile-pages, reconcile_payments_one_payment.json the one before reconcile-every-payment)
 	"reconcile_stock",               // ReconcileStock finds a hold nobody knows and flags itself
+
+	"paid_behind_a_failed_card_at_the_deadline", // worker down across the deadline: a declined card, a good one and the timer in one task (pending-payments-before-an-end)
+	"refund_in_the_task_of_a_workflow_cancel",   // a wrong amount and the workflow's cancellation in one task: the refund still starts (refunds-outlive-cancellation)
 }
 
 const historiesDir = "testdata"
