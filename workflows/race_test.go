@@ -70,7 +70,7 @@ func TestPaymentBehindAFailedCardInTheTimersTaskConfirms(t *testing.T) {
 	in.PaymentTimeoutSeconds = 60
 	f.env.RegisterDelayedCallback(f.failedCardThenPaid, 59*time.Second+999*time.Millisecond)
 
-	f.confirmsWithTheSecondCard(in, phone)
+	f.endsAs(in, shop.StatusConfirmed, "pi_evt_second_card", phone, 1)
 }
 
 // failedCardThenPaid sends a failed card and then a successful payment of one phone, neither
@@ -82,14 +82,14 @@ func (f *fixture) failedCardThenPaid() {
 	f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, paid("evt_second_card", 99_900))
 }
 
-// confirmsWithTheSecondCard runs the saga and checks that failedCardThenPaid's payment bought
-// the phone: confirmed, the payment in the order, the unit sold.
-func (f *fixture) confirmsWithTheSecondCard(in workflows.Input, phone string) {
+// endsAs runs the saga to want and checks that payment ref ended as exactly one order or one
+// refund, and that the phone holds nothing and sold the units given.
+func (f *fixture) endsAs(in workflows.Input, want shop.Status, ref, phone string, sold int64) {
 	f.t.Helper()
-	f.runTo(in, shop.StatusConfirmed)
-	f.settled(in.CheckoutID, "pi_evt_second_card")
-	if p := f.level(phone); p.Held != 0 || p.Sold != 1 {
-		f.t.Errorf("phone: %+v, want the unit sold", p)
+	f.runTo(in, want)
+	f.settled(in.CheckoutID, ref)
+	if p := f.level(phone); p.Held != 0 || p.Sold != sold {
+		f.t.Errorf("phone: %+v, want nothing held and %d sold", p, sold)
 	}
 }
 
@@ -105,12 +105,7 @@ func TestPaymentWhileEndingIsRefunded(t *testing.T) {
 			return f.acts.ReleaseStock(ctx, s)
 		})
 
-	f.runTo(in, shop.StatusExpired)
-
-	f.settled(in.CheckoutID, "pi_evt_late")
-	if p := f.level(phone); p.Held != 0 || p.Sold != 0 {
-		t.Errorf("phone: %+v, want nothing held or sold", p)
-	}
+	f.endsAs(in, shop.StatusExpired, "pi_evt_late", phone, 0)
 }
 
 // (c) A payment that arrives while reserving, followed by out of stock, is refunded.
@@ -178,7 +173,7 @@ func TestPaymentBehindAFailedCardInTheTaskOfACancelConfirms(t *testing.T) {
 		}, workflows.CancelRequest{By: "customer"})
 	}, time.Minute)
 
-	f.confirmsWithTheSecondCard(in, phone)
+	f.endsAs(in, shop.StatusConfirmed, "pi_evt_second_card", phone, 1)
 }
 
 // (e) A payment the saga must give back (here: the wrong amount) and the workflow's own
@@ -192,12 +187,7 @@ func TestWorkflowCancelInTheTaskOfARefundStillStartsTheRefund(t *testing.T) {
 		f.env.CancelWorkflow()
 	}, time.Minute)
 
-	f.runTo(in, shop.StatusCancelled)
-
-	f.settled(in.CheckoutID, "pi_evt_short")
-	if p := f.level(phone); p.Held != 0 || p.Sold != 0 {
-		t.Errorf("phone: %+v, want nothing held or sold after the cancel", p)
-	}
+	f.endsAs(in, shop.StatusCancelled, "pi_evt_short", phone, 0)
 }
 
 // A checkout that already ended in Postgres (its saga dropped by Temporal's retention, and
