@@ -87,6 +87,8 @@ func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 		// Half the holds are paid lateLead before expires_at while no worker runs, the other
 		// half expire; the worker comes back only after every deadline has passed. The saga
 		// then sees the payment and the fired timer in one workflow task (issue 9, defect 1a).
+		// Every other payer's first card is declined just before: the failure, the payment and
+		// the timer then share that task, and the payment must still win (2026-12-03).
 		const lateLead = 3 * time.Second
 		sl := newSale(s, lateCarts, lateUnits, rolePayLate, roleExpire)
 		var inside, late int
@@ -96,6 +98,7 @@ func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			var lastDeadline time.Time
+			payers := 0
 			for _, c := range sl.held() {
 				if c.view.ExpiresAt.After(lastDeadline) {
 					lastDeadline = *c.view.ExpiresAt
@@ -103,10 +106,20 @@ func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 				if c.role != rolePayLate {
 					continue
 				}
+				payers++
+				declinedFirst := payers%2 == 0
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					time.Sleep(time.Until(c.view.ExpiresAt.Add(-lateLead))) // the buyer pays at the last moment
+					if declinedFirst {
+						declined := checkouttest.StripeEvent{ID: "evt_declined_" + c.id, Type: "payment_intent.payment_failed",
+							PaymentIntent: "pi_declined_" + c.id, CheckoutID: c.id, Amount: c.amount()}
+						if err := sl.retry(&sl.webhook5xx, func() (int, error) { return sl.sendPayment(c, declined.Body()) }); err != nil {
+							t.Errorf("declined card of %s: %v", c.id, err)
+							return
+						}
+					}
 					if err := sl.deliverPayment(c); err != nil {
 						t.Errorf("late payment of %s: %v", c.id, err)
 						return
