@@ -469,8 +469,8 @@ func (w *world) holdsInPlace() bool {
 	return true
 }
 
-// deliver records something that reached the saga, with what the model looked like then.
-// deliver records d and returns its index in w.deliveries.
+// deliver records something that reached the saga, with what the model looked like then, and
+// returns its index in w.deliveries.
 func (w *world) deliver(d delivery) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
