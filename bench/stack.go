@@ -168,12 +168,20 @@ type baseline struct {
 	run         func(ctx context.Context, tc client.Client, id string, started func()) error
 }
 
+// The baselines' workflow types and task queues, and the floor's update and signal.
+const (
+	emptyType, emptyQueue = "BenchEmpty", "bench-empty"
+	floorType, floorQueue = "BenchFloor", "bench-floor"
+	floorUpdate           = "answer"
+	floorSignal           = "paid"
+)
+
 // emptyBaseline returns at once: the least any workflow costs.
-var emptyBaseline = baseline{name: "BenchEmpty", queue: "bench-empty",
+var emptyBaseline = baseline{name: emptyType, queue: emptyQueue,
 	workflow: func(workflow.Context) error { return nil },
 	run: func(ctx context.Context, tc client.Client, id string, started func()) error {
-		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "bench-empty",
-			WorkflowExecutionErrorWhenAlreadyStarted: true}, "BenchEmpty")
+		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: emptyQueue,
+			WorkflowExecutionErrorWhenAlreadyStarted: true}, emptyType)
 		if err != nil {
 			return fmt.Errorf("start %s: %w", id, err)
 		}
@@ -186,11 +194,6 @@ var emptyBaseline = baseline{name: "BenchEmpty", queue: "bench-empty",
 // then the end. No activity, no search-attribute upsert, no HTTP, Postgres or Redis. What a
 // checkout costs above it is the product's; what it costs above the empty workflow is the
 // price of answering the buyer before the payment and of learning of the payment by a signal.
-const (
-	floorUpdate = "answer"
-	floorSignal = "paid"
-)
-
 func floorWorkflow(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(workflow.Context) error { return nil }); err != nil {
 		return err
@@ -202,10 +205,10 @@ func floorWorkflow(ctx workflow.Context) error {
 	return nil
 }
 
-var floorBaseline = baseline{name: "BenchFloor", queue: "bench-floor", workflow: floorWorkflow,
+var floorBaseline = baseline{name: floorType, queue: floorQueue, workflow: floorWorkflow,
 	run: func(ctx context.Context, tc client.Client, id string, started func()) error {
-		start := tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: id, TaskQueue: "bench-floor",
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, "BenchFloor")
+		start := tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: id, TaskQueue: floorQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, floorType)
 		h, err := tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: start,
 			UpdateOptions: client.UpdateWorkflowOptions{UpdateName: floorUpdate, WaitForStage: client.WorkflowUpdateStageCompleted}})
 		if err == nil {
