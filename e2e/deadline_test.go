@@ -29,7 +29,7 @@ func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
 func TestPaymentBehindADeclinedCardWhileTheWorkerIsDownConfirms(t *testing.T) {
 	paidWhileTheWorkerIsDown(t, func(id string) [][]byte {
 		return [][]byte{
-			stripeEvent("evt_declined_"+id, "payment_intent.payment_failed", id, "pi_declined_"+id, unitPrice),
+			checkouttest.Declined(id, unitPrice).Body(),
 			stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice),
 		}
 	})

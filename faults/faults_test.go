@@ -113,9 +113,8 @@ func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 					defer wg.Done()
 					time.Sleep(time.Until(c.view.ExpiresAt.Add(-lateLead))) // the buyer pays at the last moment
 					if declinedFirst {
-						declined := checkouttest.StripeEvent{ID: "evt_declined_" + c.id, Type: "payment_intent.payment_failed",
-							PaymentIntent: "pi_declined_" + c.id, CheckoutID: c.id, Amount: c.amount()}
-						if err := sl.retry(&sl.webhook5xx, func() (int, error) { return sl.sendPayment(c, declined.Body()) }); err != nil {
+						declined := checkouttest.Declined(c.id, c.amount()).Body()
+						if err := sl.retry(&sl.webhook5xx, func() (int, error) { return sl.sendPayment(c, declined) }); err != nil {
 							t.Errorf("declined card of %s: %v", c.id, err)
 							return
 						}

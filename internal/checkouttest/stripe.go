@@ -29,6 +29,13 @@ func Paid(checkoutID string, amount int64) StripeEvent {
 		CheckoutID: checkoutID, Amount: amount}
 }
 
+// Declined is the payment_intent.payment_failed event of a checkout's declined card: event
+// evt_declined_<id>, intent pi_declined_<id> (another intent than Paid's, as a second card is).
+func Declined(checkoutID string, amount int64) StripeEvent {
+	return StripeEvent{ID: "evt_declined_" + checkoutID, Type: "payment_intent.payment_failed",
+		PaymentIntent: "pi_declined_" + checkoutID, CheckoutID: checkoutID, Amount: amount}
+}
+
 // Body renders the event with the API version of the product's stripe-go.
 func (e StripeEvent) Body() []byte {
 	metadata := map[string]string{}
