@@ -12,6 +12,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -239,25 +240,58 @@ type temporalServer struct {
 }
 
 // startTemporal starts a dev server whose db file and log are named after name, in dir.
+//
+// Besides the ports given here, the dev server binds internal ports it picks itself. With
+// several test binaries starting servers at once, one can lose a port to another process and
+// exit while it starts (seen once in eight CI runs on 2026-12-03). A server that exits before
+// it answers is started again on new ports and a new db file, at most three times.
 func startTemporal(t testing.TB, dir, name string) *temporalServer {
 	t.Helper()
-	port := testenv.FreePort(t)
-	s := &temporalServer{t: t, addr: "127.0.0.1:" + port, log: filepath.Join(dir, name+".log")}
-	s.args = []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", testenv.FreePort(t),
-		"--metrics-port", testenv.FreePort(t), "--headless", "--db-filename", filepath.Join(dir, name+".db"),
-		"--namespace", "default", "--log-level", "error"}
-	s.args = append(s.args, workflows.DevServerFlags()...)
-	s.start()
+	s := &temporalServer{t: t, log: filepath.Join(dir, name+".log")}
+	for attempt := 1; ; attempt++ {
+		port := testenv.FreePort(t)
+		s.addr = "127.0.0.1:" + port
+		s.args = []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--http-port", testenv.FreePort(t),
+			"--metrics-port", testenv.FreePort(t), "--headless", "--db-filename", filepath.Join(dir, fmt.Sprintf("%s-%d.db", name, attempt)),
+			"--namespace", "default", "--log-level", "error"}
+		s.args = append(s.args, workflows.DevServerFlags()...)
+		err := s.tryStart()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errExitedAtStart) || attempt == 3 {
+			t.Fatalf("temporal dev server on %s: %v", s.addr, err)
+		}
+		t.Logf("temporal dev server on %s exited while it started (attempt %d); starting it on new ports", s.addr, attempt)
+	}
 	t.Cleanup(s.stop)
 	return s
 }
 
+// errExitedAtStart is a dev server that exited before it answered.
+var errExitedAtStart = errors.New("exited before it answered")
+
 // start runs the server on its port and db file and waits until it answers.
 func (s *temporalServer) start() {
 	s.t.Helper()
+	if err := s.tryStart(); err != nil {
+		s.t.Fatalf("temporal dev server on %s: %v", s.addr, err)
+	}
+}
+
+// tryStart runs the server and waits until it answers; errExitedAtStart if it exits first.
+func (s *temporalServer) tryStart() error {
+	s.t.Helper()
 	s.cmd = exec.Command(testenv.TemporalCLI(s.t), s.args...)
 	s.exited = startLogged(s.t, s.cmd, s.log, "temporal dev server")
+	exited := false
 	err := waitFor(60*time.Second, func() error {
+		select {
+		case <-s.exited:
+			exited = true
+			return nil
+		default:
+		}
 		c, err := client.Dial(client.Options{HostPort: s.addr, Namespace: "default", Logger: quietLogger{}})
 		if err != nil {
 			return err
@@ -268,9 +302,14 @@ func (s *temporalServer) start() {
 		_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err
 	})
-	if err != nil {
-		s.t.Fatalf("temporal dev server on %s did not answer: %v\n%s", s.addr, err, tail(s.log, 2000))
+	switch {
+	case exited:
+		s.cmd = nil
+		return fmt.Errorf("%w\n%s", errExitedAtStart, tail(s.log, 4000))
+	case err != nil:
+		return fmt.Errorf("did not answer: %v\n%s", err, tail(s.log, 2000))
 	}
+	return nil
 }
 
 // kill stops the server with SIGKILL, as a crash would: only what its db file holds survives.
