@@ -196,6 +196,15 @@ func TestHoldsGoOnWhileTheSKUsSlotMigrates(t *testing.T) {
 	if n := move.MoveKeys(t, 0); n != 3 {
 		t.Fatalf("moved %d keys of slot %d, want the SKU's 3", n, slot)
 	}
+	// On the target the SKU was last resynced on another node: its first script refuses
+	// until a resync (from Postgres: 4 units sold so far, c-live's hold open), as after a
+	// failover. A slot move loses nothing, but the scripts cannot tell it from one that did.
+	if _, err := s.Reserve(ctx, sku, "c-moved", 1); !errors.Is(err, ErrRolledBack) {
+		t.Fatalf("first reserve on the target: %v; want ErrRolledBack", err)
+	}
+	if _, err := s.Reconcile(ctx, sku, 10-2*2, []Hold{{"c-live", 1}}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
 	phase("target") // the source answers ASK, the target runs the scripts
 	move.Finish(t)
 	phase("after")
@@ -231,8 +240,16 @@ func TestAFailoverKeepsTheScriptsLoaded(t *testing.T) {
 	if err := promoted.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// The first script on the new master runs (NOSCRIPT, then every script is loaded) and
+	// refuses: the SKU was resynced on the old master. A resync, and holds go on.
+	if _, err := s.Reserve(ctx, sku, "c-1", 1); !errors.Is(err, ErrRolledBack) {
+		t.Fatalf("first reserve on the new master: %v; want ErrRolledBack", err)
+	}
+	if _, err := s.Reconcile(ctx, sku, 5, nil, nil, 0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Reserve(ctx, sku, "c-1", 1); err != nil {
-		t.Fatalf("reserve on the new master: %v", err)
+		t.Fatalf("reserve on the new master after the resync: %v", err)
 	}
 	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		for _, sc := range allScripts {
@@ -252,12 +269,33 @@ func TestAFailoverKeepsTheScriptsLoaded(t *testing.T) {
 // The SKU's gen went back with it, so the next hold script refuses with ErrRolledBack
 // instead of selling the unit twice; a reconcile from Postgres then restores the hold.
 func TestAFailoverThatLostHoldsIsCaught(t *testing.T) {
+	failOverLosingAHold(t, false)
+}
+
+// TestAFailoverThatLostHoldsIsCaughtByAnotherWorker: the worker that acts first on the new
+// master saw the SKU only before the lost hold, so its gen check passes; the node check
+// still refuses (the SKU was resynced on the old master), and it resyncs first.
+func TestAFailoverThatLostHoldsIsCaughtByAnotherWorker(t *testing.T) {
+	failOverLosingAHold(t, true)
+}
+
+func failOverLosingAHold(t *testing.T, otherWorker bool) {
 	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
 	ctx := t.Context()
 	s := New(rdb)
 	sku := "LOST-" + testenv.RandomID("")
 	if _, err := s.SetStock(ctx, sku, 1, 1); err != nil {
 		t.Fatal(err)
+	}
+	next := s
+	if otherWorker { // a second worker, which saw the SKU's gen before the lost hold
+		next = New(rdb)
+		if _, err := next.Reserve(ctx, sku, "c-gone", 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := next.Release(ctx, sku, "c-gone"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	slot := rdb.ClusterKeySlot(ctx, StockKey(sku)).Val()
 	testenv.FailOverLosingWrites(t, rdb, slot, func() {
@@ -269,16 +307,15 @@ func TestAFailoverThatLostHoldsIsCaught(t *testing.T) {
 	if err != nil || l.Held != 0 || l.Available != 1 {
 		t.Fatalf("level after the lossy failover = %+v, %v; want the hold lost (the test lost no write)", l, err)
 	}
-	_, err = s.Reserve(ctx, sku, "c-other", 1)
-	var rb *RolledBackError
-	if !errors.As(err, &rb) || rb.Gen >= rb.Seen {
+	_, err = next.Reserve(ctx, sku, "c-other", 1)
+	if !errors.Is(err, ErrRolledBack) {
 		t.Fatalf("reserve after the lossy failover: %v; want ErrRolledBack", err)
 	}
-	r, err := s.Reconcile(ctx, sku, 1, []Hold{{"c-paid", 1}}, nil, 0)
+	r, err := next.Reconcile(ctx, sku, 1, []Hold{{"c-paid", 1}}, nil, 0)
 	if err != nil || r.Restored != 1 {
 		t.Fatalf("reconcile = %+v, %v; want c-paid's hold restored", r, err)
 	}
-	if _, err := s.Reserve(ctx, sku, "c-other", 1); !errors.Is(err, ErrOutOfStock) {
+	if _, err := next.Reserve(ctx, sku, "c-other", 1); !errors.Is(err, ErrOutOfStock) {
 		t.Errorf("reserve after the reconcile: %v; want out of stock (c-paid holds the unit)", err)
 	}
 }

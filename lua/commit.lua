@@ -1,6 +1,6 @@
 -- commit.lua: turn a checkout's hold into a sale (the order was confirmed).
 --
--- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen, node
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> checkout id

@@ -7,6 +7,26 @@
 -- in a Redis Cluster a script that declares a missing key gets TRYAGAIN for as long as its
 -- slot migrates, while every declared key that exists moves with the slot.
 
+-- node_id names the Redis process running the script: its run_id, new at every start, and
+-- its master_replid, new when a replica is promoted. Redis goes back in time only by
+-- starting again from an older snapshot or AOF, or by a failover to a lagging replica, and
+-- either way the node that serves the SKU then has an id no copy of the data can carry. So
+-- the scripts that resync a SKU from Postgres (reconcile, rebuild, set_stock) write it into
+-- stock:{sku}.node, and the scripts that move units (start_hold, end_args) refuse with
+-- ROLLED_BACK a SKU whose node is not the one they run on: the first of them after a
+-- restart or a failover, from whichever process, makes that process resync first.
+local function node_id()
+  local info = redis.call('INFO', 'server', 'replication')
+  return (string.match(info, 'run_id:(%x+)') or '?') .. ':' .. (string.match(info, 'master_replid:(%x+)') or '?')
+end
+
+-- other_node reports whether the stock hash was last resynced on another Redis node (see
+-- node_id). A missing hash is NOT_STOCKED's business, not this one's.
+local function other_node(stock)
+  local node = redis.call('HGET', stock, 'node')
+  return node ~= node_id() and redis.call('EXISTS', stock) == 1
+end
+
 -- int_arg parses a decimal integer argument from min to max, or returns nil.
 local function int_arg(s, min, max)
   if type(s) ~= 'string' or #s > 10 or not string.match(s, '^[0-9]+$') then
@@ -107,7 +127,7 @@ end
 
 -- end_args checks the arguments of the scripts that end a hold (release, commit, forfeit):
 -- ARGV[1] holder, ARGV[2] tombstone TTL, ARGV[3] the gen the caller has seen, the gen of the
--- stock hash against it, and the holder's hold-end marker. It returns the reply to refuse
+-- stock hash against it, the node that last resynced it (see node_id), and the holder's hold-end marker. It returns the reply to refuse
 -- with (INVALID_ARGUMENT, ROLLED_BACK, ALREADY_RELEASED, ALREADY_COMMITTED); or nil, the
 -- holder, the TTL, the gen and the quantity held (nil: none).
 local function end_args(stock, holds, ends)
@@ -118,6 +138,9 @@ local function end_args(stock, holds, ends)
   local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
   if gen < seen then
     return {12, gen, seen, gen}
+  end
+  if other_node(stock) then
+    return {12, gen, -1, gen}
   end
   local ended = hold_end(ends, holder)
   if ended == 'released' then
@@ -173,7 +196,7 @@ local function release_hold(give_back)
 end
 
 -- start_hold is what the scripts that take a hold (reserve, stage_change) check first: the
--- SKU is stocked, its gen is not below seen, and holder's hold did not end. It returns the
+-- SKU is stocked, its gen is not below seen, it was resynced on this node, and holder's hold did not end. It returns the
 -- reply to refuse with (NOT_STOCKED, ROLLED_BACK, HOLD_ENDED); or nil, the gen and the
 -- holder's marker (nil or 'rebuilt').
 local function start_hold(stock, ends, holder, seen)
@@ -183,6 +206,9 @@ local function start_hold(stock, ends, holder, seen)
   local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
   if gen < seen then
     return {12, gen, seen, gen}
+  end
+  if other_node(stock) then
+    return {12, gen, -1, gen}
   end
   keep_ends(ends)
   local ended = hold_end(ends, holder)

@@ -23,12 +23,14 @@
 // [HoldsKey] and [HoldEndsKey] and reach the scripts through KEYS; no script
 // builds a key name. Every script declares the same keys of its SKU, and only those.
 //
-//	stock:{SKU}       hash: available, held, max_per_order, gen (decimal integers).
+//	stock:{SKU}       hash: available, held, max_per_order, gen (decimal integers),
+//	                  node (the Redis node it was last resynced on).
 //	                  Absent means the SKU was never stocked (or Redis lost it).
 //	                  Written by set_stock.lua and rebuild.lua (all
 //	                  fields), stage_change.lua (max_per_order too),
 //	                  reserve.lua, release.lua, commit.lua, forfeit.lua
-//	                  and reconcile.lua (available, held and gen).
+//	                  and reconcile.lua (available, held and gen); node by
+//	                  set_stock.lua, rebuild.lua and reconcile.lua only.
 //	                  gen counts changes and only grows: see "Redis going
 //	                  back in time" below.
 //	holds:{SKU}       hash: holder id -> quantity held, live holds only. A holder
@@ -104,7 +106,8 @@
 //	12    ROLLED_BACK         ErrRolledBack         ErrRolledBack         ErrRolledBack       - / ErrRolledBack
 //
 // Every reply's fourth value is the SKU's gen (reconcile.lua adds two more: holds restored,
-// and whether gen was below the caller's floor).
+// and whether gen was below the caller's floor, 2 when the SKU was last resynced on another
+// node).
 //
 // # Redis going back in time
 //
@@ -114,8 +117,19 @@
 // each SKU; the hold scripts (reserve, release, commit, forfeit, stage_change) take that
 // number and refuse with [ErrRolledBack] when Redis shows a lower one, before any unit
 // moves. The caller (package activities) then reconciles the SKU from Postgres, which
-// restores every open checkout's hold, and tries again. reconcile.lua also reports a gen
-// below the floor Postgres recorded, which catches a rollback no live process saw.
+// restores every open checkout's hold, and tries again.
+//
+// The gen only catches a rollback that the caller saw past: a process that started after
+// it, or another worker that never saw the lost writes, would pass the check, and its write
+// would lift gen back over the rollback for everyone. So the scripts also check who Redis
+// is: every resync (set_stock, rebuild, reconcile) writes into stock:{SKU}.node the id of
+// the node that ran it (its run_id, new at each start, and master_replid, new at each
+// promotion), and the hold scripts refuse with [ErrRolledBack] a SKU whose node is not the
+// one they run on. A restart from any snapshot and a failover to any replica change that
+// id, and no copy of the data can hold the new one, so the first script after either, from
+// any process, resyncs the SKU from Postgres before a unit moves. A restart that lost
+// nothing costs one resync per SKU. Operators restoring keys by hand (RESTORE, a copied
+// dump on a running node) are not covered by this: only the gens are.
 //
 // rebuild.lua and reconcile.lua are the recovery paths. When Redis loses a SKU
 // (a restart without persistence), reserve answers NOT_STOCKED for a SKU that

@@ -39,13 +39,18 @@ var (
 	ErrInsufficientStock = errors.New("insufficient stock")
 )
 
-// RolledBackError is a script refused because Redis's gen of the SKU is below one seen.
+// RolledBackError is a script refused because Redis's gen of the SKU is below one seen, or
+// (Seen -1) because the SKU was last resynced on another Redis node: Redis restarted or
+// failed over since, and may have come back with older data.
 type RolledBackError struct {
 	Op, SKU   string
 	Gen, Seen int64
 }
 
 func (e *RolledBackError) Error() string {
+	if e.Seen < 0 {
+		return fmt.Sprintf("%s of %s: redis restarted or failed over since the sku was resynced; resync the sku from postgres", e.Op, e.SKU)
+	}
 	return fmt.Sprintf("%s of %s: redis went back in time (gen %d, seen %d); resync the sku from postgres", e.Op, e.SKU, e.Gen, e.Seen)
 }
 

@@ -1,6 +1,6 @@
 -- forfeit.lua: end a checkout's hold WITHOUT giving its units back to available.
 --
--- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen, node
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> checkout id

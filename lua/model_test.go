@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
 // The model check drives the real scripts on real Redis beside a small reference model of
@@ -68,6 +70,27 @@ type model struct {
 	// recorded are the holders whose end Postgres wrote: confirmed orders, written changes.
 	// A resync passes those with a live hold as settled, as activities.Store.ResyncStock does.
 	recorded map[string]bool
+	// With srv, the model runs over a Redis of its own, as several processes: each step is
+	// taken by one of procs (workers and APIs, each with its own memory of gens), a process
+	// restarts now and then (a new Stock), and a loss is a real restart of Redis from one of
+	// its older snapshots (snaps) instead of restored keys.
+	srv   *testenv.RedisServer
+	procs []*Stock
+	snaps []string
+	// maxWaiting, if not 0, bounds the open checkouts still reserving: their placeholders
+	// after a resync take units, and a model full of them holds little for real.
+	maxWaiting int
+}
+
+// waiting counts the open checkouts that do not hold (still reserving).
+func (m *model) waiting() int {
+	n := 0
+	for _, c := range m.open {
+		if !c.held {
+			n++
+		}
+	}
+	return n
 }
 
 const modelMaxPerOrder = 3
@@ -207,6 +230,9 @@ func (m *model) reserved(c *modelCheckout, res ReserveResult, err error) {
 		if held := m.heldUnits(); held+c.qty > m.onHand {
 			m.fail("reserve of %d for %s succeeded with %d of %d on hand really held", c.qty, c.id, held, m.onHand)
 		}
+		if m.dirty {
+			m.grantedOnALossyRedis(c)
+		}
 		c.held = true
 		m.stats["reserve ok"]++
 	case err == nil:
@@ -219,6 +245,25 @@ func (m *model) reserved(c *modelCheckout, res ReserveResult, err error) {
 		m.stats["reserve refused"]++
 	default:
 		m.fail("reserve of %s: %v", c.id, err)
+	}
+}
+
+// grantedOnALossyRedis fails the test when a hold was granted on a Redis that lost a real
+// hold and has not been resynced since: the lost hold's units were free to take twice, even
+// if on_hand happens to cover both this time.
+func (m *model) grantedOnALossyRedis(c *modelCheckout) {
+	holds, err := m.s.Holds(m.t.Context(), m.sku)
+	if err != nil {
+		m.fail("holds: %v", err)
+	}
+	live := map[string]bool{}
+	for _, h := range holds {
+		live[h.CheckoutID] = true
+	}
+	for _, o := range m.all {
+		if _, open := m.open[o.id]; open && o.held && o != c && !live[o.id] {
+			m.fail("reserve of %s granted while Redis has lost %s's hold and was not resynced", c.id, o.id)
+		}
 	}
 }
 
@@ -377,6 +422,29 @@ func (m *model) change(ctx context.Context, delta int64) {
 }
 
 func TestStockScriptsKeepTheModelsInvariantsOverRandomSteps(t *testing.T) {
+	seed := modelSeedFor(t)
+	rdb := testClient(t)
+	m := newModel(t, seed, rdb, New(rdb), 20)
+	m.run(*modelSteps)
+}
+
+// TestStockScriptsKeepTheModelsInvariantsAcrossRestartsAndWorkers is the model check over
+// three processes sharing one Redis that restarts from older RDB snapshots at random
+// points, while processes restart too: no process, whatever it saw and whenever it
+// started, may grant a hold the units do not cover.
+func TestStockScriptsKeepTheModelsInvariantsAcrossRestartsAndWorkers(t *testing.T) {
+	seed := modelSeedFor(t)
+	srv := testenv.StartRedisServer(t)
+	rdb := srv.Client()
+	// Fewer units than the open checkouts want, so a unit counted twice shows at once.
+	m := newModel(t, seed, rdb, New(rdb), 8)
+	m.srv = srv
+	m.maxWaiting = 1
+	m.procs = []*Stock{m.s, New(rdb), New(rdb)}
+	m.run(*modelSteps / 5)
+}
+
+func modelSeedFor(t *testing.T) uint64 {
 	seed := *modelSeed
 	if seed == 0 {
 		if s, err := strconv.ParseUint(os.Getenv("MODEL_SEED"), 10, 64); err == nil {
@@ -387,18 +455,32 @@ func TestStockScriptsKeepTheModelsInvariantsOverRandomSteps(t *testing.T) {
 	}
 	seedUsed = seed
 	t.Logf("seed %d (replay with -model.seed=%d)", seed, seed)
-	rdb := testClient(t)
+	return seed
+}
+
+func newModel(t *testing.T, seed uint64, rdb *redis.Client, s *Stock, onHand int64) *model {
 	sku := testSKU(t, rdb)
-	m := &model{t: t, s: New(rdb).WithTombstoneTTL(time.Hour), rdb: rdb, sku: sku, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		onHand: 20, open: map[string]*modelCheckout{}, stats: map[string]int{}, finish: map[string]string{}, recorded: map[string]bool{}}
-	ctx := t.Context()
-	if _, err := m.s.SetStock(ctx, sku, m.onHand, modelMaxPerOrder); err != nil {
+	m := &model{t: t, s: s.WithTombstoneTTL(time.Hour), rdb: rdb, sku: sku, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		onHand: onHand, open: map[string]*modelCheckout{}, stats: map[string]int{}, finish: map[string]string{}, recorded: map[string]bool{}}
+	if _, err := m.s.SetStock(t.Context(), sku, m.onHand, modelMaxPerOrder); err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
 
+func (m *model) run(steps int) {
+	t, rdb, sku, ctx := m.t, m.rdb, m.sku, m.t.Context()
 	start := time.Now()
-	for m.step = 1; m.step <= *modelSteps; m.step++ {
+	for m.step = 1; m.step <= steps; m.step++ {
 		atRest := false
+		if len(m.procs) > 0 {
+			i := m.rng.IntN(len(m.procs))
+			if m.rng.IntN(50) == 0 { // the process restarts: it remembers nothing
+				m.procs[i] = New(rdb).WithTombstoneTTL(time.Hour)
+				m.stats["process restart"]++
+			}
+			m.s = m.procs[i]
+		}
 		switch r := m.rng.IntN(100); {
 		case r < 30: // a new checkout reserves
 			if len(m.open) > 12 {
@@ -412,7 +494,7 @@ func TestStockScriptsKeepTheModelsInvariantsOverRandomSteps(t *testing.T) {
 				m.endHold(c, m.release(ctx, c), "release after refusal")
 			}
 		case r < 33: // a checkout still reserving when something else happens; it reserves later
-			if c := m.pick(false); c != nil && m.rng.IntN(2) == 0 {
+			if c := m.pick(false); c != nil && (m.rng.IntN(2) == 0 || m.waiting() >= m.maxWaiting && m.maxWaiting > 0) {
 				var res ReserveResult
 				err := m.retried(ctx, func() (err error) { res, err = m.s.Reserve(ctx, sku, c.id, c.qty); return err })
 				m.reserved(c, res, err)
@@ -467,11 +549,29 @@ func TestStockScriptsKeepTheModelsInvariantsOverRandomSteps(t *testing.T) {
 		case r < 72: // operator change, mostly restocks so the sale goes on
 			m.change(ctx, m.rng.Int64N(13)-4)
 		case r < 80: // remember a copy Redis may restart from later
+			if m.srv != nil {
+				m.snaps = append(m.snaps, m.srv.Snapshot())
+				if len(m.snaps) > 4 {
+					m.snaps = m.snaps[1:]
+				}
+				continue
+			}
 			m.dumps = append(m.dumps, m.dumpKeys(ctx))
 			if len(m.dumps) > 4 {
 				m.dumps = m.dumps[1:]
 			}
 		case r < 84: // partial loss: Redis goes back to an earlier copy
+			if m.srv != nil && len(m.snaps) > 0 {
+				m.srv.RestartFrom(m.snaps[m.rng.IntN(len(m.snaps))])
+				for i := range m.procs { // a host reboot restarts the processes on it too
+					if m.rng.IntN(2) == 0 {
+						m.procs[i] = New(rdb).WithTombstoneTTL(time.Hour)
+					}
+				}
+				m.dirty = true
+				m.stats["restart from an older snapshot"]++
+				continue
+			}
 			if len(m.dumps) == 0 {
 				continue
 			}
@@ -497,7 +597,7 @@ func TestStockScriptsKeepTheModelsInvariantsOverRandomSteps(t *testing.T) {
 	m.reconciler(ctx)
 	m.check(ctx, true)
 	took := time.Since(start)
-	t.Logf("%d steps in %s: %.0f steps/s; %v", *modelSteps, took.Round(time.Millisecond), float64(*modelSteps)/took.Seconds(), m.stats)
+	t.Logf("%d steps in %s: %.0f steps/s; %v", steps, took.Round(time.Millisecond), float64(steps)/took.Seconds(), m.stats)
 }
 
 // release is ReleaseStock: it returns the units that went back.

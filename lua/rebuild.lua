@@ -2,7 +2,7 @@
 -- a failover to an empty replica). Postgres is the record: on_hand, and the checkouts that
 -- are still open, each of which may hold units.
 --
--- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen, node
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-ends:{sku}   hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
@@ -56,5 +56,5 @@ keep_ends(KEYS[3])
 local held, unbacked = count_held(KEYS[2])
 local available = on_hand - (held - unbacked)
 local gen = floor + 1
-redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'gen', gen)
+redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'gen', gen, 'node', node_id())
 return {0, available, held, gen}

@@ -1,6 +1,6 @@
 -- reconcile.lua: repair drift between a SKU's Redis counters and Postgres's record.
 --
--- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen, node
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-ends:{sku}   hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000 (read from Postgres under a row lock)
@@ -12,7 +12,8 @@
 --   "!<checkout>" for a checkout that ended without a sale: its hold is released)
 -- ARGV[5+n], ARGV[6+n], ... -> pairs of open checkout id (in Postgres) and its quantity
 -- Returns {code, before, after, gen, restored, rolled back}, always six integers:
---   {0  OK,          available before, available after, gen, holds restored, 1 if gen was below the floor}
+--   {0  OK,          available before, available after, gen, holds restored, 1 if gen was below the floor, 2 if the
+--                    SKU was last resynced on another node (see node_id in common.lua)}
 --   {1  NOT_STOCKED, 0, 0, 0, 0, 0}   nothing to reconcile (rebuild.lua restores a lost SKU)
 --   {10 INVALID_ARGUMENT, index of the bad ARGV, 0, 0, 0, 0}
 --
@@ -65,10 +66,13 @@ local cur = redis.call('HMGET', KEYS[1], 'available', 'gen')
 local before = tonumber(cur[1]) or 0
 local gen = tonumber(cur[2]) or 0
 local rolled_back = 0
+local node = redis.call('HGET', KEYS[1], 'node')
 if gen < floor then
   rolled_back = 1
+elseif node and node ~= node_id() then
+  rolled_back = 2
 end
 local after = on_hand - (held - unbacked)
 gen = math.max(gen, floor) + 1
-redis.call('HSET', KEYS[1], 'available', after, 'held', held, 'gen', gen)
+redis.call('HSET', KEYS[1], 'available', after, 'held', held, 'gen', gen, 'node', node_id())
 return {0, before, after, gen, restored, rolled_back}

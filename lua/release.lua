@@ -1,6 +1,6 @@
 -- release.lua: give a checkout's held units back to available (saga compensation).
 --
--- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen, node
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> checkout id

@@ -1,6 +1,6 @@
 -- set_stock.lua: load a SKU's on-hand count from Postgres into Redis.
 --
--- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen
+-- KEYS[1] -> stock:{sku}   hash: available, held, max_per_order, gen, node
 -- KEYS[2] -> holds:{sku}   hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-ends:{sku}   hash of hold-end markers (see common.lua), created here
 -- ARGV[1] -> on_hand, decimal integer 0..1000000000
@@ -37,6 +37,6 @@ end
 
 local available = on_hand - held
 keep_ends(KEYS[3])
-redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order)
+redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'node', node_id())
 local gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 return {0, available, held, gen}

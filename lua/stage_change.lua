@@ -1,6 +1,6 @@
 -- stage_change.lua: hold an operator's change of on_hand in Redis while Postgres records it.
 --
--- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen
+-- KEYS[1] -> stock:{sku}                 hash: available, held, max_per_order, gen, node
 -- KEYS[2] -> holds:{sku}                 hash: checkout id -> quantity held (live holds only)
 -- KEYS[3] -> hold-ends:{sku}              hash: holder -> "released:<expiry>" | "committed:<expiry>" | "rebuilt"
 -- ARGV[1] -> hold id of the change, "~" followed by the change id, which starts with "i"

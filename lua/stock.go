@@ -357,7 +357,10 @@ type Reconciled struct {
 	Restored int64
 	// RolledBack: Redis's gen was below genFloor, so it went back in time.
 	RolledBack bool
-	Gen        int64
+	// OtherNode: the SKU was last resynced on another Redis node (a restart, a failover), so
+	// Redis may have come back with older data.
+	OtherNode bool
+	Gen       int64
 }
 
 // Reconcile repairs a SKU's counters from Postgres (see reconcile.lua): every open checkout
@@ -389,7 +392,7 @@ func (s *Stock) Reconcile(ctx context.Context, sku string, onHand int64, open []
 	case r.code != codeOK:
 		return Reconciled{}, c.unexpected(r)
 	}
-	return Reconciled{Stocked: true, Before: r.value, After: r.extra, Gen: r.gen, Restored: r.more[0], RolledBack: r.more[1] == 1}, nil
+	return Reconciled{Stocked: true, Before: r.value, After: r.extra, Gen: r.gen, Restored: r.more[0], RolledBack: r.more[1] == 1, OtherNode: r.more[1] == 2}, nil
 }
 
 // HoldEnd reads holder's hold-end marker on sku: outcome "released", "committed" or

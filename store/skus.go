@@ -115,6 +115,8 @@ func (s *Store) ResyncStock(ctx context.Context, stock *lua.Stock, sku string) (
 			note = fmt.Sprintf("reconcile: redis available of %s %d -> %d (on_hand %d), %d lost holds of open checkouts restored", sku, r.Before, r.After, onHand, r.Restored)
 			if r.RolledBack {
 				note += "; redis had gone back in time"
+			} else if r.OtherNode {
+				note += "; redis had restarted or failed over"
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE skus SET redis_gen = $2 WHERE sku = $1`, sku, r.Gen); err != nil {
