@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +97,37 @@ func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 			}
 			return "redis restarted empty, then PUT " + strings.Join(puts, ", ")
 		})
+	})
+
+	t.Run("redis restarted from its RDB snapshot, the worker with it", func(t *testing.T) {
+		// Every holder pays at once, so a unit granted twice is paid twice.
+		sl := newSale(s, saleCarts, saleUnits, rolePay)
+		started := time.Now()
+		sl.play(t, 3, func() {
+			// Redis's default persistence: a snapshot now and then. The host reboots 15
+			// answers later; Redis loads the snapshot, and the worker starts remembering
+			// nothing, so only what Redis and Postgres hold can tell it what was lost.
+			if err := s.rdb.Save(context.Background()).Err(); err != nil {
+				t.Errorf("save redis: %v", err)
+			}
+			_ = waitFor(clientDeadline, func() error {
+				if int(sl.answered.Load()) >= 3+15 {
+					return nil
+				}
+				return errNotYet
+			})
+			s.worker.kill()
+			s.redis.kill() // SIGKILL: what came after the snapshot is gone
+			s.redis.start()
+			// Later restarts of this suite's Redis start empty, as the machine's does.
+			if err := os.Remove(filepath.Join(s.redis.dir, "dump.rdb")); err != nil {
+				t.Errorf("remove the snapshot: %v", err)
+			}
+			s.worker.start()
+		})
+		s.reconcileUntilClean(t, sl)
+		sl.report(t, started, "redis restarted from a snapshot taken 15 answers earlier, the worker with it")
+		sl.logMoney(t)
 	})
 
 	t.Run("the stock reconciler triggered mid-sale", func(t *testing.T) {
