@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // ReconcileStockInput tunes a reconciliation run.
@@ -25,7 +30,8 @@ type ReconcileStockResult struct {
 	Unexplained []string `json:"unexplained"`
 }
 
-// ReconcileStock compares Redis with Postgres for every SKU and repairs drift in the safe
+// ReconcileStock first ends the checkouts whose saga is gone without an end (endAbandoned),
+// then compares Redis with Postgres for every SKU and repairs drift in the safe
 // direction: a hold whose checkout ended (in Postgres) long ago is committed (confirmed
 // checkouts) or released (every other end); an operator's change whose Redis step did not
 // finish is finished (or undone, if Postgres never recorded it); then every open checkout is
@@ -43,6 +49,9 @@ func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput)
 		return ReconcileStockResult{}, err
 	}
 	res := ReconcileStockResult{SKUs: len(skus)}
+	if err := a.endAbandoned(ctx, grace, &res); err != nil {
+		return res, err
+	}
 	for _, sku := range skus {
 		activity.RecordHeartbeat(ctx, sku)
 		if err := a.reconcileHolds(ctx, sku, grace, &res); err != nil {
@@ -63,6 +72,49 @@ func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput)
 		activity.GetLogger(ctx).Warn("stock reconciled", "corrections", len(res.Corrections), "unexplained", len(res.Unexplained))
 	}
 	return res, nil
+}
+
+// abandonedBatch bounds the open checkouts one reconciler run asks Temporal about; the
+// next run (every few minutes) takes the rest.
+const abandonedBatch = 500
+
+// endAbandoned records an end for every checkout open in Postgres for longer than grace whose
+// saga is no longer running (terminated from the Web UI, dropped at the server's history
+// limit, or gone with its retention): nobody else would ever end it, release its holds or
+// refund its payments. See store.Store.EndAbandoned; the SKU loop then releases its holds.
+func (a *Activities) endAbandoned(ctx context.Context, grace time.Duration, res *ReconcileStockResult) error {
+	if a.Temporal == nil {
+		return nil
+	}
+	ids, err := a.Store.OpenCheckoutsOlderThan(ctx, grace, abandonedBatch)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		activity.RecordHeartbeat(ctx, id)
+		d, err := a.Temporal.DescribeWorkflowExecution(ctx, shop.WorkflowID(id), "")
+		var notFound *serviceerror.NotFound
+		status := "gone"
+		switch {
+		case errors.As(err, &notFound):
+		case err != nil:
+			return fmt.Errorf("describe saga of checkout %s: %w", id, err)
+		case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			continue
+		default:
+			status = strings.ToLower(strings.TrimPrefix(d.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+		}
+		reason := "its saga is " + status + " without having recorded an end; ended by the reconciler"
+		ended, err := a.Store.EndAbandoned(ctx, id, reason)
+		if err != nil {
+			return err
+		}
+		if ended {
+			metrics.Outcomes.WithLabelValues(string(shop.StatusFailed)).Inc()
+			res.Corrections = append(res.Corrections, fmt.Sprintf("reconcile: checkout %s ended failed: %s", id, reason))
+		}
+	}
+	return nil
 }
 
 // reconcileHolds ends the holds of checkouts that ended in Postgres more than grace ago.

@@ -169,6 +169,52 @@ func (s *Store) RecordOutcome(ctx context.Context, in Outcome) error {
 	return nil
 }
 
+// EndAbandoned records the end of an open checkout whose saga is gone without recording one
+// (terminated from the Web UI, dropped by the server at its history limit, or lost): status
+// failed with reason. Its successful payments that no order took become orphans again, in
+// the same transaction, so the orphan sweep refunds each once (RefundOrphans); a payment
+// arriving later meets an ended checkout and is refunded by the webhook. Its holds are then
+// holds of an ended checkout, which the stock reconciler releases. It reports whether the
+// checkout was still open.
+func (s *Store) EndAbandoned(ctx context.Context, checkoutID, reason string) (bool, error) {
+	var ended bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE checkouts SET status = 'failed', reason = $2, ended_at = now(), updated_at = now()
+			WHERE checkout_id = $1 AND ended_at IS NULL`, checkoutID, reason)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		ended = true
+		_, err = tx.Exec(ctx, `
+			UPDATE payment_events SET disposition = $2
+			WHERE checkout_id = $1 AND outcome = 'succeeded' AND disposition IN ($3, $4, $5)`,
+			checkoutID, shop.DispositionOrphan, shop.DispositionSignalled, shop.DispositionMatched, shop.DispositionPending)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("end abandoned checkout %s: %w", checkoutID, err)
+	}
+	return ended, nil
+}
+
+// OpenCheckoutsOlderThan lists up to limit checkouts still open in Postgres that were
+// created more than age ago, oldest first: the ones whose saga the reconciler checks.
+func (s *Store) OpenCheckoutsOlderThan(ctx context.Context, age time.Duration, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT checkout_id FROM checkouts
+		WHERE ended_at IS NULL AND created_at < now() - make_interval(secs => $1)
+		ORDER BY created_at LIMIT $2`, age.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read open checkouts: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read open checkouts: %w", err)
+	}
+	return ids, nil
+}
+
 // CheckoutEnd is how a checkout ended, as the reconciler reads it; EndedAt is nil while open.
 type CheckoutEnd struct {
 	Status  string

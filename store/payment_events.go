@@ -72,8 +72,8 @@ func queueMatchOrphans(b *pgx.Batch, checkoutID string, found *[]shop.RecordedPa
 		})
 }
 
-// ClaimStaleOrphans marks successful orphan payments that no checkout claimed for
-// olderThanSeconds as being refunded (disposition orphan_refund) and returns at most limit
+// ClaimStaleOrphans marks successful orphan payments that no open checkout claimed for
+// olderThanSeconds (see EndAbandoned for those of a checkout that ended) as being refunded (disposition orphan_refund) and returns at most limit
 // of them, with those a sweep claimed before but never recorded a refund for. The claim and
 // a checkout's own claim (queueMatchOrphans) update the same row, so Postgres lets exactly one of
 // them have it: a payment is either refunded or kept by its checkout, never both.
@@ -83,15 +83,19 @@ func (s *Store) ClaimStaleOrphans(ctx context.Context, olderThanSeconds int64, l
 		WHERE (provider, event_id) IN (
 			SELECT provider, event_id FROM payment_events o
 			WHERE o.outcome = 'succeeded' AND (
-				-- an orphan no checkout claimed in time
+				-- an orphan no live checkout claimed in time (none has its id, or it ended
+				-- without taking it: a saga terminated, or dropped by the server), that
+				-- neither paid an order nor was refunded already
 				o.disposition = $2 AND o.received_at < now() - make_interval(secs => $1)
-					AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = o.checkout_id)
+					AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = o.checkout_id AND c.ended_at IS NULL)
+					AND NOT EXISTS (SELECT 1 FROM orders r WHERE r.payment_provider = o.provider AND r.payment_ref = o.payment_ref)
+					AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.provider = o.provider AND r.payment_ref = o.payment_ref)
 				-- or one claimed by a sweep that ended before its refund was recorded
 				OR o.disposition = $3 AND NOT EXISTS (
 					SELECT 1 FROM refunds r WHERE r.provider = o.provider AND r.payment_ref = o.payment_ref))
 			ORDER BY o.received_at LIMIT $4)
 			AND (e.disposition = $3 OR e.disposition = $2
-				AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = e.checkout_id))
+				AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.checkout_id = e.checkout_id AND c.ended_at IS NULL))
 		RETURNING provider, event_id, outcome, coalesce(payment_ref, ''), coalesce(amount_cents, 0),
 			coalesce(currency, ''), coalesce(checkout_id, '')`,
 		olderThanSeconds, shop.DispositionOrphan, shop.DispositionOrphanRefund, max(limit, 1))
