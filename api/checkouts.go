@@ -121,12 +121,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 
-	// Bad input before "no": a quantity over its SKU's limit is 422 whatever the stock, so
-	// the catalog answers before the sold-out gate can call the same cart 409.
-	if p := s.checkCatalog(ctx, req); p != nil {
-		return p
-	}
-	if p := s.soldOut(ctx, req); p != nil {
+	if p := s.gate(ctx, req); p != nil {
 		return p
 	}
 	if p := s.requireWorker(ctx); p != nil {
@@ -589,6 +584,27 @@ func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) *Problem {
 		p.Shortages = append(p.Shortages, shop.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
 	}
 	sort.Slice(p.Shortages, func(i, j int) bool { return p.Shortages[i].SKU < p.Shortages[j].SKU })
+	return p
+}
+
+// gate refuses a new cart before any saga: bad input first (a quantity over its SKU's limit
+// is 422 whatever the stock, so the catalog answers before the sold-out gate can call the
+// same cart 409), then the sold-out gate. Both judge from memory and Redis, which forget: a
+// cart Postgres already recorded (a retry, perhaps long after its end, after Redis lost its
+// markers or the operator changed the SKU) goes on to its saga, which answers its recorded
+// end. Only refused carts cost the Postgres read; if Postgres cannot answer, the refusal
+// stands.
+func (s *Server) gate(ctx context.Context, req CheckoutRequest) *Problem {
+	p := s.checkCatalog(ctx, req)
+	if p == nil {
+		p = s.soldOut(ctx, req)
+	}
+	if p == nil {
+		return nil
+	}
+	if _, err := s.Records.Checkout(ctx, req.CartID); err == nil {
+		return nil
+	}
 	return p
 }
 
