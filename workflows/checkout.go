@@ -456,9 +456,11 @@ func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) 
 
 // persist runs a step that must not be dropped. When its retry policy gives up, the
 // checkout is flagged for support with what is wrong and what to do, and the step is tried
-// again when support sends the retry update, or by itself after stuckRetryInterval. Only a
-// non-retryable error (a definite "no") is returned.
+// again when support sends the retry update, or by itself after stuckRetryInterval, a wait
+// that doubles each round up to stuckRetryMax, so a long outage adds few events a day. Only
+// a non-retryable error (a definite "no") is returned.
 func (c *checkout) persist(ctx workflow.Context, summary string, step func(workflow.Context) error) error {
+	wait := stuckRetryInterval
 	for {
 		err := step(ctx)
 		var appErr *temporal.ApplicationError
@@ -470,16 +472,17 @@ func (c *checkout) persist(ctx workflow.Context, summary string, step func(workf
 			return err
 		}
 		c.stuck = summary
-		c.view.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause (Redis, Postgres or the payment provider); the step is retried every %s, or at once with the retry action (POST /v1/admin/checkouts/%s/retry).",
-			summary, errorText(err), stuckRetryInterval, c.in.CheckoutID)
+		c.view.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause (Redis, Postgres or the payment provider); the step is retried by itself in %s, or at once with the retry action (POST /v1/admin/checkouts/%s/retry).",
+			summary, errorText(err), wait, c.in.CheckoutID)
 		c.refreshAttention(ctx)
 		workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+c.view.Attention)
 		workflow.GetLogger(ctx).Error("step stuck", "step", summary, "error", err)
 		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-			Timeout:      stuckRetryInterval,
+			Timeout:      wait,
 			TimerOptions: workflow.TimerOptions{Summary: "Retry " + summary},
 		}, func() bool { return c.retryRequested })
 		c.retryRequested = false
+		wait = min(2*wait, stuckRetryMax)
 	}
 }
 

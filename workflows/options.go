@@ -74,9 +74,16 @@ var mustFinishRetry = &temporal.RetryPolicy{
 	MaximumAttempts:    10,
 }
 
-// stuckRetryInterval is how often a stuck step tries again by itself: often enough that an
-// outage's end is noticed within minutes, rarely enough to keep a long outage's history small.
+// stuckRetryInterval is how soon a stuck step tries again by itself: often enough that a
+// short outage's end is noticed within minutes. A saga's wait doubles each round up to
+// stuckRetryMax (checkout.persist): a round (ten attempts, their workflow-task heartbeats,
+// the timer) adds 35 to 75 history events, so at one round in two hours a step stuck for two
+// months stays under the server's 51,200-event limit, which would terminate the saga.
+// Support's retry action tries at once, whatever the wait.
 const stuckRetryInterval = 5 * time.Minute
+
+// stuckRetryMax caps the doubling of stuckRetryInterval (see above).
+const stuckRetryMax = 2 * time.Hour
 
 // paymentTimeout turns the requested seconds into the hold's duration, using the default for 0
 // and clamping to the contract's bounds (the API validates too; this guards other callers).

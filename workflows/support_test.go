@@ -182,3 +182,38 @@ func TestAcknowledgeClearsAFlag(t *testing.T) {
 		t.Errorf("end: %s needs_attention %v; want confirmed and not flagged", v.Status, v.NeedsAttention)
 	}
 }
+
+// A step stuck for days (here a release, through three days of a Redis that refuses) tries
+// again less and less often, so the saga's history stays far below the server's limit,
+// which would terminate it; once the cause is fixed the saga ends by itself.
+func TestAStuckStepTriesLessOftenAsTheOutageGoesOn(t *testing.T) {
+	f, phone, in := phoneCheckout(t, 2)
+	in.PaymentTimeoutSeconds = 60
+	var broken atomic.Bool
+	broken.Store(true)
+	var calls atomic.Int32
+	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.StockInput) (int64, error) {
+			if broken.Load() {
+				calls.Add(1)
+				return 0, errors.New("run release script: dial tcp 127.0.0.1:6379: connect: connection refused")
+			}
+			return f.acts.ReleaseStock(ctx, in)
+		})
+	const outage = 72 * time.Hour
+	f.env.RegisterDelayedCallback(func() { broken.Store(false) }, outage)
+
+	v := f.run(in)
+
+	// Ten attempts a round: at a round every 5 minutes three days are 864 rounds; doubling
+	// up to two hours, 41.
+	if rounds := calls.Load() / 10; rounds > 50 {
+		t.Errorf("the stuck release ran %d rounds in %s, want at most 50", rounds, outage)
+	}
+	if v.Status != shop.StatusExpired || v.NeedsAttention {
+		t.Errorf("end: status %s needs_attention %v; want expired and no longer flagged", v.Status, v.NeedsAttention)
+	}
+	if p := f.level(phone); p.Held != 0 || p.Available != 10 {
+		t.Errorf("phone: %+v, want all 10 available once the release went through", p)
+	}
+}
