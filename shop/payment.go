@@ -63,3 +63,13 @@ type StaleOrphan struct {
 	RecordedPayment
 	CheckoutID string `json:"checkout_id"`
 }
+
+// PaymentFates says which of a checkout's payments, as its provider lists them, Postgres has
+// already given an end. Reconciliation hands only the others to the checkout's saga.
+type PaymentFates struct {
+	// Refunding are the payments routed to a refund: a refund is recorded for it, or its
+	// webhook was (an orphan the sweep claimed, a payment after its checkout ended). The
+	// provider may still list one as succeeded while its refund waits for support or has
+	// not reached the provider.
+	Refunding []string `json:"refunding,omitempty"`
+}

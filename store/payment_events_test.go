@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // A provider's event is recorded once however often it is delivered, and marked delivered
@@ -60,5 +62,45 @@ func TestPaymentEventIsRecordedOnceAndDeliveredOnce(t *testing.T) {
 	}
 	if n := testenv.Count(t, pool, `SELECT count(*) FROM payment_events`); n != 1 {
 		t.Errorf("%d payment events, want 1", n)
+	}
+}
+
+// PaymentFates names the payments of a checkout that Postgres routes to a refund: a refund
+// recorded for it, an orphan the sweep claimed, a payment that came after its checkout
+// ended. A payment delivered to its saga, or another checkout's or provider's, is not.
+func TestPaymentFatesNameThePaymentsBeingRefunded(t *testing.T) {
+	t.Parallel()
+	_, s := newStore(t)
+	ctx := t.Context()
+	event := func(checkoutID, provider, ref, disposition string) {
+		t.Helper()
+		ev := shop.PaymentEvent{Provider: provider, EventID: testenv.RandomID("evt-"), Type: "payment_intent.succeeded",
+			CheckoutID: checkoutID, PaymentRef: ref, AmountCents: 1000, Currency: "usd", Outcome: string(shop.PaymentSucceeded),
+			Payload: []byte(`{}`)}
+		if _, err := s.RecordPaymentEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkPaymentEventDelivered(ctx, provider, ev.EventID, disposition); err != nil {
+			t.Fatal(err)
+		}
+	}
+	event("c-1", "stripe", "pi_swept", shop.DispositionOrphanRefund)
+	event("c-1", "stripe", "pi_late", shop.DispositionLate)
+	event("c-1", "stripe", "pi_signalled", shop.DispositionSignalled)
+	event("c-1", "stripe", "pi_orphan", shop.DispositionOrphan)
+	event("c-2", "stripe", "pi_other_checkout", shop.DispositionOrphanRefund)
+	event("c-1", "acme", "pi_other_provider", shop.DispositionOrphanRefund)
+	if err := s.RecordRefund(ctx, store.Refund{ID: "refund-c-1-pi_refunded", CheckoutID: "c-1", Provider: "stripe",
+		PaymentRef: "pi_refunded", AmountCents: 1000, Currency: "usd", Reason: "wrong amount", Status: "requested"}); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := s.PaymentFates(ctx, "stripe", "c-1", []string{"pi_swept", "pi_late", "pi_signalled", "pi_orphan",
+		"pi_other_checkout", "pi_other_provider", "pi_refunded", "pi_unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pi_late", "pi_refunded", "pi_swept"}; !slices.Equal(got.Refunding, want) {
+		t.Errorf("refunding %v, want %v", got.Refunding, want)
 	}
 }

@@ -161,3 +161,32 @@ func TestReconciliationNeverConfirmsAPaymentTheOrphanSweepRefunded(t *testing.T)
 		t.Errorf("postgres records %d refunds of %s, want 1", n, p.PaymentRef)
 	}
 }
+
+// The sweep's refund may not have reached Stripe yet: here Stripe refused it (the charge is
+// disputed) and it waits for support, so Stripe shows nothing refunded. The payment is still
+// the sweep's to give back, as Postgres records (the sweep's claim of the orphan): a checkout
+// posted late must not take it through reconciliation either, or support's retry of the
+// refund would leave an order and a refund.
+func TestReconciliationLeavesAPaymentTheOrphanSweepIsRefundingAlone(t *testing.T) {
+	sweep, stripe := paymentsFixture(t)
+	stripe.FailNextRefunds(stripetest.Answer{Status: 400, ErrType: "invalid_request_error", Code: "charge_disputed",
+		Message: "Charge ch_1 has been charged back; cannot issue a refund."})
+	sweep.env.SetDetachedChildWait(false) // the refund waits for support beyond this test
+	in := input(shop.Item{SKU: sweep.sku(10, 99_900, 2), Quantity: 1})
+	p := sweepOrphanOf(t, sweep, stripe, in.CheckoutID, 99_900)
+	if refunds := stripe.Refunds(); len(refunds) != 0 {
+		t.Fatalf("stripe refunds after the refused sweep: %+v, want none", refunds)
+	}
+
+	saga := sweep.over(t)
+	res := saga.reconcileAt(t, time.Duration(in.PaymentTimeoutSeconds)*time.Second-4*time.Minute, in.CheckoutID)
+	v := saga.run(in)
+
+	if v.Status != shop.StatusExpired || saga.orders(in.CheckoutID) != 0 {
+		t.Errorf("checkout ended %s with %d orders, want expired with none: the payment %s is being refunded",
+			v.Status, saga.orders(in.CheckoutID), p.PaymentRef)
+	}
+	if res.Checked != 1 || res.Delivered != 0 {
+		t.Errorf("reconciliation %+v, want 1 checkout checked and nothing delivered", *res)
+	}
+}
