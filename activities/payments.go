@@ -136,7 +136,8 @@ type PaymentFatesInput struct {
 }
 
 // ReadPaymentFates reads which of the payments Postgres has already given an end
-// (shop.PaymentFates): reconciliation never hands the checkout a payment being refunded.
+// (shop.PaymentFates): reconciliation never hands the checkout a payment being refunded, nor
+// refunds the payment of an order.
 func (a *Activities) ReadPaymentFates(ctx context.Context, in PaymentFatesInput) (shop.PaymentFates, error) {
 	return a.Store.PaymentFates(ctx, in.Provider, in.CheckoutID, in.Refs)
 }

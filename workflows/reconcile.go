@@ -119,13 +119,15 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 	return res, workflow.NewContinueAsNewError(ctx, ReconcilePayments, next)
 }
 
-// refundEndedUnpaid asks the provider about checkouts that ended without an order since
+// refundEndedUnpaid asks the provider about checkouts whose saga ended without an order since
 // `since` (expired, cancelled, payment failed, failed; not out of stock, which never opened a
 // payment window) and refunds every succeeded payment found: a payment whose webhook was lost
-// and whose saga ended meanwhile. A payment the saga or a late webhook already refunded has
-// its Refund workflow under the same id, so it is not refunded twice. One page, the first
-// run of a chain only; the window is the run's, so each ended checkout is asked about for a
-// few runs and then left to the provider's own webhook retries.
+// and whose saga ended meanwhile. Postgres has the last word on the money, not the saga's
+// state: the payment of an order that stands is never refunded (withoutDecided), as after a
+// support reset that closed a confirmed saga as expired. A payment the saga or a late webhook
+// already refunded has its Refund workflow under the same id, so it is not refunded twice.
+// One page, the first run of a chain only; the window is the run's, so each ended checkout is
+// asked about for a few runs and then left to the provider's own webhook retries.
 func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time) (checked, refunded int) {
 	query := fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Completed' AND CheckoutState IN ('%s', '%s', '%s', '%s') AND CloseTime > '%s'",
 		shop.StatusExpired, shop.StatusCancelled, shop.StatusPaymentFailed, shop.StatusFailed, since.Format(time.RFC3339))
@@ -138,7 +140,7 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 	for batch := range slices.Chunk(page.IDs, reconcileParallel) {
 		for wfID, found := range findAll(ctx, in.Provider, batch) {
 			checkoutID, _ := CheckoutIDOf(wfID)
-			for _, f := range found {
+			for _, f := range withoutDecided(ctx, in.Provider, wfID, found) {
 				refund := RefundOf(checkoutID, "", foundPayment(in.Provider, f), "payment found by reconciliation after the checkout ended unpaid")
 				summary := fmt.Sprintf("Refund payment %s of ended checkout %s", f.Ref, checkoutID)
 				started, err := startNewRefund(ctx, refund, summary)
@@ -152,6 +154,26 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 		}
 	}
 	return len(page.IDs), refunded
+}
+
+// reconcileKeepsOrderPayments is the workflow.GetVersion change id of asking Postgres about
+// the payments found for a checkout that ended unpaid before refunding them. Runs recorded
+// before it refund every one.
+const reconcileKeepsOrderPayments = "reconcile-keeps-order-payments"
+
+// withoutDecided is found without the payments Postgres already gave an end: the payment of
+// the checkout's order, which stands whatever the saga's state says, and one being refunded.
+// When Postgres cannot answer, nothing of the checkout is refunded: the next run asks again.
+func withoutDecided(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
+	if workflow.GetVersion(ctx, reconcileKeepsOrderPayments, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return found
+	}
+	fates, err := paymentFates(ctx, provider, wfID, found)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("read what postgres decided for payments of an ended checkout", "workflow_id", wfID, "error", err)
+		return nil
+	}
+	return slices.DeleteFunc(found, func(f activities.FoundPayment) bool { return fates.Decided(f.Ref) })
 }
 
 // deliverFound asks the provider about each checkout of wfIDs at once, then signals every

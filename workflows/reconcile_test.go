@@ -190,3 +190,37 @@ func TestReconciliationLeavesAPaymentTheOrphanSweepIsRefundingAlone(t *testing.T
 		t.Errorf("reconciliation %+v, want 1 checkout checked and nothing delivered", *res)
 	}
 }
+
+// Temporal and Postgres can disagree on how a checkout ended: a support reset of a confirmed
+// saga to before its payment, without reapplying signals, runs again, expires and closes as
+// expired, while Postgres keeps the order (the first end recorded stays). Reconciliation
+// lists it among the checkouts that ended unpaid; it must not refund the payment of the order
+// that stands. Another payment of the checkout is still money kept without an order: that
+// one is refunded.
+func TestReconciliationNeverRefundsThePaymentOfAnOrder(t *testing.T) {
+	f, stripe := paymentsFixture(t)
+	in := input(shop.Item{SKU: f.sku(10, 99_900, 2), Quantity: 1})
+	paidBy := stripe.AddIntent(in.CheckoutID, "succeeded", 99_900, "usd")
+	f.payAt(5*time.Minute, shop.Payment{Provider: "stripe", EventID: "evt_" + paidBy, Outcome: shop.PaymentSucceeded,
+		PaymentRef: paidBy, AmountCents: 99_900, Currency: "usd"})
+	if v := f.run(in); v.Status != shop.StatusConfirmed {
+		t.Fatalf("checkout ended %s, want confirmed", v.Status)
+	}
+	second := stripe.AddIntent(in.CheckoutID, "succeeded", 99_900, "usd") // its webhook was lost
+
+	res, sent := f.reconcile(t, nil, []string{shop.WorkflowID(in.CheckoutID)})
+
+	var refunded []string
+	for _, r := range stripe.Refunds() {
+		refunded = append(refunded, r.PaymentIntent)
+	}
+	if len(refunded) != 1 || refunded[0] != second {
+		t.Errorf("stripe refunded %v, want only %s: %s paid the order", refunded, second, paidBy)
+	}
+	if f.orders(in.CheckoutID) != 1 || f.refundRows(t, paidBy) != 0 {
+		t.Errorf("%d orders and %d refunds of %s, want the order and no refund", f.orders(in.CheckoutID), f.refundRows(t, paidBy), paidBy)
+	}
+	if res.EndedChecked != 1 || res.Refunded != 1 || len(sent) != 0 {
+		t.Errorf("reconciliation %+v signalled %v, want 1 ended checkout checked, 1 refund started, nothing signalled", res, sent)
+	}
+}
