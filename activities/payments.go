@@ -128,6 +128,20 @@ func (a *Activities) FindSucceededPayments(ctx context.Context, in FindPaymentIn
 	return out, nil
 }
 
+// PaymentFatesInput names payments a provider lists for one checkout.
+type PaymentFatesInput struct {
+	Provider   string   `json:"provider"`
+	CheckoutID string   `json:"checkout_id"`
+	Refs       []string `json:"refs"`
+}
+
+// ReadPaymentFates reads which of the payments Postgres has already given an end
+// (shop.PaymentFates): reconciliation never hands the checkout a payment being refunded, nor
+// refunds the payment of an order.
+func (a *Activities) ReadPaymentFates(ctx context.Context, in PaymentFatesInput) (shop.PaymentFates, error) {
+	return a.Store.PaymentFates(ctx, in.Provider, in.CheckoutID, in.Refs)
+}
+
 // ListWorkflowsInput is a visibility query.
 type ListWorkflowsInput struct {
 	Query string `json:"query"`

@@ -25,8 +25,9 @@ type Provider interface {
 	Refund(ctx context.Context, r RefundRequest) (Refund, error)
 	// FindSucceeded returns the succeeded payments whose metadata.checkout_id is checkoutID
 	// (up to MaxFound, oldest first where the provider says), or none. All of them, not the
-	// first: an earlier payment of the wrong amount (refunded, still "succeeded") must not hide
-	// the right one.
+	// first: an earlier payment of the wrong amount must not hide the right one. A payment
+	// refunded in full or in part is left out, though the provider may still call it
+	// succeeded (Stripe does): money given back is no payment for a checkout to keep.
 	FindSucceeded(ctx context.Context, checkoutID string) ([]Payment, error)
 }
 

@@ -160,9 +160,11 @@ func (s *Stripe) Refund(ctx context.Context, r RefundRequest) (Refund, error) {
 }
 
 // FindSucceeded searches Stripe's PaymentIntents for metadata.checkout_id = checkoutID and status
-// succeeded (GET /v1/payment_intents/search), one page of up to MaxFound. Stripe's search index
-// lags writes by up to about a minute, so none for a payment made seconds ago is possible:
-// reconcile after a delay.
+// succeeded (GET /v1/payment_intents/search), one page of up to MaxFound, and leaves out those
+// refunded in full or in part. Stripe keeps a refunded PaymentIntent at status succeeded with
+// its amount_received (the refund is on its charge), so the search expands each one's latest
+// charge and reads its amount_refunded. Stripe's search index lags writes by up to about a
+// minute, so none for a payment made seconds ago is possible: reconcile after a delay.
 func (s *Stripe) FindSucceeded(ctx context.Context, checkoutID string) ([]Payment, error) {
 	if !checkoutIDPattern.MatchString(checkoutID) {
 		return nil, fmt.Errorf("find payment of checkout %q: checkout id must be 1 to 64 letters, digits, '.', '_' or '-': %w", checkoutID, ErrInvalidRequest)
@@ -172,6 +174,7 @@ func (s *Stripe) FindSucceeded(ctx context.Context, checkoutID string) ([]Paymen
 	params.Query = fmt.Sprintf("metadata['checkout_id']:'%s' AND status:'succeeded'", checkoutID)
 	params.Limit = stripe.Int64(MaxFound)
 	params.Single = true // one page, one request
+	params.AddExpand("data.latest_charge")
 
 	var found []Payment
 	for pi, err := range s.client.V1PaymentIntents.Search(ctx, params) {
@@ -186,6 +189,16 @@ func (s *Stripe) FindSucceeded(ctx context.Context, checkoutID string) ([]Paymen
 		// another checkout's payment off as this one's.
 		if pi.Status != stripe.PaymentIntentStatusSucceeded || pi.Metadata["checkout_id"] != checkoutID {
 			continue
+		}
+		if charge := pi.LatestCharge; charge != nil {
+			if charge.Object == "" {
+				// Named, not expanded: a refunded payment would look kept. Asked again by the
+				// next reconciliation rather than passed off as paying.
+				return nil, fmt.Errorf("find payment of checkout %s: payment intent %s: latest charge %s is not expanded", checkoutID, pi.ID, charge.ID)
+			}
+			if charge.AmountRefunded > 0 {
+				continue // given back, in full or in part: not a payment a checkout may keep
+			}
 		}
 		amount := pi.AmountReceived
 		if amount == 0 {

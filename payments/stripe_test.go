@@ -536,8 +536,8 @@ func TestFindSucceededUsesAmountWhenNothingReceivedIsReported(t *testing.T) {
 	wantPayments(t, got, payments.Payment{Ref: "pi_old", CheckoutID: "c-301", AmountCents: 1234, Currency: "gbp"})
 }
 
-// Review L8: an earlier payment of the wrong amount (refunded, but still "succeeded" at Stripe)
-// must not hide the right one, as it did when the search asked for one result.
+// An earlier payment of the wrong amount (not refunded yet) must not hide the right one, as it
+// did when the search asked for one result.
 func TestFindSucceededReturnsEveryPaymentOfTheCheckout(t *testing.T) {
 	f := stripetest.New(t)
 	wrong := f.AddIntent("c-400", "succeeded", 100, "usd")
@@ -550,6 +550,54 @@ func TestFindSucceededReturnsEveryPaymentOfTheCheckout(t *testing.T) {
 		payments.Payment{Ref: wrong, CheckoutID: "c-400", AmountCents: 100, Currency: "usd"},
 		payments.Payment{Ref: right, CheckoutID: "c-400", AmountCents: 199800, Currency: "usd"},
 	)
+}
+
+// Stripe keeps a refunded PaymentIntent at status succeeded, with its amount_received: the
+// refund is on its charge. A payment given back, in full or in part, is not one a checkout may
+// keep, so the search leaves it out.
+func TestFindSucceededLeavesOutRefundedPayments(t *testing.T) {
+	f := stripetest.New(t)
+	refunded := f.AddIntent("c-500", "succeeded", 199800, "usd")
+	partly := f.AddIntent("c-500", "succeeded", 199800, "usd")
+	kept := f.AddIntent("c-500", "succeeded", 199800, "usd")
+	p := newProvider(f)
+	for _, r := range []payments.RefundRequest{
+		{PaymentRef: refunded, IdempotencyKey: "refund-c-500-" + refunded},
+		{PaymentRef: partly, AmountCents: 100, IdempotencyKey: "refund-c-500-" + partly},
+	} {
+		if _, err := p.Refund(testContext(t), r); err != nil {
+			t.Fatalf("refund %s: %v", r.PaymentRef, err)
+		}
+	}
+
+	got, err := p.FindSucceeded(testContext(t), "c-500")
+	if err != nil {
+		t.Fatalf("find: %v", err)
+	}
+	wantPayments(t, got, payments.Payment{Ref: kept, CheckoutID: "c-500", AmountCents: 199800, Currency: "usd"})
+}
+
+// Whether a payment was refunded is read from its expanded latest charge. An answer that
+// names the charge without it cannot tell a refunded payment from a kept one: an error, which
+// the next reconciliation asks again, rather than a refunded payment passed off as paying.
+func TestFindSucceededRefusesAnAnswerWithoutTheCharge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"object": "search_result", "url": "/v1/payment_intents/search", "has_more": false,
+			"data": []map[string]any{{
+				"id": "pi_1", "object": "payment_intent", "amount": 1234, "amount_received": 1234, "currency": "usd",
+				"status": "succeeded", "latest_charge": "ch_1", "metadata": map[string]string{"checkout_id": "c-501"},
+			}},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	p := payments.NewStripe("sk_test_x", payments.WithStripeAPIURL(srv.URL))
+
+	got, err := p.FindSucceeded(testContext(t), "c-501")
+	if got != nil {
+		t.Errorf("payments %+v, want nil", got)
+	}
+	wantErrorContains(t, err, "find payment of checkout c-501: payment intent pi_1: latest charge ch_1 is not expanded")
 }
 
 func TestFindSucceededRejectsIDsThatCouldChangeTheQuery(t *testing.T) {

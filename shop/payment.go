@@ -1,5 +1,7 @@
 package shop
 
+import "slices"
+
 // Payment is a verified payment event, as the webhook handler signals it to the saga.
 type Payment struct {
 	Provider    string      `json:"provider"`
@@ -62,4 +64,22 @@ const (
 type StaleOrphan struct {
 	RecordedPayment
 	CheckoutID string `json:"checkout_id"`
+}
+
+// PaymentFates says which of a checkout's payments, as its provider lists them, Postgres has
+// already given an end. Reconciliation hands only the others to the checkout's saga, and
+// refunds only the others of a checkout that ended unpaid.
+type PaymentFates struct {
+	// Refunding are the payments routed to a refund: a refund is recorded for it, or its
+	// webhook was (an orphan the sweep claimed, a payment after its checkout ended). The
+	// provider may still list one as succeeded while its refund waits for support or has
+	// not reached the provider.
+	Refunding []string `json:"refunding,omitempty"`
+	// Ordered is the payment of the checkout's order, if it is one of them.
+	Ordered []string `json:"ordered,omitempty"`
+}
+
+// Decided reports whether Postgres gave payment ref an end: refunding, or paying the order.
+func (f PaymentFates) Decided(ref string) bool {
+	return slices.Contains(f.Refunding, ref) || slices.Contains(f.Ordered, ref)
 }

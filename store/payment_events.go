@@ -112,3 +112,43 @@ func (s *Store) ClaimStaleOrphans(ctx context.Context, olderThanSeconds int64, l
 	}
 	return claimed, nil
 }
+
+// PaymentFates tells which of refs, payments of checkoutID at provider, Postgres has already
+// given an end (shop.PaymentFates). Every record of a payment carries the checkout its
+// provider's metadata names, the one the provider was searched by, so each lookup goes
+// through its table's checkout index.
+func (s *Store) PaymentFates(ctx context.Context, provider, checkoutID string, refs []string) (shop.PaymentFates, error) {
+	var fates shop.PaymentFates
+	if len(refs) == 0 {
+		return fates, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT p.ref,
+			EXISTS (SELECT 1 FROM refunds r
+					WHERE r.checkout_id = $2 AND r.provider = $1 AND r.payment_ref = p.ref)
+				OR EXISTS (SELECT 1 FROM payment_events e
+					WHERE e.checkout_id = $2 AND e.provider = $1 AND e.payment_ref = p.ref AND e.disposition IN ($4, $5)),
+			EXISTS (SELECT 1 FROM orders o
+				WHERE o.checkout_id = $2 AND o.payment_provider = $1 AND o.payment_ref = p.ref)
+		FROM unnest($3::text[]) AS p(ref)
+		ORDER BY p.ref`,
+		provider, checkoutID, refs, shop.DispositionOrphanRefund, shop.DispositionLate)
+	if err != nil {
+		return fates, fmt.Errorf("read fates of %s payments of checkout %s: %w", provider, checkoutID, err)
+	}
+	var ref string
+	var refunding, ordered bool
+	_, err = pgx.ForEachRow(rows, []any{&ref, &refunding, &ordered}, func() error {
+		if refunding {
+			fates.Refunding = append(fates.Refunding, ref)
+		}
+		if ordered {
+			fates.Ordered = append(fates.Ordered, ref)
+		}
+		return nil
+	})
+	if err != nil {
+		return fates, fmt.Errorf("read fates of %s payments of checkout %s: %w", provider, checkoutID, err)
+	}
+	return fates, nil
+}

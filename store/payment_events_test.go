@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // A provider's event is recorded once however often it is delivered, and marked delivered
@@ -60,5 +62,56 @@ func TestPaymentEventIsRecordedOnceAndDeliveredOnce(t *testing.T) {
 	}
 	if n := testenv.Count(t, pool, `SELECT count(*) FROM payment_events`); n != 1 {
 		t.Errorf("%d payment events, want 1", n)
+	}
+}
+
+// PaymentFates names the payments of a checkout that Postgres already gave an end: routed to
+// a refund (a refund recorded for it, an orphan the sweep claimed, a payment that came after
+// its checkout ended), or paying its order. A payment delivered to its saga, or another
+// checkout's or provider's, is not.
+func TestPaymentFatesNameThePaymentsRefundedOrOrdered(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	ctx := t.Context()
+	_, _, rec := recordCart(t, pool, 5, 5, 1, 1)
+	mustConfirm(t, s, rec) // paid by fakepay payment pay-1
+	event := func(checkoutID, provider, ref, disposition string) {
+		t.Helper()
+		ev := shop.PaymentEvent{Provider: provider, EventID: testenv.RandomID("evt-"), Type: "payment.succeeded",
+			CheckoutID: checkoutID, PaymentRef: ref, AmountCents: 1000, Currency: "usd", Outcome: string(shop.PaymentSucceeded),
+			Payload: []byte(`{}`)}
+		if _, err := s.RecordPaymentEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkPaymentEventDelivered(ctx, provider, ev.EventID, disposition); err != nil {
+			t.Fatal(err)
+		}
+	}
+	event(rec.CheckoutID, "fakepay", "pay-1", shop.DispositionSignalled)
+	event(rec.CheckoutID, "fakepay", "pay-swept", shop.DispositionOrphanRefund)
+	event(rec.CheckoutID, "fakepay", "pay-late", shop.DispositionLate)
+	event(rec.CheckoutID, "fakepay", "pay-signalled", shop.DispositionSignalled)
+	event(rec.CheckoutID, "fakepay", "pay-orphan", shop.DispositionOrphan)
+	event("c-other", "fakepay", "pay-other-checkout", shop.DispositionOrphanRefund)
+	event(rec.CheckoutID, "acme", "pay-other-provider", shop.DispositionOrphanRefund)
+	if err := s.RecordRefund(ctx, store.Refund{ID: "refund-" + rec.CheckoutID + "-pay-refunded", CheckoutID: rec.CheckoutID,
+		Provider: "fakepay", PaymentRef: "pay-refunded", AmountCents: 1000, Currency: "usd", Reason: "wrong amount",
+		Status: "requested"}); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := s.PaymentFates(ctx, "fakepay", rec.CheckoutID, []string{"pay-1", "pay-swept", "pay-late", "pay-signalled",
+		"pay-orphan", "pay-other-checkout", "pay-other-provider", "pay-refunded", "pay-unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pay-late", "pay-refunded", "pay-swept"}; !slices.Equal(got.Refunding, want) {
+		t.Errorf("refunding %v, want %v", got.Refunding, want)
+	}
+	if want := []string{"pay-1"}; !slices.Equal(got.Ordered, want) {
+		t.Errorf("ordered %v, want %v", got.Ordered, want)
+	}
+	if other, err := s.PaymentFates(ctx, "acme", rec.CheckoutID, []string{"pay-1"}); err != nil || other.Decided("pay-1") {
+		t.Errorf("acme's pay-1: %+v, %v; want undecided: the order was paid by fakepay's", other, err)
 	}
 }

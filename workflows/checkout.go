@@ -119,8 +119,8 @@ type checkout struct {
 	adopted bool
 
 	rejectCode  string
-	seenEvents  map[string]bool // payment event ids already handled
-	seenPaid    map[string]bool // payment refs already counted as paid (webhook or reconciliation)
+	seenEvents  map[string]bool // payment events already handled, by paymentKey of the event id
+	seenPaid    map[string]bool // payments already counted as paid (webhook or reconciliation), by paymentKey of the ref
 	paid        *shop.Payment   // the payment that pays the checkout
 	lastFailure *shop.Payment   // the latest failed attempt; the buyer may still retry
 	canceledPay *shop.Payment   // the payment was canceled for good
@@ -301,7 +301,7 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 	if rec.PaymentRef != "" {
 		// The payment that confirmed it, seen again (a redelivery under a new event id while
 		// this run answers), is that order's: not a second payment to refund.
-		c.seenPaid[rec.PaymentRef] = true
+		c.seenPaid[c.paymentKey(ctx, rec.PaymentProvider, rec.PaymentRef)] = true
 	}
 	v := shop.ViewFromRecord(rec)
 	v.RequestHash, v.IdempotencyKey = c.view.RequestHash, c.view.IdempotencyKey
@@ -555,19 +555,36 @@ var refusals = map[string]struct {
 	shop.ErrTypeMixedCurrency: {shop.RejectMixedCurrency, shop.StatusFailed},
 }
 
-// onPayment applies one verified payment event. Repeats (same event id, or the same
-// successful payment seen through another channel) are ignored.
+// onPayment applies one verified payment event. Repeats (the same provider's event id, or
+// the same successful payment seen through another channel) are ignored.
 func (c *checkout) onPayment(ctx workflow.Context, p shop.Payment) {
 	logger := workflow.GetLogger(ctx)
-	if c.seenEvents[p.EventID] || p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[p.PaymentRef] {
-		logger.Info("duplicate payment event ignored", "event_id", p.EventID, "payment_ref", p.PaymentRef)
+	event, ref := c.paymentKey(ctx, p.Provider, p.EventID), c.paymentKey(ctx, p.Provider, p.PaymentRef)
+	if c.seenEvents[event] || p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[ref] {
+		logger.Info("duplicate payment event ignored", "provider", p.Provider, "event_id", p.EventID, "payment_ref", p.PaymentRef)
 		return
 	}
-	c.seenEvents[p.EventID] = true
+	c.seenEvents[event] = true
 	if p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" {
-		c.seenPaid[p.PaymentRef] = true
+		c.seenPaid[ref] = true
 	}
 	c.applyPayment(ctx, p)
+}
+
+// paymentKeysChange names the workflow.GetVersion change that keys the saga's memory of
+// payments (seenEvents, seenPaid) by provider and id, as Postgres keys payment events. Event
+// ids and payment refs are each provider's own: two providers that number them alike would
+// have one's payment dropped as a repeat of the other's. It is asked for at the first payment
+// a saga meets, so sagas that met one before the change keep keying by id alone.
+const paymentKeysChange = "payment-keys-by-provider"
+
+// paymentKey is how the saga remembers a payment's event id or ref: with its provider, and
+// "\x00" between them, which no provider name holds (api.ParseStandardWebhookSecrets).
+func (c *checkout) paymentKey(ctx workflow.Context, provider, id string) string {
+	if workflow.GetVersion(ctx, paymentKeysChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return id
+	}
+	return provider + "\x00" + id
 }
 
 // applyPayment decides what a new payment event does to the checkout.

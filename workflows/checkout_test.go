@@ -385,6 +385,46 @@ func TestDuplicateAndLatePaymentSignalsConfirmOnce(t *testing.T) {
 	}
 }
 
+// Event ids and payment refs are each provider's own: two providers that number them alike
+// (Standard Webhooks providers with sequential ids, say) name two payments by one id. The
+// saga takes a payment for a repeat only when the provider is the same too, as Postgres does;
+// otherwise the second payment, the one of the right amount, would be dropped as a
+// duplicate and the money kept without an order.
+func TestAnotherProvidersPaymentUnderTheSameIDIsNoRepeat(t *testing.T) {
+	for name, c := range map[string]struct{ first, second shop.Payment }{
+		"event id": { // acme's declined card was its event 7; stripe's success is its event 7 too
+			first:  shop.Payment{Provider: "acme", EventID: "7", Outcome: shop.PaymentFailed, PaymentRef: "acme-pay-1"},
+			second: shop.Payment{Provider: "stripe", EventID: "7", Outcome: shop.PaymentSucceeded, PaymentRef: "pi-1", AmountCents: 99_900, Currency: "usd"},
+		},
+		"payment ref": { // acme's payment 7 was of the wrong amount; stripe's payment 7 is right
+			first:  shop.Payment{Provider: "acme", EventID: "acme-evt-1", Outcome: shop.PaymentSucceeded, PaymentRef: "7", AmountCents: 1, Currency: "usd"},
+			second: shop.Payment{Provider: "stripe", EventID: "evt-1", Outcome: shop.PaymentSucceeded, PaymentRef: "7", AmountCents: 99_900, Currency: "usd"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, _, in := phoneCheckout(t, 1)
+			f.payAt(time.Minute, c.first)
+			f.payAt(2*time.Minute, c.second)
+
+			v := f.run(in)
+
+			if v.Status != shop.StatusConfirmed || f.orders(in.CheckoutID) != 1 {
+				t.Fatalf("status %s with %d orders, want confirmed by %s's payment %s", v.Status, f.orders(in.CheckoutID), c.second.Provider, c.second.PaymentRef)
+			}
+			if rec := f.recorded(in.CheckoutID); rec.PaymentProvider != c.second.Provider || rec.PaymentRef != c.second.PaymentRef {
+				t.Errorf("order paid by %s %s, want %s %s", rec.PaymentProvider, rec.PaymentRef, c.second.Provider, c.second.PaymentRef)
+			}
+			wantRefunds := 0
+			if c.first.Outcome == shop.PaymentSucceeded {
+				wantRefunds = 1 // the wrong amount
+			}
+			if len(f.refunds) != wantRefunds || wantRefunds == 1 && (f.refunds[0].Provider != c.first.Provider || f.refunds[0].PaymentRef != c.first.PaymentRef) {
+				t.Errorf("refunds %+v, want %d, of %s's payment only", f.refunds, wantRefunds, c.first.Provider)
+			}
+		})
+	}
+}
+
 func TestWrongAmountNeverConfirms(t *testing.T) {
 	for name, p := range map[string]shop.Payment{
 		"amount":   paid("evt_w", 1),

@@ -126,6 +126,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.RecordRefund, w.recordRefund},
 		{nilActs.FindSucceededPayment, w.findSucceededPayment},
 		{nilActs.FindSucceededPayments, w.findSucceededPayments},
+		{nilActs.ReadPaymentFates, w.readPaymentFates},
 		{nilActs.ListWorkflowIDs, w.listWorkflowIDs},
 		{nilActs.ListWorkflowPage, w.listWorkflowPage},
 		{nilActs.ReconcileStock, w.reconcileStock},
@@ -235,6 +236,10 @@ func (w *world) findSucceededPayment(context.Context, activities.FindPaymentInpu
 
 func (w *world) findSucceededPayments(context.Context, activities.FindPaymentInput) ([]activities.FoundPayment, error) {
 	return nil, w.notModelled("FindSucceededPayments")
+}
+
+func (w *world) readPaymentFates(context.Context, activities.PaymentFatesInput) (shop.PaymentFates, error) {
+	return shop.PaymentFates{}, w.notModelled("ReadPaymentFates")
 }
 
 func (w *world) listWorkflowIDs(context.Context, activities.ListWorkflowsInput) ([]string, error) {

@@ -9,21 +9,30 @@ import (
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
-// orphan records a successful payment for a checkout that does not exist (yet), received
-// ageSQL ago (a Postgres interval).
+// orphan records a successful payment of 10.00 USD for a checkout that does not exist (yet),
+// received ageSQL ago (a Postgres interval).
 func (f *fixture) orphan(checkoutID, ref, ageSQL string) {
 	f.t.Helper()
+	f.orphanPayment(checkoutID, shop.Payment{Provider: "stripe", EventID: "evt_" + ref, Outcome: shop.PaymentSucceeded,
+		PaymentRef: ref, AmountCents: 1_000, Currency: "usd"}, ageSQL)
+}
+
+// orphanPayment records payment p for a checkout that does not exist (yet), received ageSQL
+// ago, as the webhook handler records a payment no checkout has.
+func (f *fixture) orphanPayment(checkoutID string, p shop.Payment, ageSQL string) {
+	f.t.Helper()
 	ctx := context.Background()
-	ev := shop.PaymentEvent{Provider: "stripe", EventID: "evt_" + ref, Type: "payment_intent.succeeded",
-		CheckoutID: checkoutID, PaymentRef: ref, AmountCents: 1_000, Currency: "usd",
-		Outcome: string(shop.PaymentSucceeded), Payload: []byte(`{}`)}
+	ev := shop.PaymentEvent{Provider: p.Provider, EventID: p.EventID, Type: "payment_intent.succeeded",
+		CheckoutID: checkoutID, PaymentRef: p.PaymentRef, AmountCents: p.AmountCents, Currency: p.Currency,
+		Outcome: string(p.Outcome), Payload: []byte(`{}`)}
 	if _, err := f.acts.Store.RecordPaymentEvent(ctx, ev); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := f.acts.Store.MarkPaymentEventDelivered(ctx, "stripe", ev.EventID, shop.DispositionOrphan); err != nil {
+	if err := f.acts.Store.MarkPaymentEventDelivered(ctx, ev.Provider, ev.EventID, shop.DispositionOrphan); err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.pool.Exec(ctx, `UPDATE payment_events SET received_at = now() - $2::interval WHERE event_id = $1`, ev.EventID, ageSQL); err != nil {
+	if _, err := f.pool.Exec(ctx, `UPDATE payment_events SET received_at = now() - $3::interval WHERE provider = $1 AND event_id = $2`,
+		ev.Provider, ev.EventID, ageSQL); err != nil {
 		f.t.Fatal(err)
 	}
 }

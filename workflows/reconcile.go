@@ -67,9 +67,10 @@ var reconcileOptions = workflow.ActivityOptions{
 }
 
 // ReconcilePayments asks the payment provider about checkouts still awaiting payment near
-// their deadline and feeds any settled payment into the saga as if its webhook had arrived.
-// The saga ignores a payment it has already seen (same event id or same payment reference),
-// so reconciling a checkout whose webhook did arrive changes nothing. The first run of a
+// their deadline and feeds any settled payment into the saga as if its webhook had arrived,
+// unless Postgres already routes it to a refund (withoutRefunding). The saga ignores a
+// payment it has already seen (same event id or same payment reference), so reconciling a
+// checkout whose webhook did arrive changes nothing. The first run of a
 // chain also refunds payments of checkouts that ended unpaid meanwhile (refundEndedUnpaid).
 func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult, error) {
 	if in.WithinSeconds <= 0 {
@@ -118,13 +119,15 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 	return res, workflow.NewContinueAsNewError(ctx, ReconcilePayments, next)
 }
 
-// refundEndedUnpaid asks the provider about checkouts that ended without an order since
+// refundEndedUnpaid asks the provider about checkouts whose saga ended without an order since
 // `since` (expired, cancelled, payment failed, failed; not out of stock, which never opened a
 // payment window) and refunds every succeeded payment found: a payment whose webhook was lost
-// and whose saga ended meanwhile. A payment the saga or a late webhook already refunded has
-// its Refund workflow under the same id, so it is not refunded twice. One page, the first
-// run of a chain only; the window is the run's, so each ended checkout is asked about for a
-// few runs and then left to the provider's own webhook retries.
+// and whose saga ended meanwhile. Postgres has the last word on the money, not the saga's
+// state: the payment of an order that stands is never refunded (withoutDecided), as after a
+// support reset that closed a confirmed saga as expired. A payment the saga or a late webhook
+// already refunded has its Refund workflow under the same id, so it is not refunded twice.
+// One page, the first run of a chain only; the window is the run's, so each ended checkout is
+// asked about for a few runs and then left to the provider's own webhook retries.
 func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time) (checked, refunded int) {
 	query := fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Completed' AND CheckoutState IN ('%s', '%s', '%s', '%s') AND CloseTime > '%s'",
 		shop.StatusExpired, shop.StatusCancelled, shop.StatusPaymentFailed, shop.StatusFailed, since.Format(time.RFC3339))
@@ -137,7 +140,7 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 	for batch := range slices.Chunk(page.IDs, reconcileParallel) {
 		for wfID, found := range findAll(ctx, in.Provider, batch) {
 			checkoutID, _ := CheckoutIDOf(wfID)
-			for _, f := range found {
+			for _, f := range withoutDecided(ctx, in.Provider, wfID, found) {
 				refund := RefundOf(checkoutID, "", foundPayment(in.Provider, f), "payment found by reconciliation after the checkout ended unpaid")
 				summary := fmt.Sprintf("Refund payment %s of ended checkout %s", f.Ref, checkoutID)
 				started, err := startNewRefund(ctx, refund, summary)
@@ -153,14 +156,71 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 	return len(page.IDs), refunded
 }
 
+// reconcileKeepsOrderPayments is the workflow.GetVersion change id of asking Postgres about
+// the payments found for a checkout that ended unpaid before refunding them. Runs recorded
+// before it refund every one.
+const reconcileKeepsOrderPayments = "reconcile-keeps-order-payments"
+
+// withoutDecided is found without the payments Postgres already gave an end: the payment of
+// the checkout's order, which stands whatever the saga's state says, and one being refunded.
+// When Postgres cannot answer, nothing of the checkout is refunded: the next run asks again.
+func withoutDecided(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
+	if workflow.GetVersion(ctx, reconcileKeepsOrderPayments, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return found
+	}
+	fates, err := paymentFates(ctx, provider, wfID, found)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("read what postgres decided for payments of an ended checkout", "workflow_id", wfID, "error", err)
+		return nil
+	}
+	return slices.DeleteFunc(found, func(f activities.FoundPayment) bool { return fates.Decided(f.Ref) })
+}
+
 // deliverFound asks the provider about each checkout of wfIDs at once, then signals every
-// succeeded payment found into its saga. It returns how many it delivered.
+// succeeded payment found into its saga, but one Postgres already routes to a refund
+// (withoutRefunding). It returns how many it delivered.
 func deliverFound(ctx workflow.Context, provider string, wfIDs []string) int {
 	delivered := 0
 	for wfID, found := range findAll(ctx, provider, wfIDs) {
-		delivered += deliver(ctx, provider, wfID, found)
+		if found = withoutRefunding(ctx, provider, wfID, found); len(found) > 0 {
+			delivered += deliver(ctx, provider, wfID, found)
+		}
 	}
 	return delivered
+}
+
+// reconcileSkipsRefunding is the workflow.GetVersion change id of asking Postgres about the
+// payments found before they are delivered. Runs recorded before it deliver every one.
+const reconcileSkipsRefunding = "reconcile-skips-refunding"
+
+// withoutRefunding is found without the payments Postgres routes to a refund: an orphan the
+// sweep claimed, a payment with a refund recorded. A swept orphan is never matched again,
+// also while the provider still lists it as succeeded (its refund waits for support, or has
+// not reached the provider), or the buyer would get the order and the money back. When
+// Postgres cannot answer, nothing of the checkout is delivered: the next run asks again.
+func withoutRefunding(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
+	if workflow.GetVersion(ctx, reconcileSkipsRefunding, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return found
+	}
+	fates, err := paymentFates(ctx, provider, wfID, found)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("read what postgres decided for payments found", "workflow_id", wfID, "error", err)
+		return nil
+	}
+	return slices.DeleteFunc(found, func(f activities.FoundPayment) bool { return slices.Contains(fates.Refunding, f.Ref) })
+}
+
+// paymentFates asks Postgres what it already decided for the payments found for the
+// checkout of saga wfID.
+func paymentFates(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) (shop.PaymentFates, error) {
+	checkoutID, _ := CheckoutIDOf(wfID)
+	in := activities.PaymentFatesInput{Provider: provider, CheckoutID: checkoutID}
+	for _, f := range found {
+		in.Refs = append(in.Refs, f.Ref)
+	}
+	var fates shop.PaymentFates
+	err := workflow.ExecuteActivity(ctx, acts.ReadPaymentFates, in).Get(ctx, &fates)
+	return fates, err
 }
 
 // findAll asks the provider about the checkout of each of wfIDs at once and yields each

@@ -37,9 +37,9 @@ var recordedHistories = []string{
 	"payment_canceled",              // the payment intent is canceled: payment_failed at once
 	"wrong_amount",                  // flagged, a Refund child started, then the timer fires
 	"extended",                      // the extend update restarts the payment timer, then paid
-	"duplicate_payment_signals",     // the same event twice and the same payment under a second event id
+	"duplicate_payment_signals",     // the same event twice and the same payment under a second event id (duplicate_payment_signals_before_payment_keys.json is the shape before payment-keys-by-provider)
 	"refund",                        // the Refund child of wrong_amount, refunded through Stripe
-	"reconcile_payments",            // ReconcilePayments pages the checkouts near their deadline, finds a missed payment and signals the saga (reconcile_payments_every_payment.json is the shape before reconcile-pages, reconcile_payments_one_payment.json the one before reconcile-every-payment)
+	"reconcile_payments",            // ReconcilePayments pages the checkouts near their deadline, finds a missed payment and signals the saga (reconcile_payments_before_skips_refunding.json is the shape before reconcile-skips-refunding, reconcile_payments_every_payment.json the one before reconcile-pages, reconcile_payments_one_payment.json the one before reconcile-every-payment)
 	"reconcile_stock",               // ReconcileStock finds a hold nobody knows and flags itself
 
 	"paid_behind_a_failed_card_at_the_deadline", // worker down across the deadline: a declined card, a good one and the timer in one task (pending-payments-before-an-end)

@@ -21,7 +21,9 @@ import (
 // (form-encoded requests, JSON answers, Stripe's error envelope and status codes), keeps
 // PaymentIntents and refunds, replays the first answer for a repeated Idempotency-Key the way
 // Stripe does, and records every request it receives. It implements only what payments uses:
-// POST /v1/refunds and GET /v1/payment_intents/search.
+// POST /v1/refunds and GET /v1/payment_intents/search. Like Stripe, a refund leaves its
+// PaymentIntent at status succeeded with its amount_received; what was given back is the
+// amount_refunded of the PaymentIntent's latest charge.
 type Server struct {
 	t   testing.TB
 	srv *httptest.Server
@@ -51,7 +53,7 @@ type Intent struct {
 	Amount         int64
 	AmountReceived int64
 	Currency       string
-	Refunded       int64
+	Refunded       int64 // the amount_refunded of its charge
 }
 
 type Refund struct {
@@ -267,6 +269,15 @@ func (f *Server) searchIntents(w http.ResponseWriter, q url.Values) {
 		}
 		limit = n
 	}
+	expandCharge := false
+	for _, field := range expands(q) {
+		if field != "data.latest_charge" {
+			writeStripeError(w, http.StatusBadRequest, "invalid_request_error", "",
+				fmt.Sprintf("This property cannot be expanded (%s).", field))
+			return
+		}
+		expandCharge = true
+	}
 	data := []map[string]any{}
 	matches := 0
 	for _, pi := range f.intents {
@@ -278,7 +289,8 @@ func (f *Server) searchIntents(w http.ResponseWriter, q url.Values) {
 			data = append(data, map[string]any{
 				"id": pi.ID, "object": "payment_intent", "amount": pi.Amount,
 				"amount_received": pi.AmountReceived, "currency": pi.Currency, "status": pi.Status,
-				"metadata": map[string]string{"checkout_id": pi.CheckoutID},
+				"latest_charge": latestCharge(pi, expandCharge),
+				"metadata":      map[string]string{"checkout_id": pi.CheckoutID},
 			})
 		}
 	}
@@ -286,6 +298,36 @@ func (f *Server) searchIntents(w http.ResponseWriter, q url.Values) {
 		"object": "search_result", "url": "/v1/payment_intents/search", "data": data,
 		"has_more": matches > len(data), "next_page": nil,
 	})
+}
+
+// expands is the fields a request asks to expand: expand[]=... or expand[0]=..., as clients
+// send them.
+func expands(q url.Values) []string {
+	var fields []string
+	for k, vs := range q {
+		if k == "expand" || k == "expand[]" || strings.HasPrefix(k, "expand[") && strings.HasSuffix(k, "]") {
+			fields = append(fields, vs...)
+		}
+	}
+	return fields
+}
+
+// latestCharge is a PaymentIntent's latest_charge as Stripe answers it: the charge's id, or
+// the charge itself when expanded. Its amount_refunded is what refunds gave back; a
+// PaymentIntent that never succeeded has no charge here.
+func latestCharge(pi *Intent, expand bool) any {
+	if pi.Status != "succeeded" {
+		return nil
+	}
+	id := "ch_" + pi.ID
+	if !expand {
+		return id
+	}
+	return map[string]any{
+		"id": id, "object": "charge", "payment_intent": pi.ID, "status": "succeeded", "paid": true, "captured": true,
+		"amount": pi.AmountReceived, "amount_captured": pi.AmountReceived, "amount_refunded": pi.Refunded,
+		"refunded": pi.Refunded > 0 && pi.Refunded >= pi.AmountReceived, "currency": pi.Currency,
+	}
 }
 
 func errorEnvelope(errType, code, message string) map[string]any {
