@@ -148,7 +148,61 @@ func TestConfirmOrderRefusesAStockMismatchForGood(t *testing.T) {
 	if err != nil {
 		t.Fatalf("record checkout: %v", err)
 	}
-	_, err = a.ConfirmOrder(t.Context(), ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
-		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "fakepay", PaymentRef: "pay-1"})
+	confirm := ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
+		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "fakepay", PaymentRef: "pay-1"}
+	recordPayment(t, a, confirm)
+	_, err = a.ConfirmOrder(t.Context(), confirm)
 	requireAppError(t, err, shop.ErrTypeStockMismatch)
+}
+
+// recordPayment stores the payment of in as the verified event a webhook records.
+func recordPayment(t *testing.T, a *Activities, in ConfirmOrderInput) {
+	t.Helper()
+	if _, err := a.Store.RecordPaymentEvent(t.Context(), shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + in.CheckoutID + "-" + in.PaymentRef,
+		Type: "test", CheckoutID: in.CheckoutID, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
+		Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A payment signal sent to Temporal from outside the product (the Web UI, the CLI) names a
+// payment no verified webhook recorded: it confirms nothing. Nor does a recorded payment of
+// another checkout, or of another amount.
+func TestConfirmOrderRefusesAPaymentNoVerifiedEventRecorded(t *testing.T) {
+	t.Parallel()
+	pool := testDB(t)
+	a := &Activities{Store: store.New(pool)}
+	sku := randomID("A-")
+	testenv.PutSKU(t, pool, sku, 5, 300, "usd")
+	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: 1}}})
+	if err != nil {
+		t.Fatalf("record checkout: %v", err)
+	}
+	confirm := ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
+		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "stripe", PaymentRef: "pi_forged"}
+	_, err = a.ConfirmOrder(t.Context(), confirm)
+	requireAppError(t, err, shop.ErrTypeUnverifiedPayment)
+
+	other := confirm
+	other.CheckoutID = "c-someone-else"
+	recordPayment(t, a, other) // a real payment, of another checkout
+	cheaper := confirm
+	cheaper.PaymentRef, cheaper.AmountCents = "pi_cheaper", 1
+	recordPayment(t, a, cheaper)
+	cheaper.AmountCents = rec.AmountCents
+	for _, in := range []ConfirmOrderInput{confirm, cheaper} {
+		_, err = a.ConfirmOrder(t.Context(), in)
+		requireAppError(t, err, shop.ErrTypeUnverifiedPayment)
+	}
+	var orders int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM orders WHERE checkout_id = $1`, rec.CheckoutID).Scan(&orders); err != nil || orders != 0 {
+		t.Fatalf("%d orders (%v), want none", orders, err)
+	}
+
+	// Once a webhook records it, the same payment is verified (the confirm itself logs
+	// through the activity context, which this test does not have).
+	recordPayment(t, a, confirm)
+	if ok, err := a.Store.PaymentVerified(t.Context(), confirm.PaymentProvider, confirm.PaymentRef, confirm.CheckoutID, confirm.AmountCents, confirm.Currency); !ok || err != nil {
+		t.Fatalf("the recorded payment verified: %v, %v", ok, err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
@@ -50,6 +51,18 @@ func (a *Activities) RefundPayment(ctx context.Context, in RefundPaymentInput) (
 	p, err := a.provider(in.Provider)
 	if err != nil {
 		return RefundResult{}, err
+	}
+	// Only verified money is given back: a payment signal sent to Temporal from outside could
+	// name another buyer's payment.
+	verified, err := a.Store.PaymentVerified(ctx, in.Provider, in.PaymentRef, "", in.AmountCents, in.Currency)
+	if err != nil {
+		return RefundResult{}, err
+	}
+	if !verified {
+		metrics.UnverifiedPayments.Inc()
+		return RefundResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"no verified event recorded %s payment %s of at least %d %s: not refunding it", in.Provider, in.PaymentRef, in.AmountCents, in.Currency),
+			shop.ErrTypeRefundRefused, nil)
 	}
 	r, err := p.Refund(ctx, payments.RefundRequest{
 		PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
@@ -124,6 +137,16 @@ func (a *Activities) FindSucceededPayments(ctx context.Context, in FindPaymentIn
 	out := make([]FoundPayment, len(found))
 	for i, f := range found {
 		out[i] = FoundPayment{Ref: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
+		// The provider's own answer, over its authenticated API, is verified money: record it
+		// as the webhook would have, under the event id the saga sees ("reconcile-" + ref).
+		if _, err := a.Store.RecordPaymentEvent(ctx, shop.PaymentEvent{Provider: in.Provider, EventID: "reconcile-" + f.Ref,
+			Type: "reconciled", CheckoutID: in.CheckoutID, PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency,
+			Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}); err != nil {
+			return nil, err
+		}
+		if err := a.Store.MarkPaymentEventDelivered(ctx, in.Provider, "reconcile-"+f.Ref, shop.DispositionSignalled); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -70,9 +70,15 @@ func TestSagaCost(t *testing.T) {
 				t.Fatal(err)
 			}
 			if pay {
-				if err := c.SignalWorkflow(ctx, shop.WorkflowID(id), "", workflows.SignalPayment, shop.Payment{
-					Provider: "stripe", EventID: "evt_" + id, Outcome: shop.PaymentSucceeded, PaymentRef: "pi_" + id,
-					AmountCents: res.View.AmountCents, Currency: "usd"}); err != nil {
+				// The verified event a webhook records first: the saga confirms only those.
+				pm := shop.Payment{Provider: "stripe", EventID: "evt_" + id, Outcome: shop.PaymentSucceeded, PaymentRef: "pi_" + id,
+					AmountCents: res.View.AmountCents, Currency: "usd"}
+				if _, err := p.Store.RecordPaymentEvent(ctx, shop.PaymentEvent{Provider: pm.Provider, EventID: pm.EventID, Type: "payment_intent.succeeded",
+					CheckoutID: id, PaymentRef: pm.PaymentRef, AmountCents: pm.AmountCents, Currency: pm.Currency,
+					Outcome: string(pm.Outcome), Payload: []byte("{}")}); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.SignalWorkflow(ctx, shop.WorkflowID(id), "", workflows.SignalPayment, pm); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -65,6 +65,7 @@ type payStack struct {
 	proxy    *checkouttest.Proxy
 	http     *http.Client
 	sku      string // stocked at 1,999 cents (usd), max 2 per order
+	frontend string // the dev server's gRPC address, for the Temporal CLI
 }
 
 const unitPrice = checkouttest.UnitPrice
@@ -83,7 +84,7 @@ func newPayStack(t *testing.T) *payStack {
 	}
 	proxy := checkouttest.StartProxy(t, p.DevServer.FrontendHostPort())
 	s := &payStack{
-		temporal: p.Temporal, pool: p.Pool, store: p.Store, inv: p.Inventory, fake: fake,
+		temporal: p.Temporal, pool: p.Pool, store: p.Store, inv: p.Inventory, fake: fake, frontend: p.DevServer.FrontendHostPort(),
 		api: serve(p.Temporal, 0),
 		// A short request timeout: while Temporal is unreachable the SDK retries until the
 		// request's deadline, and the test need not wait the default 15 s for each 503.

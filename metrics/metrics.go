@@ -30,6 +30,9 @@ var (
 	// yet. Most are claimed by their checkout within seconds; the rest are refunded by the
 	// orphan sweeper. A rising rate means clients pay before they check out.
 	OrphanPayments = counterVec("checkout_orphan_payments_total", "Payment events acknowledged for a checkout that did not exist yet, by provider and outcome.", "provider", "outcome")
+	// UnverifiedPayments should stay 0: a payment signal that no verified event recorded
+	// reached a saga (someone signalled Temporal directly), and was refused.
+	UnverifiedPayments = counter("checkout_unverified_payments_total", "Payments refused because no verified webhook or provider listing recorded them.")
 )
 
 // What needs a person (ops/prometheus/alerts.yml). The gauges below are set by the API's

@@ -17,6 +17,9 @@ const (
 	ErrTypeMixedCurrency  = "MixedCurrency"
 	ErrTypeStockMismatch  = "StockMismatch"
 	ErrTypeInvalidRequest = "InvalidRequest"
+	// ErrTypeUnverifiedPayment: a payment no verified event recorded (a payment signal sent
+	// to Temporal from anywhere but the product); it never confirms an order.
+	ErrTypeUnverifiedPayment = "UnverifiedPayment"
 
 	// Refusals of a refund.
 	ErrTypeRefundRefused     = "RefundRefused"

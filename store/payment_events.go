@@ -38,6 +38,24 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, ev shop.PaymentEvent) (s
 	return shop.RecordedEvent{Delivered: deliveredAt != nil}, nil
 }
 
+// PaymentVerified reports whether a verified event recorded the successful payment ref of
+// provider for at least amountCents in currency: a webhook whose signature the API checked,
+// or a payment the provider itself listed to reconciliation. With checkoutID, the event must
+// be for that checkout and of exactly that amount. Payment events are only ever added, so
+// the answer cannot be taken back.
+func (s *Store) PaymentVerified(ctx context.Context, provider, paymentRef, checkoutID string, amountCents int64, currency string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM payment_events
+			WHERE provider = $1 AND payment_ref = $2 AND outcome = 'succeeded' AND lower(currency) = lower($5)
+				AND ($3 = '' AND amount_cents >= $4 OR checkout_id = $3 AND amount_cents = $4))`,
+		provider, paymentRef, checkoutID, amountCents, currency).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("read the events of %s payment %s: %w", provider, paymentRef, err)
+	}
+	return ok, nil
+}
+
 // MarkPaymentEventDelivered records that an event reached its end (a saga, or a decision
 // not to send it anywhere) so a redelivery changes nothing.
 func (s *Store) MarkPaymentEventDelivered(ctx context.Context, provider, eventID, disposition string) error {

@@ -392,6 +392,14 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 			PaymentProvider: p.Provider, PaymentRef: p.PaymentRef, ExpiresAt: c.view.ExpiresAt,
 		}).Get(ctx, &orderID)
 	})
+	if IsErrorType(err, shop.ErrTypeUnverifiedPayment) {
+		// A payment signal that no verified webhook or provider listing recorded: someone
+		// signalled Temporal directly. It pays for nothing and there is no money to give
+		// back (it may name another buyer's payment); the holds go back and support looks.
+		c.flag(dctx)
+		c.end(ctx, shop.StatusFailed, "refused an unverified payment: "+reasonOf(err))
+		return
+	}
 	if err != nil {
 		// The order could not be written for good (Postgres disagrees with the holds).
 		// Nothing was sold: give the money back. The holds are forfeited, not released:

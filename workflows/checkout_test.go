@@ -38,6 +38,8 @@ type fixture struct {
 	inv     *inventory.Inventory
 	pool    *pgxpool.Pool
 	stock   *lua.Stock
+	// checkoutID is the checkout run runs, for the payment events signalPayment records.
+	checkoutID string
 }
 
 // newFixture is the saga's environment; Refund children are recorded, not run (the Refund
@@ -148,12 +150,35 @@ func (f *fixture) reserveAt(d time.Duration, requestID string) *workflows.Reserv
 
 func (f *fixture) payAt(d time.Duration, p shop.Payment) {
 	f.env.RegisterDelayedCallback(func() {
-		f.env.SignalWorkflow(workflows.SignalPayment, p)
+		f.signalPayment(false, p)
 	}, d)
+}
+
+// signalPayment records p as the verified event a webhook would record for the checkout
+// being run, then signals it to the saga (skipping the workflow task, with skipTask, so it
+// lands in the same task as what comes next). The saga confirms only recorded payments.
+func (f *fixture) signalPayment(skipTask bool, p shop.Payment) {
+	f.recordPayment(f.checkoutID, p)
+	if skipTask {
+		f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, p)
+		return
+	}
+	f.env.SignalWorkflow(workflows.SignalPayment, p)
+}
+
+// recordPayment stores p as a verified payment event of checkoutID.
+func (f *fixture) recordPayment(checkoutID string, p shop.Payment) {
+	f.t.Helper()
+	if _, err := f.acts.Store.RecordPaymentEvent(context.Background(), shop.PaymentEvent{Provider: p.Provider, EventID: p.EventID,
+		Type: "test", CheckoutID: checkoutID, PaymentRef: p.PaymentRef, AmountCents: p.AmountCents, Currency: p.Currency,
+		Outcome: string(p.Outcome), Payload: []byte("{}")}); err != nil {
+		f.t.Fatalf("record payment %s: %v", p.EventID, err)
+	}
 }
 
 func (f *fixture) run(in workflows.Input) shop.View {
 	f.t.Helper()
+	f.checkoutID = in.CheckoutID
 	f.env.ExecuteWorkflow(workflows.Checkout, in)
 	if !f.env.IsWorkflowCompleted() {
 		f.t.Fatal("workflow did not complete")

@@ -78,8 +78,8 @@ func TestPaymentBehindAFailedCardInTheTimersTaskConfirms(t *testing.T) {
 func (f *fixture) failedCardThenPaid() {
 	failed := paid("evt_declined", 99_900)
 	failed.Outcome, failed.PaymentRef = shop.PaymentFailed, "pi_declined"
-	f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, failed)
-	f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, paid("evt_second_card", 99_900))
+	f.signalPayment(true, failed)
+	f.signalPayment(true, paid("evt_second_card", 99_900))
 }
 
 // endsAs runs the saga to want and checks that payment ref ended as exactly one order or one
@@ -101,7 +101,7 @@ func TestPaymentWhileEndingIsRefunded(t *testing.T) {
 	var once sync.Once
 	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, s activities.StockInput) (int64, error) {
-			once.Do(func() { f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_late", 199_800)) })
+			once.Do(func() { f.signalPayment(false, paid("evt_late", 199_800)) })
 			return f.acts.ReleaseStock(ctx, s)
 		})
 
@@ -116,7 +116,7 @@ func TestPaymentWhileReservingThenOutOfStockIsRefunded(t *testing.T) {
 	var once sync.Once
 	f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, s activities.StockInput) (lua.ReserveResult, error) {
-			once.Do(func() { f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_early", 100_900)) })
+			once.Do(func() { f.signalPayment(false, paid("evt_early", 100_900)) })
 			return f.acts.ReserveStock(ctx, s)
 		})
 
@@ -131,7 +131,7 @@ func TestPaymentBeforePricingThenFailedRecordIsRefunded(t *testing.T) {
 	f, _, in := phoneCheckout(t, 1)
 	f.env.OnActivity(f.acts.RecordCheckout, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, r activities.RecordCheckoutInput) (shop.CheckoutRecord, error) {
-			f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_first", 99_900))
+			f.signalPayment(false, paid("evt_first", 99_900))
 			return shop.CheckoutRecord{}, temporal.NewNonRetryableApplicationError("mixed", shop.ErrTypeMixedCurrency, nil)
 		})
 
@@ -146,7 +146,7 @@ func TestWorkflowCancelRacingPaymentRefundsIt(t *testing.T) {
 	f, phone, in := phoneCheckout(t, 1)
 	f.env.RegisterDelayedCallback(func() {
 		f.env.CancelWorkflow()
-		f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_race", 99_900))
+		f.signalPayment(false, paid("evt_race", 99_900))
 	}, time.Minute)
 
 	v := f.run(in)
@@ -183,7 +183,7 @@ func TestPaymentBehindAFailedCardInTheTaskOfACancelConfirms(t *testing.T) {
 func TestWorkflowCancelInTheTaskOfARefundStillStartsTheRefund(t *testing.T) {
 	f, phone, in := phoneCheckout(t, 1)
 	f.env.RegisterDelayedCallback(func() {
-		f.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalPayment, paid("evt_short", 99_800))
+		f.signalPayment(true, paid("evt_short", 99_800))
 		f.env.CancelWorkflow()
 	}, time.Minute)
 
@@ -271,7 +271,7 @@ func TestConfirmRefusedForLackOfStockForfeitsTheHolds(t *testing.T) {
 		if _, err := f.pool.Exec(context.Background(), `UPDATE skus SET on_hand = 0, sold = 1 WHERE sku = $1`, phone); err != nil {
 			t.Error(err)
 		}
-		f.env.SignalWorkflow(workflows.SignalPayment, paid("evt_short", 99_900))
+		f.signalPayment(false, paid("evt_short", 99_900))
 	}, time.Minute)
 
 	f.runTo(in, shop.StatusFailed)

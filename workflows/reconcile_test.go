@@ -99,7 +99,7 @@ func (f *fixture) reconcileAt(t *testing.T, d time.Duration, checkoutID string) 
 				t.Errorf("reconciliation signalled %s, want only %s", s.workflowID, shop.WorkflowID(checkoutID))
 				continue
 			}
-			f.env.SignalWorkflow(workflows.SignalPayment, s.payment)
+			f.signalPayment(false, s.payment)
 		}
 	}, d)
 	return &res

@@ -19,6 +19,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -31,6 +32,7 @@ func refundFixture(t *testing.T) (*fixture, *stripetest.Server, workflows.Refund
 	stripe := stripetest.New(t)
 	f.acts.Payments = map[string]payments.Provider{"stripe": payments.NewStripe(stripe.Key(), payments.WithStripeAPIURL(stripe.URL()))}
 	pi := stripe.AddIntent("c-late", "succeeded", 99_900, "usd")
+	f.recordPayment("c-late", shop.Payment{Provider: "stripe", EventID: "evt_late", Outcome: shop.PaymentSucceeded, PaymentRef: pi, AmountCents: 99_900, Currency: "usd"})
 	return f, stripe, workflows.RefundInput{CheckoutID: "c-late", CustomerID: "u-9", Provider: "stripe", PaymentRef: pi,
 		EventID: "evt_late", AmountCents: 99_900, Currency: "usd", Reason: "payment arrived after the checkout was expired"}
 }
