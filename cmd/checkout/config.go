@@ -37,7 +37,9 @@ type config struct {
 	Namespace       string // TEMPORAL_NAMESPACE
 	// TemporalGzip: TEMPORAL_GRPC_COMPRESSION=gzip compresses the client's gRPC requests (the
 	// SDK's default); none, the product's default, sends them as they are (see README)
-	TemporalGzip      bool
+	TemporalGzip bool
+	// TemporalSecurity: TLS, mTLS and an API key for a secured Temporal (temporaltls.go).
+	TemporalSecurity  temporalSecurity
 	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
 	RedisURL          string        // REDIS_URL
 	RedisCluster      bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
@@ -146,6 +148,11 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
 	}
 	cfg.StandardSecrets = standard
+	sec, err := readTemporalSecurity(str)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.TemporalSecurity = sec
 	switch v := str("TEMPORAL_GRPC_COMPRESSION", "none"); v {
 	case "gzip":
 		cfg.TemporalGzip = true

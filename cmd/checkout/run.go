@@ -96,7 +96,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Trac
 		return nil, fmt.Errorf("open redis: load scripts: %w", err)
 	}
 
-	d.temporal, err = dialTemporal(cfg, logger, tr)
+	d.temporal, err = dialTemporal(ctx, cfg, logger, tr)
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -107,7 +107,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Trac
 
 // dialTemporal connects the client that the API and the worker share the wiring of; its
 // interceptors (the tracing one, when on) apply to workers built from it too.
-func dialTemporal(cfg config, logger *slog.Logger, tr *tracing.Tracing) (client.Client, error) {
+func dialTemporal(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Tracing) (client.Client, error) {
 	interceptors, err := tr.TemporalInterceptors()
 	if err != nil {
 		return nil, err
@@ -126,7 +126,8 @@ func dialTemporal(cfg config, logger *slog.Logger, tr *tracing.Tracing) (client.
 	if !cfg.TemporalGzip {
 		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	}
-	c, err := client.Dial(opts)
+	cfg.TemporalSecurity.apply(&opts)
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open temporal at %s: %w", cfg.TemporalAddress, err)
 	}

@@ -26,7 +26,7 @@ const namespaceRetention = 7 * 24 * time.Hour
 // type is an error, because the saga's upserts would fail on it.
 func setupTemporal(ctx context.Context, cfg config) error {
 	logger := newLogger(cfg)
-	c, err := dialTemporal(cfg, logger, nil)
+	c, err := dialTemporal(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
