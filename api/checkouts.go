@@ -116,6 +116,9 @@ func (s *Server) startCheckout(c echo.Context) error {
 	}
 	c.Set(ctxCheckoutID, req.CartID)
 	c.Set(ctxWorkflowID, shop.WorkflowID(req.CartID))
+	if err := s.limitCheckouts(c, req.CustomerID); err != nil {
+		return err
+	}
 	if err := s.checkOwner(c, req.CartID, true); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -60,7 +61,11 @@ type IdempotencyKeys interface {
 
 // Config is the API's behaviour, from the environment (see cmd/checkout).
 type Config struct {
-	AdminToken             string
+	AdminToken string
+	// TrustedProxies are the networks of the load balancers whose X-Forwarded-For names the
+	// client's address; without any, the connection's peer is the client (a header anyone
+	// can write must not pick the address the rate limits count).
+	TrustedProxies         []*net.IPNet
 	StripeWebhookSecrets   []string      // several during a secret rotation
 	StripeWebhookTolerance time.Duration // max age of a signature
 	// StandardWebhookSecrets are the whsec_ secrets of each Standard Webhooks provider, by
@@ -125,6 +130,8 @@ type Deps struct {
 	// Trace starts each request's span (tracing.EchoMiddleware); it runs first, so the
 	// request log and the handlers see the span. nil traces nothing.
 	Trace echo.MiddlewareFunc
+	// RateLimits bound requests per client address and checkouts per customer; nil is off.
+	RateLimits *RateLimits
 }
 
 // Server holds the handlers.
@@ -174,6 +181,14 @@ func New(cfg Config, deps Deps) *echo.Echo {
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = echo.ExtractIPDirect()
+	if len(cfg.TrustedProxies) > 0 {
+		var trust []echo.TrustOption
+		for _, n := range cfg.TrustedProxies {
+			trust = append(trust, echo.TrustIPRange(n))
+		}
+		e.IPExtractor = echo.ExtractIPFromXFFHeader(trust...)
+	}
 	e.HTTPErrorHandler = s.handleError
 	if deps.Trace != nil {
 		e.Use(deps.Trace)
@@ -188,9 +203,9 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	// serves MetricsHandler on an internal address (API_METRICS_ADDR) instead.
 
 	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
-	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit), s.requireClient)
-	v1.GET("/checkouts/:cart_id", s.getCheckout, s.requireClient)
-	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient)
+	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient)
+	v1.GET("/checkouts/:cart_id", s.getCheckout, s.limitAddress, s.requireClient)
+	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 

@@ -346,7 +346,9 @@ func (r *scaleRun) startRedis(ctx context.Context, e *env, shape scaleShape) err
 func (r *scaleRun) startProduct(ctx context.Context, bin string) error {
 	env := []string{"TEMPORAL_ADDRESS=" + r.temporal, "TEMPORAL_NAMESPACE=default", "REDIS_URL=" + r.redisURL,
 		"DATABASE_URL=" + r.dbURL, "ADMIN_TOKEN=" + adminToken, "STRIPE_WEBHOOK_SECRET=" + webhookSecret,
-		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=error", "API_DRAIN_DELAY_SECONDS=0"}
+		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=error", "API_DRAIN_DELAY_SECONDS=0",
+		// The load generator is one address, and reuses customer ids: no limits.
+		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0", "RATE_LIMIT_PER_CUSTOMER=0"}
 	for i := range 2 { // one after the other: the first applies the migrations
 		name, metrics := fmt.Sprintf("worker-%d", i+1), "127.0.0.1:"+freePort()
 		if _, err := r.spawn("workers", name, append(env, "WORKER_METRICS_ADDR="+metrics), bin, "worker"); err != nil {

@@ -26,6 +26,18 @@ const (
 // for a buyer with a few tabs, far too few to hold a sale's stock from one account.
 const DefaultMaxOpenPerCustomer = 5
 
+// DefaultRatePerAddress is how many buyer requests a second one client address may send (in
+// bursts of twice that): a buyer sends a few, a page polling with ?wait one every few
+// seconds. DefaultCheckoutsPerAddress is how many checkouts a minute one address may start,
+// whatever customer ids it sends: a household or an office; a shop whose buyers share one
+// address (a carrier's NAT, a kiosk) raises it, or calls server to server. DefaultRatePerCustomer
+// is how many a minute one customer may start: a buyer with a few tabs and retries.
+const (
+	DefaultRatePerAddress      = 20
+	DefaultCheckoutsPerAddress = 10
+	DefaultRatePerCustomer     = 10
+)
+
 // defaultDatabaseURL is the local Postgres, without TLS: on loopback TLS only costs CPU
 // (about 0.5 ms of Postgres CPU per checkout, see README "Performance"). A
 // Postgres on another host wants sslmode=verify-full in DATABASE_URL.
@@ -39,17 +51,24 @@ type config struct {
 	// SDK's default); none, the product's default, sends them as they are (see README)
 	TemporalGzip bool
 	// TemporalSecurity: TLS, mTLS and an API key for a secured Temporal (temporaltls.go).
-	TemporalSecurity  temporalSecurity
-	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
-	RedisURL          string        // REDIS_URL
-	RedisCluster      bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
-	DatabaseURL       string        // DATABASE_URL
-	APIAddr           string        // API_ADDR
-	WorkerMetricsAddr string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
-	APIMetricsAddr    string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
-	AdminToken        string        // ADMIN_TOKEN
-	WebhookSecrets    []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
-	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
+	TemporalSecurity temporalSecurity
+	// RatePerAddress: RATE_LIMIT_PER_ADDRESS, buyer requests a second per client address;
+	// CheckoutsPerAddress: RATE_LIMIT_CHECKOUTS_PER_ADDRESS, checkouts a minute per address;
+	// RatePerCustomer: RATE_LIMIT_PER_CUSTOMER, checkouts a minute per customer. 0 turns one
+	// off. TrustedProxies: TRUSTED_PROXIES, the load balancers' CIDRs whose X-Forwarded-For
+	// names the client.
+	RatePerAddress, CheckoutsPerAddress, RatePerCustomer int64
+	TrustedProxies                                       []*net.IPNet
+	TemporalUIURL                                        string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
+	RedisURL                                             string        // REDIS_URL
+	RedisCluster                                         bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
+	DatabaseURL                                          string        // DATABASE_URL
+	APIAddr                                              string        // API_ADDR
+	WorkerMetricsAddr                                    string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
+	APIMetricsAddr                                       string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
+	AdminToken                                           string        // ADMIN_TOKEN
+	WebhookSecrets                                       []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
+	WebhookTolerance                                     time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
 	// StandardSecrets: STANDARD_WEBHOOK_SECRETS, provider=whsec_... pairs (Standard Webhooks)
 	StandardSecrets   map[string][]string
 	StandardTolerance time.Duration // STANDARD_WEBHOOK_TOLERANCE_SECONDS
@@ -148,6 +167,20 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
 	}
 	cfg.StandardSecrets = standard
+	cfg.RatePerAddress = integer("RATE_LIMIT_PER_ADDRESS", DefaultRatePerAddress, 0, 1_000_000)
+	cfg.CheckoutsPerAddress = integer("RATE_LIMIT_CHECKOUTS_PER_ADDRESS", DefaultCheckoutsPerAddress, 0, 1_000_000)
+	cfg.RatePerCustomer = integer("RATE_LIMIT_PER_CUSTOMER", DefaultRatePerCustomer, 0, 1_000_000)
+	for _, c := range strings.Split(str("TRUSTED_PROXIES", ""), ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		_, n, err := net.ParseCIDR(c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is not a CIDR (like 10.0.0.0/8): %w", c, err))
+			continue
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, n)
+	}
 	sec, err := readTemporalSecurity(str)
 	if err != nil {
 		errs = append(errs, err)

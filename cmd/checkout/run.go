@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -327,7 +328,12 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		AdmissionWait:                cfg.AdmissionWait,
 		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
+		TrustedProxies:               cfg.TrustedProxies,
 	}, api.Deps{
+		RateLimits: &api.RateLimits{Limiter: redis_rate.NewLimiter(d.rdb),
+			PerAddress:          rateLimit(cfg.RatePerAddress, 2*cfg.RatePerAddress, time.Second),
+			CheckoutsPerAddress: rateLimit(cfg.CheckoutsPerAddress, cfg.CheckoutsPerAddress, time.Minute),
+			PerCustomer:         rateLimit(cfg.RatePerCustomer, cfg.RatePerCustomer, time.Minute)},
 		Temporal:  d.temporal,
 		Catalog:   cat,
 		Inventory: inv,
@@ -430,4 +436,12 @@ func catalogAndInventory(s *store.Store, stock *lua.Stock, ttl time.Duration) (a
 	cache := store.NewCatalogCache(s, ttl)
 	inv.Catalog = cache
 	return cache, inv
+}
+
+// rateLimit is n events a period, in bursts of at most burst; 0 is off.
+func rateLimit(n, burst int64, period time.Duration) redis_rate.Limit {
+	if n <= 0 {
+		return redis_rate.Limit{}
+	}
+	return redis_rate.Limit{Rate: int(n), Burst: int(burst), Period: period}
 }

@@ -1,0 +1,105 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/labstack/echo/v4"
+
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+)
+
+// limitedHarness is a harness whose limits count in the test Redis, under keys of this test's
+// own (a fresh address range and customer ids), so runs never share a budget.
+func limitedHarness(t *testing.T, limits api.RateLimits) *harness {
+	limits.Limiter = redis_rate.NewLimiter(testenv.Redis(t))
+	return newHarness(t, func(_ *api.Config, d *api.Deps) { d.RateLimits = &limits })
+}
+
+// post sends a cart of an unknown SKU (answered 422 by the catalog, before any saga) from
+// addr for customer, and returns the answer.
+func (h *harness) postFrom(t *testing.T, addr, customer, cart string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
+		body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart)))
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	req.RemoteAddr = addr + ":40000"
+	rec := httptest.NewRecorder()
+	h.e.ServeHTTP(rec, req)
+	return rec
+}
+
+// A script that invents 50 customers from one address gets the address's share of
+// checkouts and no more: the rest are 429 with Retry-After, before the catalog, the gate or
+// a saga cost anything. Another address keeps its own share.
+func TestInventedCustomersFromOneAddressGetItsShareOnly(t *testing.T) {
+	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: redis_rate.Limit{Rate: 5, Burst: 5, Period: time.Minute}})
+	run := testenv.RandomID("")
+	addr := "198.51.100." + strconv.Itoa(int(time.Now().UnixNano()%250)+1)
+	passed, limited := 0, 0
+	for i := range 50 {
+		rec := h.postFrom(t, addr, fmt.Sprintf("bot-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i))
+		switch rec.Code {
+		case http.StatusUnprocessableEntity:
+			passed++
+		case http.StatusTooManyRequests:
+			limited++
+			if ra, err := strconv.Atoi(rec.Header().Get("Retry-After")); err != nil || ra < 1 {
+				t.Fatalf("429 without a Retry-After in seconds: %q", rec.Header().Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("cart %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	if passed != 5 || limited != 45 {
+		t.Errorf("50 invented customers from one address: %d reached the catalog, %d limited; want 5 and 45", passed, limited)
+	}
+	if rec := h.postFrom(t, "203.0.113.7", "u-"+run, "c-other-"+run); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("another address: %d, want its own share", rec.Code)
+	}
+}
+
+// One customer from many addresses is bounded by its id.
+func TestOneCustomerFromManyAddressesGetsItsShareOnly(t *testing.T) {
+	h := limitedHarness(t, api.RateLimits{PerCustomer: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}})
+	run := testenv.RandomID("")
+	passed := 0
+	for i := range 20 {
+		if rec := h.postFrom(t, fmt.Sprintf("192.0.2.%d", i+1), "u-"+run, fmt.Sprintf("c-%s-%d", run, i)); rec.Code == http.StatusUnprocessableEntity {
+			passed++
+		}
+	}
+	if passed != 3 {
+		t.Errorf("one customer from 20 addresses: %d reached the catalog, want 3", passed)
+	}
+}
+
+// X-Forwarded-For is anyone's to write: without trusted proxies it does not pick the address
+// the limits count, so a script cannot buy a fresh budget per request.
+func TestAForgedForwardedForBuysNoFreshBudget(t *testing.T) {
+	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: redis_rate.Limit{Rate: 2, Burst: 2, Period: time.Minute}})
+	run := testenv.RandomID("")
+	peer := "198.18.0." + strconv.Itoa(int(time.Now().UnixNano()%250)+1) + ":1"
+	limited := 0
+	for i := range 10 {
+		req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
+			body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i)))
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.9.%d.1", i))
+		req.RemoteAddr = peer
+		rec := httptest.NewRecorder()
+		h.e.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited != 8 {
+		t.Errorf("10 checkouts with forged X-Forwarded-For from one peer: %d limited, want 8", limited)
+	}
+}
