@@ -68,6 +68,9 @@ type config struct {
 	AdmissionTarget time.Duration
 	// CatalogTTL: CATALOG_CACHE_MS, how long the API's catalog check answers from memory (0: off)
 	CatalogTTL time.Duration
+	// CatalogSize: CATALOG_CACHE_SIZE, the most SKUs that cache remembers of each kind
+	// (known, unknown): callers may name any SKU, so memory needs a bound
+	CatalogSize int64
 	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
 	// stays bound to its request body (the contract asks for at least 24 h)
 	IdempotencyRetention time.Duration
@@ -123,6 +126,7 @@ func loadConfig(dev bool) (config, error) {
 		AdmissionWait:      time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
 		AdmissionTarget:    time.Duration(integer("ADMISSION_TARGET_MS", api.DefaultAdmissionTarget.Milliseconds(), 10, 60_000)) * time.Millisecond,
 		CatalogTTL:         time.Duration(integer("CATALOG_CACHE_MS", store.DefaultCatalogTTL.Milliseconds(), 0, 60_000)) * time.Millisecond,
+		CatalogSize:        integer("CATALOG_CACHE_SIZE", store.DefaultCatalogCacheSize, 1, 10_000_000),
 		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
 			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // TestDevRefusesItsSecretsBeyondLoopback: the local stack's admin token and webhook secret
@@ -65,6 +67,41 @@ func TestTemporalCompressionIsNoneUnlessGzipIsAsked(t *testing.T) {
 			}
 			if cfg.TemporalGzip != tt.wantGzip {
 				t.Errorf("TemporalGzip = %v, want %v", cfg.TemporalGzip, tt.wantGzip)
+			}
+		})
+	}
+}
+
+// CATALOG_CACHE_SIZE bounds the API's catalog cache: unset, the default; a count from 1 up is
+// taken; anything else stops the process at start, by name.
+func TestCatalogCacheSizeIsACountOfAtLeastOne(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    int64
+		wantErr bool
+	}{
+		{value: "", want: store.DefaultCatalogCacheSize},
+		{value: "1", want: 1},
+		{value: "50000", want: 50_000},
+		{value: "0", wantErr: true},
+		{value: "-5", wantErr: true},
+		{value: "lots", wantErr: true},
+		{value: "100000000", wantErr: true},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Setenv("CATALOG_CACHE_SIZE", tt.value)
+			cfg, err := loadConfig(true)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "CATALOG_CACHE_SIZE") {
+					t.Errorf("loadConfig = %v, want an error naming CATALOG_CACHE_SIZE", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig = %v, want no error", err)
+			}
+			if cfg.CatalogSize != tt.want {
+				t.Errorf("CatalogSize = %d, want %d", cfg.CatalogSize, tt.want)
 			}
 		})
 	}

@@ -108,7 +108,7 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	p := &Product{Services: svc, opts: opts, Logger: opts.Logger, Store: store.New(svc.Pool), Stock: lua.New(svc.Redis)}
-	p.Catalog = store.NewCatalogCache(p.Store, store.DefaultCatalogTTL)
+	p.Catalog = store.NewCatalogCache(p.Store, store.DefaultCatalogTTL, store.DefaultCatalogCacheSize)
 	p.Inventory = &inventory.Inventory{Store: p.Store, Stock: p.Stock, Catalog: p.Catalog}
 	defer func() {
 		if err != nil {
