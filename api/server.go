@@ -8,8 +8,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"time"
 
@@ -188,23 +192,25 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	// serves MetricsHandler on an internal address (API_METRICS_ADDR) instead.
 
 	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
-	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit), s.requireClient)
+	// Every body but a webhook's is JSON (requireJSON); a webhook's is verified as the raw
+	// bytes its sender signed, whatever it is labelled.
+	v1.POST("/checkouts", s.startCheckout, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, requireJSON)
 	v1.GET("/checkouts/:cart_id", s.getCheckout, s.requireClient)
-	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient)
+	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient, requireJSON)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 
 	inventory := v1.Group("/inventory", s.requireAdmin)
-	inventory.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit))
+	inventory.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit), requireJSON)
 	inventory.GET("/:sku", s.getInventory)
-	inventory.POST("/:sku/adjustments", s.adjustInventory, middleware.BodyLimit(checkoutBodyLimit))
+	inventory.POST("/:sku/adjustments", s.adjustInventory, middleware.BodyLimit(checkoutBodyLimit), requireJSON)
 
 	support := v1.Group("/admin", s.requireAdmin, middleware.BodyLimit(checkoutBodyLimit))
-	support.POST("/checkouts/:cart_id/extend", s.supportExtend)
-	support.POST("/checkouts/:cart_id/cancel", s.supportCancel)
-	support.POST("/checkouts/:cart_id/retry", s.supportRetry)
-	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge)
-	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund)
+	support.POST("/checkouts/:cart_id/extend", s.supportExtend, requireJSON)
+	support.POST("/checkouts/:cart_id/cancel", s.supportCancel, requireJSON)
+	support.POST("/checkouts/:cart_id/retry", s.supportRetry, requireJSON)
+	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge, requireJSON)
+	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund, requireJSON)
 	support.GET("/audit", s.getAudit)
 	return e
 }
@@ -231,6 +237,61 @@ func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// requireJSON refuses a request body that is not labelled application/json (parameters such
+// as charset allowed), with 415, before any of it is parsed. A web page may make its
+// visitors' browsers POST text/plain, form and multipart bodies to any site without a CORS
+// preflight; a JSON body needs one, which the API never grants, so a page cannot spend its
+// visitors' addresses on checkouts. A request without a body needs no Content-Type: a
+// browser can send a bare POST anyway, so refusing it would protect nothing (a buyer's
+// cancel is guarded by its Checkout-Secret header instead).
+func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if isJSON(req.Header.Get(echo.HeaderContentType)) {
+			return next(c)
+		}
+		empty, err := emptyBody(req)
+		if err != nil {
+			return readError(err)
+		}
+		if !empty {
+			return problem(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"the body must be JSON, sent with Content-Type: application/json")
+		}
+		return next(c)
+	}
+}
+
+// isJSON reports whether a Content-Type names application/json.
+func isJSON(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == echo.MIMEApplicationJSON
+}
+
+// emptyBody reports whether the request has no body. A body of unknown length (chunked) is
+// peeked at for one byte, which is put back.
+func emptyBody(req *http.Request) (bool, error) {
+	switch {
+	case req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0:
+		return true, nil
+	case req.ContentLength > 0:
+		return false, nil
+	}
+	var first [1]byte
+	n, err := io.ReadFull(req.Body, first[:])
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	req.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(first[:n]), req.Body), req.Body}
+	return false, nil
 }
 
 // requestLog writes one structured line per request (Echo's RequestLogger), with the checkout
