@@ -81,7 +81,7 @@ func TestCancelWithoutABodyNeedsNoContentType(t *testing.T) {
 	m.tc.On("UpdateWorkflow", mock.Anything, mock.MatchedBy(func(o client.UpdateWorkflowOptions) bool {
 		return o.WorkflowID == shop.WorkflowID(cart) && o.UpdateName == "cancel"
 	})).Return(handle, nil).Once()
-	rec := m.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + cart + "/cancel"})
+	rec := m.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + cart + "/cancel", header: buyerOf(cart)})
 	if v := checkoutView(t, rec, http.StatusOK); v.Status != shop.StatusCancelled {
 		t.Errorf("answer = %+v, want cancelled", v)
 	}

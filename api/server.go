@@ -90,6 +90,10 @@ type Config struct {
 	// IdempotencyKeyRetention is how long a key stays bound to its body (the contract asks
 	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
 	IdempotencyKeyRetention time.Duration
+	// CheckoutSecretKeys sign and check the checkout secrets a buyer's GET and cancel need
+	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
+	// DevCheckoutSecretKey, which only the local stack and tests may use.
+	CheckoutSecretKeys []string
 }
 
 // DefaultMaxPaymentTimeoutSeconds is one hour: a client cannot hold a flash sale's units for a
@@ -138,6 +142,7 @@ type Server struct {
 	admission *limiter     // one place per checkout request talking to Temporal
 	workers   *workerCheck // nil without Deps.Workers
 	standard  standardVerifiers
+	secrets   checkoutSecrets
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
@@ -170,8 +175,11 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.IdempotencyKeyRetention <= 0 {
 		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
 	}
+	if len(cfg.CheckoutSecretKeys) == 0 {
+		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}
+	}
 	s := &Server{cfg: cfg, Deps: deps, admission: newLimiter(cfg.MaxStartingCheckouts, cfg.AdmissionTarget),
-		standard: newStandardVerifiers(cfg.StandardWebhookSecrets)}
+		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys)}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
 	}

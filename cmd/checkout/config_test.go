@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,7 @@ func TestDevRefusesItsSecretsBeyondLoopback(t *testing.T) {
 			t.Setenv("API_ADDR", tt.addr)
 			t.Setenv("ADMIN_TOKEN", tt.token)
 			t.Setenv("STRIPE_WEBHOOK_SECRET", tt.secret)
+			t.Setenv("CHECKOUT_SECRET_KEY", realSecrets["CHECKOUT_SECRET_KEY"])
 			_, err := loadConfig(true)
 			switch {
 			case tt.ok && err != nil:
@@ -104,5 +106,63 @@ func TestCatalogCacheSizeIsACountOfAtLeastOne(t *testing.T) {
 				t.Errorf("CatalogSize = %d, want %d", cfg.CatalogSize, tt.want)
 			}
 		})
+	}
+}
+
+// realSecrets is an environment `checkout api` accepts; each case changes one value.
+var realSecrets = map[string]string{
+	"ADMIN_TOKEN":           "a-real-admin-token-0123456789",
+	"STRIPE_WEBHOOK_SECRET": "whsec_a_real_endpoint_secret_0123",
+	"CHECKOUT_SECRET_KEY":   "a-real-checkout-secret-key-0123456789abc",
+}
+
+// `checkout api` signs buyers' checkout secrets with CHECKOUT_SECRET_KEY: unset, the local
+// stack's public key or a key under 32 bytes would let anyone forge them, so it refuses to
+// start, naming the setting. A comma-separated list (a rotation) is checked key by key.
+func TestAPIRefusesAWeakCheckoutSecretKey(t *testing.T) {
+	for _, tt := range []struct {
+		name, value string
+		wantKeys    []string // nil: refused
+	}{
+		{"a real key", realSecrets["CHECKOUT_SECRET_KEY"], []string{realSecrets["CHECKOUT_SECRET_KEY"]}},
+		{"a rotation", " new-checkout-secret-key-0123456789abcdef , old-checkout-secret-key-0123456789abcdef ",
+			[]string{"new-checkout-secret-key-0123456789abcdef", "old-checkout-secret-key-0123456789abcdef"}},
+		{"unset", "", nil},
+		{"the local stack's key", devCheckoutSecretKey, nil},
+		{"31 bytes", strings.Repeat("k", 31), nil},
+		{"a rotation with a short old key", "new-checkout-secret-key-0123456789abcdef,short", nil},
+		{"a rotation with the local stack's key", "new-checkout-secret-key-0123456789abcdef," + devCheckoutSecretKey, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range realSecrets {
+				t.Setenv(k, v)
+			}
+			t.Setenv("CHECKOUT_SECRET_KEY", tt.value)
+			cfg, err := loadConfig(false)
+			if err != nil {
+				t.Fatalf("loadConfig = %v", err)
+			}
+			err = cfg.requireSecrets()
+			switch {
+			case tt.wantKeys == nil && (err == nil || !strings.Contains(err.Error(), "CHECKOUT_SECRET_KEY")):
+				t.Errorf("requireSecrets = %v, want an error naming CHECKOUT_SECRET_KEY", err)
+			case tt.wantKeys != nil && err != nil:
+				t.Errorf("requireSecrets = %v, want none", err)
+			case tt.wantKeys != nil && !slices.Equal(cfg.CheckoutSecretKeys, tt.wantKeys):
+				t.Errorf("keys %q, want %q", cfg.CheckoutSecretKeys, tt.wantKeys)
+			}
+		})
+	}
+	// The local stack signs with its own key when none is set, and refuses to serve it
+	// beyond loopback, as it does its other public secrets.
+	t.Setenv("CHECKOUT_SECRET_KEY", "")
+	if cfg, err := loadConfig(true); err != nil || !slices.Equal(cfg.CheckoutSecretKeys, []string{devCheckoutSecretKey}) {
+		t.Errorf("dev: keys %q, %v; want the local stack's key", cfg.CheckoutSecretKeys, err)
+	}
+	t.Setenv("ADMIN_TOKEN", realSecrets["ADMIN_TOKEN"])
+	t.Setenv("STRIPE_WEBHOOK_SECRET", realSecrets["STRIPE_WEBHOOK_SECRET"])
+	t.Setenv("API_ADDR", "0.0.0.0:8080")
+	if _, err := loadConfig(true); err == nil || !strings.Contains(err.Error(), "CHECKOUT_SECRET_KEY") {
+		t.Errorf("dev beyond loopback with the local checkout key: %v, want an error naming CHECKOUT_SECRET_KEY", err)
 	}
 }

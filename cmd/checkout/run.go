@@ -326,6 +326,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		AdmissionWait:                cfg.AdmissionWait,
 		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
+		CheckoutSecretKeys:           cfg.CheckoutSecretKeys,
 	}, api.Deps{
 		Temporal:  d.temporal,
 		Catalog:   cat,
