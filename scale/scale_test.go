@@ -23,7 +23,7 @@ import (
 
 const (
 	adminToken        = "scale-suite-admin-token-0123456789"
-	webhookSecret     = "whsec_scale_suite_secret"
+	webhookSecret     = "whsec_scale_suite_secret_0123456789"
 	checkoutSecretKey = "scale-suite-checkout-secret-key-0123456789"
 )
 

@@ -233,27 +233,41 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// requireSecrets refuses to serve the API with missing or local-stack secrets.
+// Secrets published with the project (README, tools/scale/run): anyone can read them, so
+// `checkout api` refuses them as it refuses the local stack's.
+var (
+	publishedAdminTokens    = []string{devAdminToken, "scale-local-admin-token"}
+	publishedWebhookSecrets = []string{devWebhookSecret, "whsec_scale_local_secret"}
+)
+
+// minStripeSecretLen is the shortest Stripe endpoint signing secret taken: "whsec_" and at
+// least 24 characters (Stripe's own have 32 or more), so a typo or a placeholder is caught.
+const minStripeSecretLen = len("whsec_") + 24
+
+// requireSecrets refuses to serve the API with missing, published or weak secrets.
 func (cfg config) requireSecrets() error {
 	var errs []error
 	switch {
 	case cfg.AdminToken == "":
 		errs = append(errs, errors.New("ADMIN_TOKEN is not set"))
-	case cfg.AdminToken == devAdminToken:
-		errs = append(errs, errors.New("ADMIN_TOKEN is the local stack's token; set a real one"))
+	case slices.Contains(publishedAdminTokens, cfg.AdminToken):
+		errs = append(errs, errors.New("ADMIN_TOKEN is a published token (local or scale stack); set a real one"))
 	case len(cfg.AdminToken) < 16:
 		errs = append(errs, errors.New("ADMIN_TOKEN must be at least 16 characters"))
 	}
 	if len(cfg.WebhookSecrets) == 0 {
 		errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET is not set"))
 	}
-	for _, s := range cfg.WebhookSecrets {
-		if s == devWebhookSecret {
-			errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET is the local stack's secret; set the endpoint's real signing secret"))
+	for i, s := range cfg.WebhookSecrets {
+		switch {
+		case slices.Contains(publishedWebhookSecrets, s):
+			errs = append(errs, fmt.Errorf("STRIPE_WEBHOOK_SECRET secret %d is a published secret (local or scale stack); set the endpoint's real signing secret", i+1))
+		case !strings.HasPrefix(s, "whsec_") || len(s) < minStripeSecretLen:
+			errs = append(errs, fmt.Errorf("STRIPE_WEBHOOK_SECRET secret %d is not an endpoint signing secret: want whsec_ and at least %d characters after it", i+1, minStripeSecretLen-len("whsec_")))
 		}
 	}
 	if len(cfg.CheckoutSecretKeys) == 0 {
-		errs = append(errs, errors.New("CHECKOUT_SECRET_KEY is not set (it signs the buyers' checkout secrets; e.g. openssl rand -base64 32)"))
+		errs = append(errs, errors.New("CHECKOUT_SECRET_KEY is not set (it signs the buyers' checkout secrets; e.g. openssl rand -hex 32)"))
 	}
 	for i, k := range cfg.CheckoutSecretKeys {
 		switch {

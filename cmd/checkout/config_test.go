@@ -166,3 +166,45 @@ func TestAPIRefusesAWeakCheckoutSecretKey(t *testing.T) {
 		t.Errorf("dev beyond loopback with the local checkout key: %v, want an error naming CHECKOUT_SECRET_KEY", err)
 	}
 }
+
+// `checkout api` refuses secrets anyone can read (the local stack's and the scale stack's,
+// both in the README) and a Stripe secret that cannot be an endpoint signing secret: those
+// start whsec_ and carry at least 24 characters after it.
+func TestAPIRefusesPublishedOrWeakSecrets(t *testing.T) {
+	for _, tt := range []struct {
+		name, variable, value string
+		ok                    bool
+	}{
+		{"real values", "", "", true},
+		{"the local stack's admin token", "ADMIN_TOKEN", devAdminToken, false},
+		{"the scale stack's admin token", "ADMIN_TOKEN", "scale-local-admin-token", false},
+		{"an admin token of 15 characters", "ADMIN_TOKEN", strings.Repeat("a", 15), false},
+		{"the local stack's webhook secret", "STRIPE_WEBHOOK_SECRET", devWebhookSecret, false},
+		{"the scale stack's webhook secret", "STRIPE_WEBHOOK_SECRET", "whsec_scale_local_secret", false},
+		{"a webhook secret without whsec_", "STRIPE_WEBHOOK_SECRET", "a_real_endpoint_secret_0123456789", false},
+		{"a one-character webhook secret", "STRIPE_WEBHOOK_SECRET", "x", false},
+		{"whsec_ and 23 characters", "STRIPE_WEBHOOK_SECRET", "whsec_" + strings.Repeat("s", 23), false},
+		{"whsec_ and 24 characters", "STRIPE_WEBHOOK_SECRET", "whsec_" + strings.Repeat("s", 24), true},
+		{"a rotation with one weak secret", "STRIPE_WEBHOOK_SECRET", realSecrets["STRIPE_WEBHOOK_SECRET"] + ",whsec_short", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range realSecrets {
+				t.Setenv(k, v)
+			}
+			if tt.variable != "" {
+				t.Setenv(tt.variable, tt.value)
+			}
+			cfg, err := loadConfig(false)
+			if err != nil {
+				t.Fatalf("loadConfig = %v", err)
+			}
+			err = cfg.requireSecrets()
+			switch {
+			case tt.ok && err != nil:
+				t.Errorf("requireSecrets = %v, want none", err)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), tt.variable)):
+				t.Errorf("requireSecrets = %v, want an error naming %s", err, tt.variable)
+			}
+		})
+	}
+}

@@ -46,7 +46,7 @@ import (
 // The secrets every in-process product is started with (API.Config may replace them).
 const (
 	AdminToken        = "checkouttest-admin-token-0123456789"
-	WebhookSecret     = "whsec_checkouttest_secret"
+	WebhookSecret     = "whsec_checkouttest_secret_0123456789"
 	CheckoutSecretKey = "checkouttest-checkout-secret-key-0123456789"
 )
 
