@@ -208,3 +208,31 @@ func TestAPIRefusesPublishedOrWeakSecrets(t *testing.T) {
 		})
 	}
 }
+
+// `checkout check-config <command>` answers what `checkout <command>` would say of the
+// environment at start, and connects to nothing: the API's secrets are checked for api only.
+func TestCheckConfigJudgesTheEnvironmentAsTheCommandWould(t *testing.T) {
+	for k, v := range realSecrets {
+		t.Setenv(k, v)
+	}
+	var out strings.Builder
+	if err := checkConfig([]string{"api"}, &out); err != nil || !strings.Contains(out.String(), "checkout api") {
+		t.Errorf("check-config api with real secrets: %v %q, want it valid", err, out.String())
+	}
+	t.Setenv("ADMIN_TOKEN", devAdminToken)
+	if err := checkConfig([]string{"api"}, &out); err == nil || !strings.Contains(err.Error(), "ADMIN_TOKEN") {
+		t.Errorf("check-config api with the local stack's admin token: %v, want an error naming ADMIN_TOKEN", err)
+	}
+	if err := checkConfig([]string{"worker"}, &out); err != nil {
+		t.Errorf("check-config worker: %v, want valid (the worker serves no secrets)", err)
+	}
+	t.Setenv("CATALOG_CACHE_SIZE", "0")
+	if err := checkConfig([]string{"worker"}, &out); err == nil || !strings.Contains(err.Error(), "CATALOG_CACHE_SIZE") {
+		t.Errorf("check-config worker with a bad value: %v, want an error naming it", err)
+	}
+	for _, args := range [][]string{nil, {"serve"}, {"api", "worker"}} {
+		if err := checkConfig(args, &out); err == nil {
+			t.Errorf("check-config %q: no error", args)
+		}
+	}
+}
