@@ -72,6 +72,9 @@ type CheckoutView struct {
 	Refunds   []string        `json:"refunds,omitempty"`
 	Shortages []shop.Shortage `json:"shortages,omitempty"`
 	Links     Links           `json:"links"`
+	// CheckoutSecret is in the answers to the POST that created the checkout and to its
+	// retries, only: the buyer sends it back as the Checkout-Secret header to read or cancel.
+	CheckoutSecret string `json:"checkout_secret,omitempty"`
 }
 
 // Links point at the checkout in the API and in the Temporal Web UI.
@@ -173,7 +176,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		return problem(http.StatusConflict, "checkout_exists",
 			"cart "+req.CartID+" is already checking out with different contents; use a new cart_id")
 	}
-	return s.answerReservation(c, res)
+	return s.answerReservation(c, res, key)
 }
 
 // claimKey binds the Idempotency-Key to this body, for any cart, and refuses the request when
@@ -257,8 +260,10 @@ var rejections = map[string]struct {
 		"this customer already has the most open checkouts allowed; pay for or cancel one, then start again with a new cart_id"},
 }
 
-// answerReservation maps the saga's reservation outcome to the contract's responses.
-func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult) error {
+// answerReservation maps the saga's reservation outcome to the contract's responses. The
+// checkout's secret goes to the request that created it and to retries under its
+// Idempotency-Key: the same body under another key knows the cart, which is not enough.
+func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult, key string) error {
 	v := res.View
 	if res.RejectCode == "" && v.Status == shop.StatusOutOfStock {
 		// A retry of a cart whose saga already ended refused: the same answer as the first time.
@@ -289,7 +294,11 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	if res.Created {
 		status = http.StatusCreated
 	}
-	return c.JSON(status, s.present(v))
+	view := s.present(v)
+	if res.Created || res.IdempotencyKey == key {
+		view.CheckoutSecret = s.secrets.sign(v.CheckoutID)
+	}
+	return c.JSON(status, view)
 }
 
 // cartParam reads the cart id of the path, refuses an invalid one, and names the checkout and
@@ -304,13 +313,33 @@ func cartParam(c echo.Context) (string, error) {
 	return id, nil
 }
 
-// callersCart is cartParam for a client's own cart: another client's reads as not found.
-func (s *Server) callersCart(c echo.Context) (string, error) {
+// Who may read or cancel a checkout (buyerCart).
+const (
+	buyerOrClient      = false
+	buyerClientOrAdmin = true
+)
+
+// buyerCart is cartParam for a checkout the caller may act on: an authenticated client's
+// own cart, a buyer's who sends the checkout's secret, or (for reads, when admin is set)
+// support's with the admin token. Anyone else gets the 404 of a cart that does not exist, so
+// a cart id alone tells nothing, and the saga is never asked.
+func (s *Server) buyerCart(c echo.Context, admin bool) (string, error) {
 	id, err := cartParam(c)
 	if err != nil {
 		return "", err
 	}
-	return id, s.checkOwner(c, id, false)
+	if client, _ := c.Get(ctxClient).(string); client != "" {
+		return id, s.checkOwner(c, id, false)
+	}
+	if s.secrets.verify(id, c.Request().Header.Get(CheckoutSecretHeader)) || admin && s.isAdmin(c) {
+		return id, nil
+	}
+	return "", noCheckout(id)
+}
+
+// noCheckout is the answer for a cart id the caller cannot see, whether it exists or not.
+func noCheckout(id string) *Problem {
+	return problem(http.StatusNotFound, "not_found", "no checkout "+id)
 }
 
 // MaxWaitSeconds caps GET's wait parameter: well inside DefaultRequestTimeout, so a request
@@ -321,7 +350,7 @@ const MaxWaitSeconds = 10
 // saga's result, or from Postgres once Temporal no longer keeps the history. With
 // ?wait=N it first waits up to N seconds for the checkout to end.
 func (s *Server) getCheckout(c echo.Context) error {
-	id, err := s.callersCart(c)
+	id, err := s.buyerCart(c, buyerClientOrAdmin)
 	if err != nil {
 		return err
 	}
@@ -404,7 +433,7 @@ func (s *Server) finishedView(ctx context.Context, checkoutID string) (shop.View
 func (s *Server) recordedView(ctx context.Context, checkoutID string) (shop.View, error) {
 	rec, err := s.Records.Checkout(ctx, checkoutID)
 	if errors.Is(err, shop.ErrNotFound) {
-		return shop.View{}, problem(http.StatusNotFound, "not_found", "no checkout "+checkoutID)
+		return shop.View{}, noCheckout(checkoutID)
 	}
 	if err != nil {
 		return shop.View{}, unavailable("postgres", err)
@@ -415,7 +444,7 @@ func (s *Server) recordedView(ctx context.Context, checkoutID string) (shop.View
 // cancelCheckout ends an open checkout as cancelled. Repeating it is harmless; a paid
 // checkout answers 409.
 func (s *Server) cancelCheckout(c echo.Context) error {
-	id, err := s.callersCart(c)
+	id, err := s.buyerCart(c, buyerOrClient)
 	if err != nil {
 		return err
 	}

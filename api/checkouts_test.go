@@ -75,6 +75,8 @@ func TestStartCheckoutRefusesBadInput(t *testing.T) {
 		{name: "cart_id with a space", body: cart("c 1", "u-1", phone, 1), status: 422, code: "invalid_request", field: "cart_id"},
 		{name: "cart_id with a slash", body: cart("c/1", "u-1", phone, 1), status: 422, code: "invalid_request", field: "cart_id"},
 		{name: "cart_id not ASCII", body: cart("cé", "u-1", phone, 1), status: 422, code: "invalid_request", field: "cart_id"},
+		{name: "cart_id ..", body: cart("..", "u-1", phone, 1), status: 422, code: "invalid_request", field: "cart_id"},
+		{name: "cart_id .", body: cart(".", "u-1", phone, 1), status: 422, code: "invalid_request", field: "cart_id"},
 		{name: "cart_id of 65 characters", body: cart(strings.Repeat("c", 65), "u-1", phone, 1), status: 422, code: "invalid_request", field: "cart_id"},
 		{name: "missing customer_id", body: `{"cart_id":"c-1","items":[{"sku":"` + phone + `","quantity":1}]}`,
 			status: 422, code: "invalid_request", field: "customer_id"},

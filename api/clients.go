@@ -99,7 +99,7 @@ func (s *Server) checkOwner(c echo.Context, cartID string, claim bool) error {
 	case claim:
 		return problem(http.StatusConflict, "cart_id_taken", "another client uses this cart_id; choose another")
 	default:
-		p := problem(http.StatusNotFound, "not_found", "no checkout with this cart_id")
+		p := noCheckout(cartID)
 		p.cause = errNotYours
 		return p
 	}

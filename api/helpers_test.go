@@ -118,6 +118,17 @@ func (h *harness) do(t *testing.T, r request) *httptest.ResponseRecorder {
 
 func body(s string) io.Reader { return strings.NewReader(s) }
 
+// buyerOf is the Checkout-Secret header of cart's buyer, signed with the key the harness's
+// API uses (api.DevCheckoutSecretKey, unless a test sets its own).
+func buyerOf(cart string) map[string]string {
+	return map[string]string{api.CheckoutSecretHeader: api.CheckoutSecret(api.DevCheckoutSecretKey, cart)}
+}
+
+// buyerGet is the buyer's GET of cart, query ("" or "?wait=N") included.
+func buyerGet(cart, query string) request {
+	return request{method: http.MethodGet, path: "/v1/checkouts/" + cart + query, header: buyerOf(cart)}
+}
+
 func bearer(token string) map[string]string {
 	return map[string]string{echo.HeaderAuthorization: "Bearer " + token}
 }

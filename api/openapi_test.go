@@ -96,7 +96,9 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 	view := `{"checkout_id":"c-1","workflow_id":"checkout-c-1","status":"awaiting_payment","customer_id":"u-1",` +
 		`"currency":"usd","amount_cents":100,"items":[],"expires_at":null,"order_id":null,"reason":null,` +
 		`"needs_attention":false,"links":{"self":"/v1/checkouts/c-1","temporal_ui":"http://localhost:8233/x"}}`
+	created := strings.Replace(view, `"links"`, `"checkout_secret":"`+api.CheckoutSecret(api.DevCheckoutSecretKey, "c-1")+`","links"`, 1)
 	cart := `{"cart_id":"c-1","customer_id":"u-1","items":[{"sku":"S","quantity":1}]}`
+	buyer := map[string]string{api.CheckoutSecretHeader: "s"}
 	jsonHeader := func(ct string, kv ...string) http.Header {
 		h := http.Header{"Content-Type": {ct}}
 		for i := 0; i < len(kv); i += 2 {
@@ -115,31 +117,39 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 		wantErr      string // "" when the document allows the exchange
 	}{
 		{name: "a documented answer", method: "POST", path: "/v1/checkouts", reqBody: cart, status: 201,
-			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: view},
+			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: created},
+		{name: "a 201 without the checkout secret", method: "POST", path: "/v1/checkouts", reqBody: cart, status: 201,
+			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: view, wantErr: "checkout_secret"},
+		{name: "a read answering the checkout secret", method: "GET", path: "/v1/checkouts/c-1", reqHeader: buyer, status: 200,
+			header: jsonHeader("application/json"), body: created, wantErr: "checkout_secret"},
+		{name: "a read without the secret answered 200", method: "GET", path: "/v1/checkouts/c-1", status: 200,
+			header: jsonHeader("application/json"), body: view, wantErr: "refuses"},
+		{name: "a read without the secret answered 404", method: "GET", path: "/v1/checkouts/c-1", status: 404,
+			header: jsonHeader("application/problem+json"), body: problem(404, "not_found")},
 		{name: "an undocumented status", method: "GET", path: "/healthz", status: 202,
 			header: jsonHeader("application/json"), body: `{"status":"ok"}`, wantErr: "status is not supported"},
-		{name: "an undocumented field", method: "GET", path: "/v1/checkouts/c-1", status: 200,
+		{name: "an undocumented field", method: "GET", path: "/v1/checkouts/c-1", reqHeader: buyer, status: 200,
 			header: jsonHeader("application/json"), body: strings.Replace(view, `"reason":null`, `"reason":null,"extra":1`, 1), wantErr: "extra"},
 		{name: "a 201 without Location", method: "POST", path: "/v1/checkouts", reqBody: cart, status: 201,
-			header: jsonHeader("application/json"), body: view, wantErr: "Location"},
+			header: jsonHeader("application/json"), body: created, wantErr: "Location"},
 		{name: "a 503 without Retry-After", method: "POST", path: "/v1/checkouts", reqBody: cart, status: 503,
 			header: jsonHeader("application/problem+json"), body: problem(503, "no_worker"), wantErr: "Retry-After"},
 		{name: "a problem code the answer does not list", method: "POST", path: "/v1/checkouts/c-1/cancel", status: 409,
 			header: jsonHeader("application/problem+json"), body: problem(409, "out_of_stock"), wantErr: "already_confirmed"},
 		{name: "a refused request answered 200", method: "POST", path: "/v1/checkouts", reqBody: `{"cart_id":"c-1"}`, status: 201,
-			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: view, wantErr: "refuses"},
+			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: created, wantErr: "refuses"},
 		{name: "a refused request answered 422", method: "POST", path: "/v1/checkouts", reqBody: `{"cart_id":"c-1"}`, status: 422,
 			header: jsonHeader("application/problem+json"), body: problem(422, "invalid_request")},
 		{name: "no bearer token answered 200", method: "GET", path: "/v1/inventory/S", status: 200,
 			header: jsonHeader("application/json", "ETag", `"v1"`),
 			body:   `{"sku":"S","on_hand":1,"available":1,"held":0,"sold":0,"price_cents":1,"currency":"usd","max_per_order":1}`, wantErr: "refuses"},
-		{name: "a view as text", method: "GET", path: "/v1/checkouts/c-1", status: 200,
+		{name: "a view as text", method: "GET", path: "/v1/checkouts/c-1", reqHeader: buyer, status: 200,
 			header: jsonHeader("text/plain"), body: view, wantErr: "text/plain"},
-		{name: "a time that is not a date-time", method: "GET", path: "/v1/checkouts/c-1", status: 200,
+		{name: "a time that is not a date-time", method: "GET", path: "/v1/checkouts/c-1", reqHeader: buyer, status: 200,
 			header: jsonHeader("application/json"), body: strings.Replace(view, `"expires_at":null`, `"expires_at":"soon"`, 1), wantErr: "date-time"},
 		{name: "a cart sent as text answered 201", method: "POST", path: "/v1/checkouts", reqBody: cart,
 			reqHeader: map[string]string{"Content-Type": "text/plain"}, status: 201,
-			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: view, wantErr: "refuses"},
+			header: jsonHeader("application/json", "Location", "/v1/checkouts/c-1"), body: created, wantErr: "refuses"},
 		{name: "an undocumented route answered 200", method: "GET", path: "/v1/nothing", status: 200,
 			header: jsonHeader("application/json"), body: `{}`, wantErr: "no matching operation"},
 		{name: "an undocumented route answered 404", method: "GET", path: "/v1/nothing", status: 404,

@@ -8,8 +8,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"time"
@@ -91,6 +95,10 @@ type Config struct {
 	// IdempotencyKeyRetention is how long a key stays bound to its body (the contract asks
 	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
 	IdempotencyKeyRetention time.Duration
+	// CheckoutSecretKeys sign and check the checkout secrets a buyer's GET and cancel need
+	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
+	// DevCheckoutSecretKey, which only the local stack and tests may use.
+	CheckoutSecretKeys []string
 }
 
 // DefaultMaxPaymentTimeoutSeconds is one hour: a client cannot hold a flash sale's units for a
@@ -141,6 +149,7 @@ type Server struct {
 	admission *limiter     // one place per checkout request talking to Temporal
 	workers   *workerCheck // nil without Deps.Workers
 	standard  standardVerifiers
+	secrets   checkoutSecrets
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
@@ -173,8 +182,11 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.IdempotencyKeyRetention <= 0 {
 		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
 	}
+	if len(cfg.CheckoutSecretKeys) == 0 {
+		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}
+	}
 	s := &Server{cfg: cfg, Deps: deps, admission: newLimiter(cfg.MaxStartingCheckouts, cfg.AdmissionTarget),
-		standard: newStandardVerifiers(cfg.StandardWebhookSecrets)}
+		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys)}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
 	}
@@ -203,23 +215,26 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	// serves MetricsHandler on an internal address (API_METRICS_ADDR) instead.
 
 	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
-	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient)
+	// Every body but a webhook's is JSON (requireJSON); a webhook's is verified as the raw
+	// bytes its sender signed, whatever it is labelled. The buyer's routes count against the
+	// caller's address first (limitAddress), before anything else costs.
+	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, requireJSON)
 	v1.GET("/checkouts/:cart_id", s.getCheckout, s.limitAddress, s.requireClient)
-	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient)
+	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient, requireJSON)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 
 	inventory := v1.Group("/inventory", s.requireAdmin)
-	inventory.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit))
+	inventory.PUT("/:sku", s.putInventory, middleware.BodyLimit(checkoutBodyLimit), requireJSON)
 	inventory.GET("/:sku", s.getInventory)
-	inventory.POST("/:sku/adjustments", s.adjustInventory, middleware.BodyLimit(checkoutBodyLimit))
+	inventory.POST("/:sku/adjustments", s.adjustInventory, middleware.BodyLimit(checkoutBodyLimit), requireJSON)
 
 	support := v1.Group("/admin", s.requireAdmin, middleware.BodyLimit(checkoutBodyLimit))
-	support.POST("/checkouts/:cart_id/extend", s.supportExtend)
-	support.POST("/checkouts/:cart_id/cancel", s.supportCancel)
-	support.POST("/checkouts/:cart_id/retry", s.supportRetry)
-	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge)
-	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund)
+	support.POST("/checkouts/:cart_id/extend", s.supportExtend, requireJSON)
+	support.POST("/checkouts/:cart_id/cancel", s.supportCancel, requireJSON)
+	support.POST("/checkouts/:cart_id/retry", s.supportRetry, requireJSON)
+	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge, requireJSON)
+	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund, requireJSON)
 	support.GET("/audit", s.getAudit)
 	return e
 }
@@ -246,6 +261,61 @@ func boundBodyRead(timeout time.Duration) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// requireJSON refuses a request body that is not labelled application/json (parameters such
+// as charset allowed), with 415, before any of it is parsed. A web page may make its
+// visitors' browsers POST text/plain, form and multipart bodies to any site without a CORS
+// preflight; a JSON body needs one, which the API never grants, so a page cannot spend its
+// visitors' addresses on checkouts. A request without a body needs no Content-Type: a
+// browser can send a bare POST anyway, so refusing it would protect nothing (a buyer's
+// cancel is guarded by its Checkout-Secret header instead).
+func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if isJSON(req.Header.Get(echo.HeaderContentType)) {
+			return next(c)
+		}
+		empty, err := emptyBody(req)
+		if err != nil {
+			return readError(err)
+		}
+		if !empty {
+			return problem(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"the body must be JSON, sent with Content-Type: application/json")
+		}
+		return next(c)
+	}
+}
+
+// isJSON reports whether a Content-Type names application/json.
+func isJSON(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == echo.MIMEApplicationJSON
+}
+
+// emptyBody reports whether the request has no body. A body of unknown length (chunked) is
+// peeked at for one byte, which is put back.
+func emptyBody(req *http.Request) (bool, error) {
+	switch {
+	case req.Body == nil || req.Body == http.NoBody || req.ContentLength == 0:
+		return true, nil
+	case req.ContentLength > 0:
+		return false, nil
+	}
+	var first [1]byte
+	n, err := io.ReadFull(req.Body, first[:])
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	req.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(first[:n]), req.Body), req.Body}
+	return false, nil
 }
 
 // requestLog writes one structured line per request (Echo's RequestLogger), with the checkout

@@ -213,7 +213,7 @@ func TestGetAnswersFromTheRunningSagaOrTheFinishedOnesResult(t *testing.T) {
 		m := newMockedTemporal(t)
 		cart := testenv.RandomID("cart-")
 		m.queryAnswers(t, cart, func() shop.View { return viewOf(cart, shop.StatusAwaitingPayment) })
-		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart}), http.StatusOK); v.Status != shop.StatusAwaitingPayment {
+		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart, header: buyerOf(cart)}), http.StatusOK); v.Status != shop.StatusAwaitingPayment {
 			t.Errorf("answer = %+v, want the running saga's view", v)
 		}
 		// The request log names the checkout and its saga.
@@ -228,19 +228,19 @@ func TestGetAnswersFromTheRunningSagaOrTheFinishedOnesResult(t *testing.T) {
 		m.tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).
 			Return(&client.QueryWorkflowWithOptionsResponse{QueryRejected: &querypb.QueryRejected{Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}, nil).Once()
 		m.finishedWith(t, cart, viewOf(cart, shop.StatusConfirmed))
-		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart}), http.StatusOK); v.Status != shop.StatusConfirmed {
+		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart, header: buyerOf(cart)}), http.StatusOK); v.Status != shop.StatusConfirmed {
 			t.Errorf("answer = %+v, want the finished saga's confirmed view", v)
 		}
 	})
 	t.Run("gone from Temporal and never recorded: 404", func(t *testing.T) {
 		m := newMockedTemporal(t)
 		m.tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(nil, serviceerror.NewNotFound("gone")).Once()
-		problemOf(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + testenv.RandomID("cart-")}), http.StatusNotFound, "not_found")
+		problemOf(t, m.do(t, buyerGet(testenv.RandomID("cart-"), "")), http.StatusNotFound, "not_found")
 	})
 	t.Run("Temporal down: 503", func(t *testing.T) {
 		m := newMockedTemporal(t)
 		m.tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(nil, serviceerror.NewUnavailable("down")).Once()
-		problemOf(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + testenv.RandomID("cart-")}), http.StatusServiceUnavailable, "service_unavailable")
+		problemOf(t, m.do(t, buyerGet(testenv.RandomID("cart-"), "")), http.StatusServiceUnavailable, "service_unavailable")
 	})
 }
 
@@ -251,7 +251,7 @@ func TestGetWithWaitAnswersTheEndWithoutAQuery(t *testing.T) {
 		m := newMockedTemporal(t)
 		cart := testenv.RandomID("cart-")
 		m.finishedWith(t, cart, viewOf(cart, shop.StatusConfirmed))
-		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart + "?wait=5"}), http.StatusOK); v.Status != shop.StatusConfirmed {
+		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart + "?wait=5", header: buyerOf(cart)}), http.StatusOK); v.Status != shop.StatusConfirmed {
 			t.Errorf("answer = %+v, want the ended saga's confirmed view", v)
 		}
 	})
@@ -269,7 +269,7 @@ func TestGetWithWaitAnswersTheEndWithoutAQuery(t *testing.T) {
 		}).Return(context.DeadlineExceeded).Once()
 		m.tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Once()
 		m.queryAnswers(t, cart, func() shop.View { return viewOf(cart, shop.StatusAwaitingPayment) })
-		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart + "?wait=1"}), http.StatusOK); v.Status != shop.StatusAwaitingPayment {
+		if v := checkoutView(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart + "?wait=1", header: buyerOf(cart)}), http.StatusOK); v.Status != shop.StatusAwaitingPayment {
 			t.Errorf("answer = %+v, want the running saga's view", v)
 		}
 		if waited <= 0 || waited > time.Second {
@@ -279,7 +279,7 @@ func TestGetWithWaitAnswersTheEndWithoutAQuery(t *testing.T) {
 	for _, bad := range []string{"-1", "11", "2.5", "1s", "x"} {
 		t.Run("wait="+bad+" is refused", func(t *testing.T) {
 			m := newMockedTemporal(t) // no Temporal call is expected
-			p := problemOf(t, m.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + testenv.RandomID("cart-") + "?wait=" + bad}),
+			p := problemOf(t, m.do(t, buyerGet(testenv.RandomID("cart-"), "?wait="+bad)),
 				http.StatusUnprocessableEntity, "invalid_request")
 			if len(p.Errors) != 1 || p.Errors[0].Field != "wait" {
 				t.Errorf("problem %+v, want one error naming wait", p)
@@ -297,7 +297,7 @@ func TestCancelIsTheSagasCancelUpdate(t *testing.T) {
 		})).Return(handle, err).Once()
 	}
 	post := func(t *testing.T, m *mockedTemporal, cart string) *httptest.ResponseRecorder {
-		return m.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + cart + "/cancel"})
+		return m.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + cart + "/cancel", header: buyerOf(cart)})
 	}
 	t.Run("open: cancelled", func(t *testing.T) {
 		m := newMockedTemporal(t)
@@ -416,6 +416,7 @@ func TestARequestThatOutlivesItsTimeoutLeavesItsConnectionUsable(t *testing.T) {
 				if body != "" {
 					req.Header.Set("Content-Type", "application/json")
 				}
+				req.Header.Set(api.CheckoutSecretHeader, api.CheckoutSecret(api.DevCheckoutSecretKey, cart))
 				resp, err := hc.Do(req)
 				if err != nil {
 					t.Fatalf("%s %s: %v", tt.method, tt.path, err)

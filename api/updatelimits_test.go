@@ -61,7 +61,7 @@ func TestTotalUpdateLimitIsNotA500(t *testing.T) {
 	if code, got := l.post(t, cart(id, "u-1", phone, 2), nil); code != http.StatusUnprocessableEntity {
 		t.Errorf("POST of cart %s with another body past the limit = %d %s, want 422", id, code, got)
 	}
-	rec := l.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + id + "/cancel"})
+	rec := l.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + id + "/cancel", header: buyerOf(id)})
 	t.Logf("cancel past the limit: %d %s", rec.Code, rec.Body)
 	if rec.Code != http.StatusTooManyRequests && rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("cancel past the total update limit = %d %s, want 429 or 503", rec.Code, rec.Body)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
@@ -147,7 +148,7 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 			n, _ := strconv.Atoi(q)
 			r.orphanHolds++
 			r.orphanUnits += n
-			if a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/checkouts/"+id+"/cancel", nil, nil, nil); err != nil || a.code != http.StatusOK {
+			if a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/checkouts/"+id+"/cancel", nil, checkouttest.BuyerOf(id), nil); err != nil || a.code != http.StatusOK {
 				progress("   cancel orphan hold of %s: %d %v", id, a.code, err)
 			}
 		}

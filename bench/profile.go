@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
@@ -217,7 +218,7 @@ func runShape(ctx context.Context, o options, e *env, root, bin, dir string, sha
 			var v struct {
 				Status shop.Status `json:"status"`
 			}
-			a, err := do(ctx, out.http, http.MethodGet, out.url+"/v1/checkouts/"+cartID, nil, nil, &v)
+			a, err := do(ctx, out.http, http.MethodGet, out.url+"/v1/checkouts/"+cartID, nil, checkouttest.Buyer(p.view.CheckoutSecret), &v)
 			if err == nil && (a.code != http.StatusOK || v.Status != shop.StatusConfirmed) {
 				err = fmt.Errorf("%d %q", a.code, v.Status)
 			}
@@ -346,6 +347,7 @@ func (r *scaleRun) startRedis(ctx context.Context, e *env, shape scaleShape) err
 func (r *scaleRun) startProduct(ctx context.Context, bin string) error {
 	env := []string{"TEMPORAL_ADDRESS=" + r.temporal, "TEMPORAL_NAMESPACE=default", "REDIS_URL=" + r.redisURL,
 		"DATABASE_URL=" + r.dbURL, "ADMIN_TOKEN=" + adminToken, "STRIPE_WEBHOOK_SECRET=" + webhookSecret,
+		"CHECKOUT_SECRET_KEY=" + checkouttest.CheckoutSecretKey,
 		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=error", "API_DRAIN_DELAY_SECONDS=0",
 		// The load generator is one address, and reuses customer ids: no limits.
 		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0", "RATE_LIMIT_PER_CUSTOMER=0"}

@@ -377,7 +377,7 @@ func (s *stack) benchCheckouts(ctx context.Context, sz sizes, round int) (e2eRes
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			var v api.CheckoutView
-			a, err := do(ctx, s.http, http.MethodGet, get, nil, nil, &v)
+			a, err := do(ctx, s.http, http.MethodGet, get, nil, checkouttest.Buyer(p.view.CheckoutSecret), &v)
 			if err == nil && a.code == http.StatusOK && v.Status == shop.StatusConfirmed {
 				confirm.add(time.Since(paid))
 				return nil

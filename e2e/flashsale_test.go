@@ -21,12 +21,12 @@ import (
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// waitFinal polls a checkout until it reaches an end state.
-func waitFinal(t *testing.T, p *checkouttest.Product, checkoutID string) api.CheckoutView {
+// waitFinal polls a checkout, as its buyer (with its secret), until it reaches an end state.
+func waitFinal(t *testing.T, p *checkouttest.Product, checkoutID, secret string) api.CheckoutView {
 	var v api.CheckoutView
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		v = api.CheckoutView{}
-		a, err := p.Client.Do(t.Context(), http.MethodGet, "/v1/checkouts/"+checkoutID, nil, nil, &v)
+		a, err := p.Client.Do(t.Context(), http.MethodGet, "/v1/checkouts/"+checkoutID, nil, checkouttest.Buyer(secret), &v)
 		require.NoError(c, err)
 		require.Equal(c, http.StatusOK, a.Code)
 		assert.True(c, v.Status.Final(), "checkout %s is %s", checkoutID, v.Status)
@@ -143,6 +143,9 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 	if err != nil || a.Code != http.StatusOK || again.WorkflowID != retry.view.WorkflowID {
 		t.Errorf("retried POST of %s: %d %v %+v; want 200 with the same saga", retry.id, a.Code, err, again)
 	}
+	if again.CheckoutSecret == "" || again.CheckoutSecret != retry.view.CheckoutSecret {
+		t.Errorf("retried POST of %s: checkout_secret %q, want the first answer's %q", retry.id, again.CheckoutSecret, retry.view.CheckoutSecret)
+	}
 
 	// Act on every winner concurrently: pay, cancel, or let expire.
 	for _, c := range winners {
@@ -159,7 +162,7 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 				}
 			case roleCancel:
 				var a checkouttest.Answer
-				if a, err = p.Client.Do(ctx, http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, nil, nil); err == nil && a.Code != http.StatusOK {
+				if a, err = p.Client.Do(ctx, http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, checkouttest.Buyer(c.view.CheckoutSecret), nil); err == nil && a.Code != http.StatusOK {
 					err = fmt.Errorf("cancel answered %d %s", a.Code, a.Body)
 				}
 			}
@@ -171,7 +174,7 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 	wg.Wait()
 
 	for _, c := range winners {
-		c.final = waitFinal(t, p, c.id)
+		c.final = waitFinal(t, p, c.id, c.view.CheckoutSecret)
 	}
 	settled := time.Since(started)
 

@@ -107,6 +107,12 @@ func (e *supportEnv) call(method, path, token string, body any) answer {
 	if token != "" {
 		header = checkouttest.Admin(token)
 	}
+	return e.callWith(method, path, header, body)
+}
+
+// callWith is call with any headers (a buyer's Checkout-Secret).
+func (e *supportEnv) callWith(method, path string, header map[string]string, body any) answer {
+	e.t.Helper()
 	r, err := e.api.Do(e.t.Context(), method, path, body, header, nil)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
@@ -147,12 +153,13 @@ func (e *supportEnv) start(cartID, customer string, timeout int64, items ...api.
 	return a.view
 }
 
-// waitView polls GET /v1/checkouts/{id} until ok accepts the view.
+// waitView polls GET /v1/checkouts/{id}, as support does (the admin token reads any
+// checkout), until ok accepts the view.
 func (e *supportEnv) waitView(checkoutID string, ok func(api.CheckoutView) bool) api.CheckoutView {
 	e.t.Helper()
 	var a answer
 	require.Eventually(e.t, func() bool {
-		a = e.call(http.MethodGet, "/v1/checkouts/"+checkoutID, "", nil)
+		a = e.call(http.MethodGet, "/v1/checkouts/"+checkoutID, checkouttest.AdminToken, nil)
 		return a.status == http.StatusOK && ok(a.view)
 	}, 30*time.Second, 100*time.Millisecond, "checkout %s never reached the expected view", checkoutID)
 	return a.view
@@ -281,7 +288,7 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	if err := e.pay(d.CheckoutID, d.AmountCents); err != nil {
 		t.Fatalf("pay %s: %v", d.CheckoutID, err)
 	}
-	if got := e.call(http.MethodPost, "/v1/checkouts/"+ca.CheckoutID+"/cancel", "", nil); got.status != http.StatusOK {
+	if got := e.callWith(http.MethodPost, "/v1/checkouts/"+ca.CheckoutID+"/cancel", checkouttest.Buyer(ca.CheckoutSecret), nil); got.status != http.StatusOK {
 		t.Fatalf("cancel %s: %d %s", ca.CheckoutID, got.status, got.raw)
 	}
 	if err := e.pay(g.CheckoutID, g.AmountCents+100); err != nil {
@@ -315,7 +322,7 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	}
 	for _, v := range []api.CheckoutView{dv, ev, fv} {
 		e.waitClosed(v.WorkflowID) // the closed-checkout path of the GET, not the query
-		again := e.call(http.MethodGet, "/v1/checkouts/"+v.CheckoutID, "", nil)
+		again := e.call(http.MethodGet, "/v1/checkouts/"+v.CheckoutID, checkouttest.AdminToken, nil)
 		if again.status != http.StatusOK || again.view.Status != v.Status || !sameString(again.view.Reason, v.Reason) {
 			t.Errorf("closed checkout %s: GET %d %s, want status %s reason %v", v.CheckoutID, again.status, again.raw, v.Status, v.Reason)
 		}
@@ -491,7 +498,7 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 	if ext.status != http.StatusOK || ext.view.ExpiresAt == nil || !ext.view.ExpiresAt.Equal(wantExpiry) {
 		t.Fatalf("extend by 600 s: %d %s, want 200 with expires_at %s", ext.status, ext.raw, wantExpiry)
 	}
-	if got := e.call(http.MethodGet, "/v1/checkouts/"+x.CheckoutID, "", nil); got.view.ExpiresAt == nil || !got.view.ExpiresAt.Equal(wantExpiry) {
+	if got := e.call(http.MethodGet, "/v1/checkouts/"+x.CheckoutID, checkouttest.AdminToken, nil); got.view.ExpiresAt == nil || !got.view.ExpiresAt.Equal(wantExpiry) {
 		t.Errorf("GET after extend: expires_at %v, want %s", got.view.ExpiresAt, wantExpiry)
 	}
 	desc, err := e.tc.DescribeWorkflow(context.Background(), x.WorkflowID, "")
@@ -526,7 +533,7 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 	if capped.status != http.StatusUnprocessableEntity || capped.code != "invalid_request" || !strings.Contains(capped.detail, "at most 48h0m0s") {
 		t.Errorf("extend past the 48 h cap: %d %s, want 422 invalid_request naming the cap", capped.status, capped.raw)
 	}
-	if got := e.call(http.MethodGet, "/v1/checkouts/"+x.CheckoutID, "", nil); got.view.ExpiresAt == nil || !got.view.ExpiresAt.Equal(wantExpiry) {
+	if got := e.call(http.MethodGet, "/v1/checkouts/"+x.CheckoutID, checkouttest.AdminToken, nil); got.view.ExpiresAt == nil || !got.view.ExpiresAt.Equal(wantExpiry) {
 		t.Errorf("a refused extend moved expires_at to %v, want %s", got.view.ExpiresAt, wantExpiry)
 	}
 
@@ -536,7 +543,7 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 		t.Errorf("temporal workflow update execute extend: %v\n%s", err, out)
 	}
 	wantExpiry = wantExpiry.Add(60 * time.Second)
-	if got := e.call(http.MethodGet, "/v1/checkouts/"+x.CheckoutID, "", nil); got.view.ExpiresAt == nil || !got.view.ExpiresAt.Equal(wantExpiry) {
+	if got := e.call(http.MethodGet, "/v1/checkouts/"+x.CheckoutID, checkouttest.AdminToken, nil); got.view.ExpiresAt == nil || !got.view.ExpiresAt.Equal(wantExpiry) {
 		t.Errorf("extend from the CLI: expires_at %v, want %s", got.view.ExpiresAt, wantExpiry)
 	}
 
@@ -585,7 +592,7 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 		}
 	}
 	// The API still answers for it, from the saga's result.
-	if got := e.call(http.MethodGet, "/v1/checkouts/"+y.CheckoutID, "", nil); got.status != http.StatusOK || got.view.Status != shop.StatusCancelled {
+	if got := e.call(http.MethodGet, "/v1/checkouts/"+y.CheckoutID, checkouttest.AdminToken, nil); got.status != http.StatusOK || got.view.Status != shop.StatusCancelled {
 		t.Errorf("GET cancelled checkout: %d %s", got.status, got.raw)
 	}
 }

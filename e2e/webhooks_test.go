@@ -133,10 +133,10 @@ func (s *payStack) openCheckout(t *testing.T, id string, timeoutSeconds int64) a
 	return v
 }
 
-// view reads a checkout through the API.
+// view reads a checkout through the API, as its buyer.
 func (s *payStack) view(t *testing.T, id string) api.CheckoutView {
 	t.Helper()
-	resp, err := s.http.Get(s.api + "/v1/checkouts/" + id)
+	resp, err := s.buyerGet(t.Context(), id, "")
 	if err != nil {
 		t.Fatalf("GET checkout %s: %v", id, err)
 	}
@@ -146,6 +146,22 @@ func (s *payStack) view(t *testing.T, id string) api.CheckoutView {
 		t.Fatalf("GET checkout %s: %d %v", id, resp.StatusCode, err)
 	}
 	return v
+}
+
+// buyerGet sends GET /v1/checkouts/{id}{query} once, with the checkout's secret.
+func (s *payStack) buyerGet(ctx context.Context, id, query string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.api+"/v1/checkouts/"+id+query, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = buyer(id)
+	return s.http.Do(req)
+}
+
+// buyer is the Checkout-Secret header of checkout id's buyer (the product signs with
+// checkouttest's key).
+func buyer(id string) http.Header {
+	return http.Header{api.CheckoutSecretHeader: {api.CheckoutSecret(checkouttest.CheckoutSecretKey, id)}}
 }
 
 // stripeEvent renders a PaymentIntent event; checkoutID "" leaves the metadata out.
@@ -601,7 +617,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			}
 			if tc.wantState == shop.RecordOpen {
 				// Leave nothing awaiting payment for the reconciliation test below.
-				if code, out := s.post(t, s.api, "/v1/checkouts/"+id+"/cancel", nil, nil); code != http.StatusOK {
+				if code, out := s.post(t, s.api, "/v1/checkouts/"+id+"/cancel", nil, buyer(id)); code != http.StatusOK {
 					t.Errorf("cancel %s: %d %v", id, code, out)
 				}
 			}
@@ -774,7 +790,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			err error
 		}
 		waitGET := func(id string, seconds int) answer {
-			resp, err := s.http.Get(fmt.Sprintf("%s/v1/checkouts/%s?wait=%d", s.api, id, seconds))
+			resp, err := s.buyerGet(t.Context(), id, fmt.Sprintf("?wait=%d", seconds))
 			if err != nil {
 				return answer{err: err}
 			}
@@ -811,7 +827,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			t.Errorf("GET ?wait=1 of an unpaid checkout: %s (%v) after %s, want awaiting_payment after the full second",
 				a.v.Status, a.err, time.Since(sent))
 		}
-		if code, _ := s.post(t, s.api, "/v1/checkouts/"+unpaid+"/cancel", nil, nil); code != http.StatusOK {
+		if code, _ := s.post(t, s.api, "/v1/checkouts/"+unpaid+"/cancel", nil, buyer(unpaid)); code != http.StatusOK {
 			t.Errorf("cancel %s: %d", unpaid, code)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
@@ -100,7 +101,7 @@ func (sl *sale) forgetAndRetry(t *testing.T) {
 			defer func() { <-sem }()
 			// Read first, while the fresh server has no saga of this cart at all.
 			var v api.CheckoutView
-			code, _, err := s.do(http.MethodGet, "/v1/checkouts/"+c.id, nil, nil, &v)
+			code, _, err := s.do(http.MethodGet, "/v1/checkouts/"+c.id, nil, checkouttest.BuyerOf(c.id), &v)
 			if err != nil || code != http.StatusOK || v.Status != end {
 				t.Errorf("GET %s (ended %s) with no saga in temporal: %d %q %v", c.id, end, code, v.Status, err)
 			}
@@ -115,7 +116,7 @@ func (sl *sale) forgetAndRetry(t *testing.T) {
 				t.Errorf("retried POST of %s (ended %s): %d %q, want 200 %s", c.id, end, again.code, again.view.Status, end)
 			}
 			v = api.CheckoutView{}
-			code, _, err = s.do(http.MethodGet, "/v1/checkouts/"+c.id, nil, nil, &v)
+			code, _, err = s.do(http.MethodGet, "/v1/checkouts/"+c.id, nil, checkouttest.BuyerOf(c.id), &v)
 			if err != nil || code != http.StatusOK || v.Status != end {
 				t.Errorf("GET %s (ended %s) after the retry: %d %q %v", c.id, end, code, v.Status, err)
 			}

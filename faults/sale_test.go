@@ -280,7 +280,7 @@ func (sl *sale) waitFinal(c *cart, deadline time.Time) error {
 	var lastRetry time.Time
 	for {
 		var v api.CheckoutView
-		code, _, err := sl.s.do(http.MethodGet, "/v1/checkouts/"+c.id, nil, nil, &v)
+		code, _, err := sl.s.do(http.MethodGet, "/v1/checkouts/"+c.id, nil, checkouttest.BuyerOf(c.id), &v)
 		if err == nil && code == http.StatusOK && v.Status.Final() {
 			c.final = v.Status
 			return nil
@@ -338,7 +338,7 @@ func (sl *sale) play(t *testing.T, trigger int, fault func()) {
 				}
 			case roleCancel:
 				err = sl.retry(&sl.cancel5xx, func() (int, error) {
-					code, _, err := sl.s.do(http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, nil, nil)
+					code, _, err := sl.s.do(http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, checkouttest.BuyerOf(c.id), nil)
 					return code, err
 				})
 			}
@@ -368,7 +368,7 @@ func (sl *sale) play(t *testing.T, trigger int, fault func()) {
 		}
 		orphans = append(orphans, c)
 		if err := sl.retry(&sl.cancel5xx, func() (int, error) {
-			code, _, err := sl.s.do(http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, nil, nil)
+			code, _, err := sl.s.do(http.MethodPost, "/v1/checkouts/"+c.id+"/cancel", nil, checkouttest.BuyerOf(c.id), nil)
 			return code, err
 		}); err != nil {
 			t.Errorf("cancel refused cart %s whose saga runs: %v", c.id, err)

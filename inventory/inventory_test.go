@@ -107,7 +107,7 @@ func TestSetReachesTheCachedCatalogAtOnce(t *testing.T) {
 	_, pool := testenv.Postgres(t)
 	rdb := testenv.Redis(t)
 	st := store.New(pool)
-	cache := store.NewCatalogCache(st, time.Hour)
+	cache := store.NewCatalogCache(st, time.Hour, 0)
 	inv := &inventory.Inventory{Store: st, Stock: lua.New(rdb), Catalog: cache}
 	sku := testenv.RandomID("INV-")
 	t.Cleanup(func() {

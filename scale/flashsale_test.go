@@ -105,7 +105,8 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 		t.Errorf("%d winners for %d units among %d buyers; want every unit sold once", len(winners), units, buyers)
 	}
 
-	// Winners pay (a signed webhook) or cancel, through either replica.
+	// Winners pay (a signed webhook) or cancel, through the other replica: the checkout
+	// secret one replica answered opens the checkout on the other.
 	for i, b := range winners {
 		wg.Add(1)
 		go func() {
@@ -116,7 +117,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 			if b.pay {
 				code, err = s.payment(replica, b)
 			} else {
-				code, err = s.do(replica, http.MethodPost, "/v1/checkouts/"+b.id+"/cancel", nil, nil)
+				code, err = s.do(replica, http.MethodPost, "/v1/checkouts/"+b.id+"/cancel", nil, nil, api.CheckoutSecretHeader, b.view.CheckoutSecret)
 			}
 			if err != nil || code != http.StatusOK {
 				t.Errorf("buyer %s (pay %v): %d %v", b.id, b.pay, code, err)
@@ -133,7 +134,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 			want, paid = shop.StatusConfirmed, paid+1
 		}
 		for {
-			code, err := s.do(apis[i%2], http.MethodGet, "/v1/checkouts/"+b.id, nil, &b.final)
+			code, err := s.do(apis[i%2], http.MethodGet, "/v1/checkouts/"+b.id, nil, &b.final, api.CheckoutSecretHeader, b.view.CheckoutSecret)
 			if err == nil && code == http.StatusOK && b.final.Status.Final() {
 				break
 			}

@@ -22,8 +22,9 @@ import (
 )
 
 const (
-	adminToken    = "scale-suite-admin-token-0123456789"
-	webhookSecret = "whsec_scale_suite_secret"
+	adminToken        = "scale-suite-admin-token-0123456789"
+	webhookSecret     = "whsec_scale_suite_secret_0123456789"
+	checkoutSecretKey = "scale-suite-checkout-secret-key-0123456789"
 )
 
 // product is one process of the product's binary: `checkout worker` or `checkout api`.
@@ -78,7 +79,7 @@ func (s *shape) env() []string {
 	return []string{
 		"TEMPORAL_ADDRESS=" + s.temporal.HostPort, "TEMPORAL_NAMESPACE=default",
 		"REDIS_URL=" + s.redisURL, "DATABASE_URL=" + s.dbURL,
-		"ADMIN_TOKEN=" + adminToken, "STRIPE_WEBHOOK_SECRET=" + webhookSecret,
+		"ADMIN_TOKEN=" + adminToken, "STRIPE_WEBHOOK_SECRET=" + webhookSecret, "CHECKOUT_SECRET_KEY=" + checkoutSecretKey,
 		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=info", "API_DRAIN_DELAY_SECONDS=0",
 		"WORKER_METRICS_ADDR=127.0.0.1:" + testenv.FreePort(s.t),
 		"API_METRICS_ADDR=127.0.0.1:" + testenv.FreePort(s.t),

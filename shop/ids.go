@@ -4,13 +4,15 @@ package shop
 const MaxIDLen = 64
 
 // IDRule is ValidID's rule as a client reads it in a field error.
-const IDRule = "must be 1 to 64 letters, digits, '-', '_' or '.'"
+const IDRule = "must be 1 to 64 letters, digits, '-', '_' or '.', and not . or .."
 
 // ValidID is the one syntax rule for every id the product accepts (cart, customer, SKU,
 // client): 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'. Anything else (braces,
-// colons, spaces) could break a Redis key's {sku} hash tag or shape.
+// colons, spaces) could break a Redis key's {sku} hash tag or shape. "." and ".." are path
+// segments that browsers and curl resolve away (/v1/checkouts/.. is /v1/), so a checkout or
+// SKU of that id could not be addressed.
 func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > MaxIDLen {
+	if len(s) == 0 || len(s) > MaxIDLen || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

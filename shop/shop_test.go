@@ -8,7 +8,8 @@ import (
 )
 
 // The one id rule: 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'; nothing that could break a
-// Redis key's {sku} hash tag or shape.
+// Redis key's {sku} hash tag or shape, and not "." or "..", which clients normalise out of a
+// path (GET /v1/checkouts/.. is GET /v1/), so a cart of that id could never be read.
 func TestValidIDIsTheContractsIDSyntax(t *testing.T) {
 	for _, tt := range []struct {
 		id   string
@@ -16,6 +17,7 @@ func TestValidIDIsTheContractsIDSyntax(t *testing.T) {
 	}{
 		{"cart-1", true}, {"A.b_C-9", true}, {strings.Repeat("x", 64), true},
 		{"", false}, {strings.Repeat("x", 65), false}, {"a{b}", false}, {"a:b", false}, {"a b", false}, {"é", false}, {"~change", false},
+		{".", false}, {"..", false}, {"...", true}, {".a", true}, {"a..b", true},
 	} {
 		if got := shop.ValidID(tt.id); got != tt.want {
 			t.Errorf("ValidID(%q) = %v, want %v", tt.id, got, tt.want)

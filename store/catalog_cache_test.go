@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,7 +41,7 @@ func newCache(t *testing.T) (*CatalogCache, *countingReader, *fakeClock, func(sk
 	_, pool := testenv.Postgres(t)
 	reader := &countingReader{ProductReader: New(pool)}
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
-	c := NewCatalogCache(reader, time.Second)
+	c := NewCatalogCache(reader, time.Second, 0)
 	c.now = clock.now
 	put := func(sku string, price int64) { testenv.PutSKU(t, pool, sku, 10, price, "usd") }
 	return c, reader, clock, put
@@ -140,5 +142,64 @@ func TestCatalogCacheDoesNotRememberAReadThatBeganBeforeAForget(t *testing.T) {
 	c.remember([]string{"PHONE"}, old, epoch)
 	if got, _ := c.Products(t.Context(), []string{"PHONE"}); got["PHONE"].PriceCents != 200 {
 		t.Fatalf("price %d after the change, want 200: a stale read was remembered", got["PHONE"].PriceCents)
+	}
+}
+
+// catalogOf answers from a fixed catalog and counts how often each of its SKUs is read.
+type catalogOf struct {
+	products map[string]shop.Product
+	mu       sync.Mutex
+	reads    map[string]int
+}
+
+func (r *catalogOf) Products(_ context.Context, skus []string) (map[string]shop.Product, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]shop.Product{}
+	for _, sku := range skus {
+		if p, ok := r.products[sku]; ok {
+			r.reads[sku]++
+			out[sku] = p
+		}
+	}
+	return out, nil
+}
+
+// Anyone may ask for SKUs that do not exist: 100,000 carts, each of a real SKU and a made-up
+// one, leave the cache at most its size of made-up SKUs, and the real SKU is still answered
+// from memory (read once) however many made-up names came after it.
+func TestCatalogCacheForgetsTheLeastRecentUnknownSKUsPastItsSize(t *testing.T) {
+	const size, lookups = 1_000, 100_000
+	reader := &catalogOf{products: map[string]shop.Product{"PHONE": {SKU: "PHONE", PriceCents: 100, Currency: "usd", MaxPerOrder: 2}}, reads: map[string]int{}}
+	c := NewCatalogCache(reader, time.Hour, size)
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	c.now = clock.now
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range lookups {
+		made := "FAKE-" + rand.Text() + rand.Text() // 57 characters, as a script would send
+		got, err := c.Products(t.Context(), []string{"PHONE", made})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["PHONE"].PriceCents != 100 || len(got) != 1 {
+			t.Fatalf("products %+v, want PHONE only", got)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.Logf("%d lookups of made-up SKUs: %d entries kept, heap in use %+.1f MiB", lookups, c.Len(),
+		float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20))
+
+	if n := c.Len(); n > 2*size {
+		t.Fatalf("%d entries after %d made-up SKUs, want at most %d (size %d of each kind)", n, lookups, 2*size, size)
+	}
+	if n := c.unknown.Len(); n != size {
+		t.Errorf("%d unknown SKUs kept, want the %d most recent", n, size)
+	}
+	if n := reader.reads["PHONE"]; n != 1 {
+		t.Errorf("PHONE read %d times within its TTL, want once: the made-up SKUs pushed it out", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +19,9 @@ import (
 
 // Local-stack secrets. The dev command sets them for itself; `checkout api` refuses them.
 const (
-	devAdminToken    = "dev-admin-token"
-	devWebhookSecret = "whsec_local_dev_secret"
+	devAdminToken        = "dev-admin-token"
+	devWebhookSecret     = "whsec_local_dev_secret"
+	devCheckoutSecretKey = api.DevCheckoutSecretKey
 )
 
 // DefaultMaxOpenPerCustomer is how many open checkouts one customer may have at once: enough
@@ -78,6 +80,9 @@ type config struct {
 	// ClientTokens: CLIENT_TOKENS, client=token pairs; on, the checkout endpoints need a
 	// client's bearer token and a client sees only its own carts (token -> client)
 	ClientTokens map[string]string
+	// CheckoutSecretKeys: CHECKOUT_SECRET_KEY, the keys of the buyers' checkout secrets,
+	// comma-separated during a rotation (the first signs, any verifies)
+	CheckoutSecretKeys []string
 	// MaxOpenPerCustomer: MAX_OPEN_CHECKOUTS_PER_CUSTOMER, a customer's open checkouts (0: no cap)
 	MaxOpenPerCustomer int64
 	TemporalCLI        string        // TEMPORAL_CLI: the dev server binary (dev only)
@@ -89,6 +94,9 @@ type config struct {
 	AdmissionTarget time.Duration
 	// CatalogTTL: CATALOG_CACHE_MS, how long the API's catalog check answers from memory (0: off)
 	CatalogTTL time.Duration
+	// CatalogSize: CATALOG_CACHE_SIZE, the most SKUs that cache remembers of each kind
+	// (known, unknown): callers may name any SKU, so memory needs a bound
+	CatalogSize int64
 	// IdempotencyRetention: IDEMPOTENCY_KEY_RETENTION_HOURS, how long an Idempotency-Key
 	// stays bound to its request body (the contract asks for at least 24 h)
 	IdempotencyRetention time.Duration
@@ -98,7 +106,7 @@ type config struct {
 	LogLevel   slog.Level // LOG_LEVEL
 }
 
-// loadConfig reads the environment. Every value has a working local default except the two
+// loadConfig reads the environment. Every value has a working local default except the
 // secrets, which only the local stack (dev) may default; a bad value is an error naming it.
 func loadConfig(dev bool) (config, error) {
 	var errs []error
@@ -144,6 +152,7 @@ func loadConfig(dev bool) (config, error) {
 		AdmissionWait:      time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
 		AdmissionTarget:    time.Duration(integer("ADMISSION_TARGET_MS", api.DefaultAdmissionTarget.Milliseconds(), 10, 60_000)) * time.Millisecond,
 		CatalogTTL:         time.Duration(integer("CATALOG_CACHE_MS", store.DefaultCatalogTTL.Milliseconds(), 0, 60_000)) * time.Millisecond,
+		CatalogSize:        integer("CATALOG_CACHE_SIZE", store.DefaultCatalogCacheSize, 1, 10_000_000),
 		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
 			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
 	}
@@ -157,11 +166,8 @@ func loadConfig(dev bool) (config, error) {
 		drainDefault = 0
 	}
 	cfg.DrainDelay = time.Duration(integer("API_DRAIN_DELAY_SECONDS", drainDefault, 0, 120)) * time.Second
-	for _, s := range strings.Split(str("STRIPE_WEBHOOK_SECRET", ""), ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			cfg.WebhookSecrets = append(cfg.WebhookSecrets, s)
-		}
-	}
+	cfg.WebhookSecrets = list(str("STRIPE_WEBHOOK_SECRET", ""))
+	cfg.CheckoutSecretKeys = list(str("CHECKOUT_SECRET_KEY", ""))
 	standard, err := api.ParseStandardWebhookSecrets(str("STANDARD_WEBHOOK_SECRETS", ""))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
@@ -212,9 +218,12 @@ func loadConfig(dev bool) (config, error) {
 		if len(cfg.WebhookSecrets) == 0 {
 			cfg.WebhookSecrets = []string{devWebhookSecret}
 		}
+		if len(cfg.CheckoutSecretKeys) == 0 {
+			cfg.CheckoutSecretKeys = []string{devCheckoutSecretKey}
+		}
 	}
 	if dev && cfg.usesDevSecrets() && !isLoopback(cfg.APIAddr) {
-		errs = append(errs, fmt.Errorf("API_ADDR=%q is reachable beyond this machine, and the local stack's admin token or webhook secret (both public) would let anyone set stock and forge payments there: listen on 127.0.0.1, or set ADMIN_TOKEN and STRIPE_WEBHOOK_SECRET", cfg.APIAddr))
+		errs = append(errs, fmt.Errorf("API_ADDR=%q is reachable beyond this machine, and the local stack's admin token, webhook secret or checkout secret key (all public) would let anyone set stock, forge payments and read or cancel any checkout there: listen on 127.0.0.1, or set ADMIN_TOKEN, STRIPE_WEBHOOK_SECRET and CHECKOUT_SECRET_KEY", cfg.APIAddr))
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
@@ -232,14 +241,22 @@ func loadConfig(dev bool) (config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// usesDevSecrets reports whether the admin token or a webhook secret is the local stack's.
-func (cfg config) usesDevSecrets() bool {
-	for _, s := range cfg.WebhookSecrets {
-		if s == devWebhookSecret {
-			return true
+// list reads a comma-separated setting, its items trimmed, empty ones dropped.
+func list(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
 		}
 	}
-	return cfg.AdminToken == devAdminToken
+	return out
+}
+
+// usesDevSecrets reports whether the admin token, a webhook secret or a checkout secret key
+// is the local stack's.
+func (cfg config) usesDevSecrets() bool {
+	return cfg.AdminToken == devAdminToken || slices.Contains(cfg.WebhookSecrets, devWebhookSecret) ||
+		slices.Contains(cfg.CheckoutSecretKeys, devCheckoutSecretKey)
 }
 
 // isLoopback reports whether addr (host:port) listens on this machine only. An empty host
@@ -256,23 +273,48 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// requireSecrets refuses to serve the API with missing or local-stack secrets.
+// Secrets published with the project (README, tools/scale/run): anyone can read them, so
+// `checkout api` refuses them as it refuses the local stack's.
+var (
+	publishedAdminTokens    = []string{devAdminToken, "scale-local-admin-token"}
+	publishedWebhookSecrets = []string{devWebhookSecret, "whsec_scale_local_secret"}
+)
+
+// minStripeSecretLen is the shortest Stripe endpoint signing secret taken: "whsec_" and at
+// least 24 characters (Stripe's own have 32 or more), so a typo or a placeholder is caught.
+const minStripeSecretLen = len("whsec_") + 24
+
+// requireSecrets refuses to serve the API with missing, published or weak secrets.
 func (cfg config) requireSecrets() error {
 	var errs []error
 	switch {
 	case cfg.AdminToken == "":
 		errs = append(errs, errors.New("ADMIN_TOKEN is not set"))
-	case cfg.AdminToken == devAdminToken:
-		errs = append(errs, errors.New("ADMIN_TOKEN is the local stack's token; set a real one"))
+	case slices.Contains(publishedAdminTokens, cfg.AdminToken):
+		errs = append(errs, errors.New("ADMIN_TOKEN is a published token (local or scale stack); set a real one"))
 	case len(cfg.AdminToken) < 16:
 		errs = append(errs, errors.New("ADMIN_TOKEN must be at least 16 characters"))
 	}
 	if len(cfg.WebhookSecrets) == 0 {
 		errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET is not set"))
 	}
-	for _, s := range cfg.WebhookSecrets {
-		if s == devWebhookSecret {
-			errs = append(errs, errors.New("STRIPE_WEBHOOK_SECRET is the local stack's secret; set the endpoint's real signing secret"))
+	for i, s := range cfg.WebhookSecrets {
+		switch {
+		case slices.Contains(publishedWebhookSecrets, s):
+			errs = append(errs, fmt.Errorf("STRIPE_WEBHOOK_SECRET secret %d is a published secret (local or scale stack); set the endpoint's real signing secret", i+1))
+		case !strings.HasPrefix(s, "whsec_") || len(s) < minStripeSecretLen:
+			errs = append(errs, fmt.Errorf("STRIPE_WEBHOOK_SECRET secret %d is not an endpoint signing secret: want whsec_ and at least %d characters after it", i+1, minStripeSecretLen-len("whsec_")))
+		}
+	}
+	if len(cfg.CheckoutSecretKeys) == 0 {
+		errs = append(errs, errors.New("CHECKOUT_SECRET_KEY is not set (it signs the buyers' checkout secrets; e.g. openssl rand -hex 32)"))
+	}
+	for i, k := range cfg.CheckoutSecretKeys {
+		switch {
+		case k == devCheckoutSecretKey:
+			errs = append(errs, fmt.Errorf("CHECKOUT_SECRET_KEY key %d is the local stack's key; set a real one", i+1))
+		case len(k) < api.MinCheckoutSecretKeyLen:
+			errs = append(errs, fmt.Errorf("CHECKOUT_SECRET_KEY key %d must be at least %d bytes", i+1, api.MinCheckoutSecretKeyLen))
 		}
 	}
 	return errors.Join(errs...)

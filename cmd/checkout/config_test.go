@@ -1,8 +1,11 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // TestDevRefusesItsSecretsBeyondLoopback: the local stack's admin token and webhook secret
@@ -27,6 +30,7 @@ func TestDevRefusesItsSecretsBeyondLoopback(t *testing.T) {
 			t.Setenv("API_ADDR", tt.addr)
 			t.Setenv("ADMIN_TOKEN", tt.token)
 			t.Setenv("STRIPE_WEBHOOK_SECRET", tt.secret)
+			t.Setenv("CHECKOUT_SECRET_KEY", realSecrets["CHECKOUT_SECRET_KEY"])
 			_, err := loadConfig(true)
 			switch {
 			case tt.ok && err != nil:
@@ -67,5 +71,168 @@ func TestTemporalCompressionIsNoneUnlessGzipIsAsked(t *testing.T) {
 				t.Errorf("TemporalGzip = %v, want %v", cfg.TemporalGzip, tt.wantGzip)
 			}
 		})
+	}
+}
+
+// CATALOG_CACHE_SIZE bounds the API's catalog cache: unset, the default; a count from 1 up is
+// taken; anything else stops the process at start, by name.
+func TestCatalogCacheSizeIsACountOfAtLeastOne(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    int64
+		wantErr bool
+	}{
+		{value: "", want: store.DefaultCatalogCacheSize},
+		{value: "1", want: 1},
+		{value: "50000", want: 50_000},
+		{value: "0", wantErr: true},
+		{value: "-5", wantErr: true},
+		{value: "lots", wantErr: true},
+		{value: "100000000", wantErr: true},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Setenv("CATALOG_CACHE_SIZE", tt.value)
+			cfg, err := loadConfig(true)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "CATALOG_CACHE_SIZE") {
+					t.Errorf("loadConfig = %v, want an error naming CATALOG_CACHE_SIZE", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig = %v, want no error", err)
+			}
+			if cfg.CatalogSize != tt.want {
+				t.Errorf("CatalogSize = %d, want %d", cfg.CatalogSize, tt.want)
+			}
+		})
+	}
+}
+
+// realSecrets is an environment `checkout api` accepts; each case changes one value.
+var realSecrets = map[string]string{
+	"ADMIN_TOKEN":           "a-real-admin-token-0123456789",
+	"STRIPE_WEBHOOK_SECRET": "whsec_a_real_endpoint_secret_0123",
+	"CHECKOUT_SECRET_KEY":   "a-real-checkout-secret-key-0123456789abc",
+}
+
+// `checkout api` signs buyers' checkout secrets with CHECKOUT_SECRET_KEY: unset, the local
+// stack's public key or a key under 32 bytes would let anyone forge them, so it refuses to
+// start, naming the setting. A comma-separated list (a rotation) is checked key by key.
+func TestAPIRefusesAWeakCheckoutSecretKey(t *testing.T) {
+	for _, tt := range []struct {
+		name, value string
+		wantKeys    []string // nil: refused
+	}{
+		{"a real key", realSecrets["CHECKOUT_SECRET_KEY"], []string{realSecrets["CHECKOUT_SECRET_KEY"]}},
+		{"a rotation", " new-checkout-secret-key-0123456789abcdef , old-checkout-secret-key-0123456789abcdef ",
+			[]string{"new-checkout-secret-key-0123456789abcdef", "old-checkout-secret-key-0123456789abcdef"}},
+		{"unset", "", nil},
+		{"the local stack's key", devCheckoutSecretKey, nil},
+		{"31 bytes", strings.Repeat("k", 31), nil},
+		{"a rotation with a short old key", "new-checkout-secret-key-0123456789abcdef,short", nil},
+		{"a rotation with the local stack's key", "new-checkout-secret-key-0123456789abcdef," + devCheckoutSecretKey, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range realSecrets {
+				t.Setenv(k, v)
+			}
+			t.Setenv("CHECKOUT_SECRET_KEY", tt.value)
+			cfg, err := loadConfig(false)
+			if err != nil {
+				t.Fatalf("loadConfig = %v", err)
+			}
+			err = cfg.requireSecrets()
+			switch {
+			case tt.wantKeys == nil && (err == nil || !strings.Contains(err.Error(), "CHECKOUT_SECRET_KEY")):
+				t.Errorf("requireSecrets = %v, want an error naming CHECKOUT_SECRET_KEY", err)
+			case tt.wantKeys != nil && err != nil:
+				t.Errorf("requireSecrets = %v, want none", err)
+			case tt.wantKeys != nil && !slices.Equal(cfg.CheckoutSecretKeys, tt.wantKeys):
+				t.Errorf("keys %q, want %q", cfg.CheckoutSecretKeys, tt.wantKeys)
+			}
+		})
+	}
+	// The local stack signs with its own key when none is set, and refuses to serve it
+	// beyond loopback, as it does its other public secrets.
+	t.Setenv("CHECKOUT_SECRET_KEY", "")
+	if cfg, err := loadConfig(true); err != nil || !slices.Equal(cfg.CheckoutSecretKeys, []string{devCheckoutSecretKey}) {
+		t.Errorf("dev: keys %q, %v; want the local stack's key", cfg.CheckoutSecretKeys, err)
+	}
+	t.Setenv("ADMIN_TOKEN", realSecrets["ADMIN_TOKEN"])
+	t.Setenv("STRIPE_WEBHOOK_SECRET", realSecrets["STRIPE_WEBHOOK_SECRET"])
+	t.Setenv("API_ADDR", "0.0.0.0:8080")
+	if _, err := loadConfig(true); err == nil || !strings.Contains(err.Error(), "CHECKOUT_SECRET_KEY") {
+		t.Errorf("dev beyond loopback with the local checkout key: %v, want an error naming CHECKOUT_SECRET_KEY", err)
+	}
+}
+
+// `checkout api` refuses secrets anyone can read (the local stack's and the scale stack's,
+// both in the README) and a Stripe secret that cannot be an endpoint signing secret: those
+// start whsec_ and carry at least 24 characters after it.
+func TestAPIRefusesPublishedOrWeakSecrets(t *testing.T) {
+	for _, tt := range []struct {
+		name, variable, value string
+		ok                    bool
+	}{
+		{"real values", "", "", true},
+		{"the local stack's admin token", "ADMIN_TOKEN", devAdminToken, false},
+		{"the scale stack's admin token", "ADMIN_TOKEN", "scale-local-admin-token", false},
+		{"an admin token of 15 characters", "ADMIN_TOKEN", strings.Repeat("a", 15), false},
+		{"the local stack's webhook secret", "STRIPE_WEBHOOK_SECRET", devWebhookSecret, false},
+		{"the scale stack's webhook secret", "STRIPE_WEBHOOK_SECRET", "whsec_scale_local_secret", false},
+		{"a webhook secret without whsec_", "STRIPE_WEBHOOK_SECRET", "a_real_endpoint_secret_0123456789", false},
+		{"a one-character webhook secret", "STRIPE_WEBHOOK_SECRET", "x", false},
+		{"whsec_ and 23 characters", "STRIPE_WEBHOOK_SECRET", "whsec_" + strings.Repeat("s", 23), false},
+		{"whsec_ and 24 characters", "STRIPE_WEBHOOK_SECRET", "whsec_" + strings.Repeat("s", 24), true},
+		{"a rotation with one weak secret", "STRIPE_WEBHOOK_SECRET", realSecrets["STRIPE_WEBHOOK_SECRET"] + ",whsec_short", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range realSecrets {
+				t.Setenv(k, v)
+			}
+			if tt.variable != "" {
+				t.Setenv(tt.variable, tt.value)
+			}
+			cfg, err := loadConfig(false)
+			if err != nil {
+				t.Fatalf("loadConfig = %v", err)
+			}
+			err = cfg.requireSecrets()
+			switch {
+			case tt.ok && err != nil:
+				t.Errorf("requireSecrets = %v, want none", err)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), tt.variable)):
+				t.Errorf("requireSecrets = %v, want an error naming %s", err, tt.variable)
+			}
+		})
+	}
+}
+
+// `checkout check-config <command>` answers what `checkout <command>` would say of the
+// environment at start, and connects to nothing: the API's secrets are checked for api only.
+func TestCheckConfigJudgesTheEnvironmentAsTheCommandWould(t *testing.T) {
+	for k, v := range realSecrets {
+		t.Setenv(k, v)
+	}
+	var out strings.Builder
+	if err := checkConfig([]string{"api"}, &out); err != nil || !strings.Contains(out.String(), "checkout api") {
+		t.Errorf("check-config api with real secrets: %v %q, want it valid", err, out.String())
+	}
+	t.Setenv("ADMIN_TOKEN", devAdminToken)
+	if err := checkConfig([]string{"api"}, &out); err == nil || !strings.Contains(err.Error(), "ADMIN_TOKEN") {
+		t.Errorf("check-config api with the local stack's admin token: %v, want an error naming ADMIN_TOKEN", err)
+	}
+	if err := checkConfig([]string{"worker"}, &out); err != nil {
+		t.Errorf("check-config worker: %v, want valid (the worker serves no secrets)", err)
+	}
+	t.Setenv("CATALOG_CACHE_SIZE", "0")
+	if err := checkConfig([]string{"worker"}, &out); err == nil || !strings.Contains(err.Error(), "CATALOG_CACHE_SIZE") {
+		t.Errorf("check-config worker with a bad value: %v, want an error naming it", err)
+	}
+	for _, args := range [][]string{nil, {"serve"}, {"api", "worker"}} {
+		if err := checkConfig(args, &out); err == nil {
+			t.Errorf("check-config %q: no error", args)
+		}
 	}
 }

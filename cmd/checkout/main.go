@@ -9,6 +9,7 @@
 //	checkout sign-webhook    send a correctly signed Stripe test event to the API
 //	checkout audit           check the promises across Postgres, Redis and Temporal; exit 1
 //	                         when it finds violations, 2 when it could not check everything
+//	checkout check-config C  judge the environment as command C would at start, and exit
 //
 // Configuration comes only from environment variables (see config.go).
 package main
@@ -17,8 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -32,6 +35,7 @@ commands:
   setup-temporal  register the search attributes on a Temporal cluster
   sign-webhook    send a signed Stripe test event (checkout sign-webhook -h)
   audit           check the promises across the stores (checkout audit -h); exit 1 on violations
+  check-config C  judge the environment as command C (api, worker, ...) would at start; connect to nothing
 `
 
 func main() {
@@ -55,6 +59,9 @@ func main() {
 func run(ctx context.Context, command string, args []string) error {
 	if command == "sign-webhook" {
 		return signWebhook(ctx, args)
+	}
+	if command == "check-config" {
+		return checkConfig(args, os.Stdout)
 	}
 	if command == "-h" || command == "--help" || command == "help" {
 		fmt.Print(usage)
@@ -80,4 +87,25 @@ func run(ctx context.Context, command string, args []string) error {
 	}
 	fmt.Fprint(os.Stderr, usage)
 	return errors.New("unknown command " + command)
+}
+
+// checkConfig judges the environment the way `checkout <command>` does before it connects to
+// anything (loadConfig, and for api the secrets), so a deployment's settings can be checked
+// where its services do not run: docker-compose.yml's test runs it with the file's environment.
+func checkConfig(args []string, out io.Writer) error {
+	if len(args) != 1 || !slices.Contains([]string{"api", "worker", "migrate", "dev", "setup-temporal", "audit"}, args[0]) {
+		return errors.New("usage: checkout check-config api|worker|migrate|dev|setup-temporal|audit")
+	}
+	command := args[0]
+	cfg, err := loadConfig(command == "dev")
+	if err != nil {
+		return err
+	}
+	if command == "api" {
+		if err := cfg.requireSecrets(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "the environment is valid for checkout %s\n", command)
+	return nil
 }

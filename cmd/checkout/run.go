@@ -312,7 +312,7 @@ func runAPI(ctx context.Context, cfg config) error {
 func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	ready := &api.Readiness{}
 	auditor := audit.New(d.pool, d.rdb, d.temporal, audit.Options{})
-	cat, inv := catalogAndInventory(d.store, d.stock, cfg.CatalogTTL)
+	cat, inv := catalogAndInventory(d.store, d.stock, cfg.CatalogTTL, int(cfg.CatalogSize))
 	e := api.New(api.Config{
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
@@ -329,6 +329,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 		TrustedProxies:               cfg.TrustedProxies,
+		CheckoutSecretKeys:           cfg.CheckoutSecretKeys,
 	}, api.Deps{
 		RateLimits: &api.RateLimits{Limiter: redis_rate.NewLimiter(d.rdb),
 			PerAddress:          rateLimit(cfg.RatePerAddress, 2*cfg.RatePerAddress, time.Second),
@@ -427,13 +428,14 @@ func ensureSchedule(ctx context.Context, c client.Client, id string, every time.
 
 // catalogAndInventory are the API's catalog check and the operators' inventory. The catalog
 // answers from memory for ttl (a sale's losers read Postgres once per ttl, not once per
-// request; 0: straight from Postgres), and a SKU set through this API is forgotten at once.
-func catalogAndInventory(s *store.Store, stock *lua.Stock, ttl time.Duration) (api.Catalog, api.Inventory) {
+// request; 0: straight from Postgres), remembering at most size SKUs of each kind, and a SKU
+// set through this API is forgotten at once.
+func catalogAndInventory(s *store.Store, stock *lua.Stock, ttl time.Duration, size int) (api.Catalog, api.Inventory) {
 	inv := &inventory.Inventory{Store: s, Stock: stock}
 	if ttl <= 0 {
 		return s, inv
 	}
-	cache := store.NewCatalogCache(s, ttl)
+	cache := store.NewCatalogCache(s, ttl, size)
 	inv.Catalog = cache
 	return cache, inv
 }

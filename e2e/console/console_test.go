@@ -375,7 +375,7 @@ func (p *product) pay(v api.CheckoutView) {
 
 func (p *product) cancel(v api.CheckoutView) {
 	p.t.Helper()
-	if code := p.call(http.MethodPost, "/v1/checkouts/"+v.CheckoutID+"/cancel", nil, nil, nil); code != http.StatusOK {
+	if code := p.call(http.MethodPost, "/v1/checkouts/"+v.CheckoutID+"/cancel", nil, checkouttest.Buyer(v.CheckoutSecret), nil); code != http.StatusOK {
 		p.t.Fatalf("cancel %s: %d", v.CheckoutID, code)
 	}
 }
@@ -383,7 +383,7 @@ func (p *product) cancel(v api.CheckoutView) {
 func (p *product) view(checkoutID string) api.CheckoutView {
 	p.t.Helper()
 	var v api.CheckoutView
-	if code := p.call(http.MethodGet, "/v1/checkouts/"+checkoutID, nil, nil, &v); code != http.StatusOK {
+	if code := p.call(http.MethodGet, "/v1/checkouts/"+checkoutID, nil, checkouttest.BuyerOf(checkoutID), &v); code != http.StatusOK {
 		p.t.Fatalf("get %s: %d", checkoutID, code)
 	}
 	return v

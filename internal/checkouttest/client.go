@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/checkout-saga/checkout-saga/api"
 )
 
 // Client is a well-behaved client of the API: it retries a 503 or 429 after its
@@ -132,4 +134,17 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, hea
 // Admin is the Authorization header of the operator and support endpoints.
 func Admin(token string) map[string]string {
 	return map[string]string{"Authorization": "Bearer " + token}
+}
+
+// Buyer is the header a buyer reads and cancels its checkout with: the checkout_secret of
+// the answer to the POST that created it.
+func Buyer(secret string) map[string]string {
+	return map[string]string{api.CheckoutSecretHeader: secret}
+}
+
+// BuyerOf is Buyer with the secret an in-process product (signing with CheckoutSecretKey)
+// gave cartID's creator: for a test that reads a checkout whose creating answer it does not
+// have, or that carried none (a 409 out_of_stock whose saga went on).
+func BuyerOf(cartID string) map[string]string {
+	return Buyer(api.CheckoutSecret(CheckoutSecretKey, cartID))
 }

@@ -45,8 +45,9 @@ import (
 
 // The secrets every in-process product is started with (API.Config may replace them).
 const (
-	AdminToken    = "checkouttest-admin-token-0123456789"
-	WebhookSecret = "whsec_checkouttest_secret"
+	AdminToken        = "checkouttest-admin-token-0123456789"
+	WebhookSecret     = "whsec_checkouttest_secret_0123456789"
+	CheckoutSecretKey = "checkouttest-checkout-secret-key-0123456789"
 )
 
 // Services are what the product runs on; the caller owns (and closes) them.
@@ -59,8 +60,9 @@ type Services struct {
 // Options change what Open and Start run. The zero value is the product as cmd/checkout
 // runs it: the worker, and one API with the sold-out gate, AdminToken and WebhookSecret.
 type Options struct {
-	// API is the API's configuration; empty AdminToken, StripeWebhookSecrets, Namespace,
-	// TemporalUIURL and DefaultPaymentTimeoutSeconds get the defaults above.
+	// API is the API's configuration; empty AdminToken, StripeWebhookSecrets,
+	// CheckoutSecretKeys, Namespace, TemporalUIURL and DefaultPaymentTimeoutSeconds get the
+	// defaults above.
 	API api.Config
 	// Payments are the worker's payment providers (none: refunds fail, as without a key).
 	Payments map[string]payments.Provider
@@ -108,7 +110,7 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	p := &Product{Services: svc, opts: opts, Logger: opts.Logger, Store: store.New(svc.Pool), Stock: lua.New(svc.Redis)}
-	p.Catalog = store.NewCatalogCache(p.Store, store.DefaultCatalogTTL)
+	p.Catalog = store.NewCatalogCache(p.Store, store.DefaultCatalogTTL, store.DefaultCatalogCacheSize)
 	p.Inventory = &inventory.Inventory{Store: p.Store, Stock: p.Stock, Catalog: p.Catalog}
 	defer func() {
 		if err != nil {
@@ -206,6 +208,12 @@ func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url str
 		cfg.StripeWebhookSecrets = def.StripeWebhookSecrets
 		if cfg.StripeWebhookSecrets == nil {
 			cfg.StripeWebhookSecrets = []string{WebhookSecret}
+		}
+	}
+	if cfg.CheckoutSecretKeys == nil {
+		cfg.CheckoutSecretKeys = def.CheckoutSecretKeys
+		if cfg.CheckoutSecretKeys == nil {
+			cfg.CheckoutSecretKeys = []string{CheckoutSecretKey}
 		}
 	}
 	cfg.Namespace = or(cfg.Namespace, or(def.Namespace, "default"))

@@ -136,7 +136,7 @@ func (v *Validator) check(ctx context.Context, what string, req *http.Request, r
 	// are checked against schemas compiled once (see bodySchemas).
 	in := &openapi3filter.RequestValidationInput{
 		Request: req, PathParams: params, Route: route,
-		Options: &openapi3filter.Options{AuthenticationFunc: bearerPresent, ExcludeRequestBody: true},
+		Options: &openapi3filter.Options{AuthenticationFunc: credentialPresent, ExcludeRequestBody: true},
 	}
 	reqErr := openapi3filter.ValidateRequest(ctx, in)
 	if reqErr == nil {
@@ -160,8 +160,9 @@ func (v *Validator) check(ctx context.Context, what string, req *http.Request, r
 }
 
 // exchangeKey digests everything about an exchange that its route's check reads: the method
-// and URL, the request headers the operation names (and Content-Type and Authorization), both
-// bodies, the status and the response headers the answer names.
+// and URL, the request headers the operation names (and Content-Type, Authorization and the
+// document's security headers), both bodies, the status and the response headers the answer
+// names.
 func exchangeKey(route *routers.Route, x Exchange) [sha256.Size]byte {
 	h := sha256.New()
 	field := func(s string) {
@@ -171,6 +172,13 @@ func exchangeKey(route *routers.Route, x Exchange) [sha256.Size]byte {
 	field(x.Request.Method)
 	field(x.Request.URL.RequestURI())
 	reqHeaders := []string{"Content-Type", "Authorization"}
+	if c := route.Spec.Components; c != nil {
+		for _, s := range c.SecuritySchemes {
+			if s.Value != nil && s.Value.Type == "apiKey" && s.Value.In == "header" {
+				reqHeaders = append(reqHeaders, s.Value.Name)
+			}
+		}
+	}
 	for _, p := range slices.Concat(route.PathItem.Parameters, route.Operation.Parameters) {
 		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader {
 			reqHeaders = append(reqHeaders, p.Value.Name)
@@ -218,10 +226,18 @@ func (v *Validator) checkProblem(what string, x Exchange) error {
 	return nil
 }
 
-// bearerPresent is the document's adminToken scheme as a request must meet it: a bearer
-// token is sent. Whether it is the right one is the API's to judge (401).
-func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-	scheme, token, _ := strings.Cut(in.RequestValidationInput.Request.Header.Get("Authorization"), " ")
+// credentialPresent is one of the document's security schemes as a request must meet it: a
+// bearer token (adminToken, clientToken) or the scheme's header (checkoutSecret) is sent.
+// Whether it is the right one is the API's to judge (401, or 404 for a checkout secret).
+func credentialPresent(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	header := in.RequestValidationInput.Request.Header
+	if s := in.SecurityScheme; s != nil && s.Type == "apiKey" && s.In == "header" {
+		if header.Get(s.Name) == "" {
+			return errors.New("no " + s.Name + " header")
+		}
+		return nil
+	}
+	scheme, token, _ := strings.Cut(header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return errors.New("no bearer token")
 	}

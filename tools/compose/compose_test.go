@@ -67,6 +67,7 @@ func composeEnv() map[string]string {
 	return map[string]string{
 		"ADMIN_TOKEN":           "test-admin-token",
 		"STRIPE_WEBHOOK_SECRET": "whsec_test_secret",
+		"CHECKOUT_SECRET_KEY":   "test-checkout-secret-key-0123456789abcdef",
 	}
 }
 
@@ -317,7 +318,7 @@ func checkAPI(t *testing.T, api types.ServiceConfig) {
 }
 
 func TestComposeRequiresSecrets(t *testing.T) {
-	for _, secret := range []string{"ADMIN_TOKEN", "STRIPE_WEBHOOK_SECRET"} {
+	for _, secret := range []string{"ADMIN_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHECKOUT_SECRET_KEY"} {
 		for _, value := range []string{"unset", "empty"} {
 			t.Run(secret+" "+value, func(t *testing.T) {
 				environment := composeEnv()
