@@ -11,7 +11,7 @@ STRIPE_MOCK_VERSION := v0.203.0
 STRIPE_MOCK := .tools/stripe-mock
 
 .PHONY: run test tools build vet
-# The scale profile (issue 12): the full Temporal server on the local Postgres, its SQL schema
+# The scale profile: the full Temporal server on the local Postgres, its SQL schema
 # tool and the Web UI server, pinned in tools/temporal-server/go.mod (server 1.29.1, UI 2.42.1,
 # the versions the CLI bundles). About 2 minutes and 1.6 GB cold, seconds warm; ~130 MB each.
 TEMPORAL_SERVER := .tools/temporal-server
@@ -57,12 +57,12 @@ $(TEMPORAL_SERVER): tools/temporal-server/go.mod tools/temporal-server/go.sum
 
 # The production shape on this machine, until Ctrl-C: the Temporal server on Postgres (4
 # shards) with its Web UI on 8233, a Redis Cluster of 3 masters + 3 replicas on 7000-7005,
-# 2 workers and 2 API replicas (8080, 8081). State in .local/scale/; see README "Scale profile".
+# 2 workers and 2 API replicas (8080, 8081). State in .local/scale/; see docs/scale.md.
 .PHONY: run-scale
 run-scale: $(TEMPORAL_SERVER) build
 	tools/scale/run
 
-# The flash-sale benchmark (issue 5): one run against local Redis, Postgres and a dev server it
+# The flash-sale benchmark: one run against local Redis, Postgres and a dev server it
 # starts itself; writes BENCHMARKS.md and docs/bench/*.png. About 6 minutes on 2 cores.
 # Phony: bench/ is also the program's folder.
 .PHONY: bench

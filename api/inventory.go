@@ -34,7 +34,7 @@ type InventoryRequest struct {
 	MaxPerCustomer *int64 `json:"max_per_customer"`
 }
 
-// InventoryChanges are the safe forms of an operator's change of stock (CONTRACT.md,
+// InventoryChanges are the safe forms of an operator's change of stock (docs/contract.md,
 // "Inventory"). *shop.Inventory implements them; an Inventory that does not answers
 // 501 on If-Match and adjustments.
 type InventoryChanges interface {
@@ -141,7 +141,7 @@ func inventoryView(c echo.Context, view shop.InventoryView) error {
 	return c.JSON(http.StatusOK, view)
 }
 
-// adjustInventory changes a SKU's on_hand by delta in one step (CONTRACT.md, "Inventory").
+// adjustInventory changes a SKU's on_hand by delta in one step (docs/contract.md, "Inventory").
 func (s *Server) adjustInventory(c echo.Context) error {
 	sku := c.Param("sku")
 	var req AdjustmentRequest

@@ -196,7 +196,7 @@ func (h *harness) putInventory(t *testing.T, sku, product string) shop.Inventory
 	return v
 }
 
-// The review's H1: an operator reads on_hand 100, ten units are sold, and they PUT 200
+// A lost update: an operator reads on_hand 100, ten units are sold, and they PUT 200
 // meaning "+100". With If-Match the stale PUT is 412 version_mismatch and nothing changes.
 func TestPutInventoryIfMatchRefusesAStaleETag(t *testing.T) {
 	h := newHarness(t, nil)

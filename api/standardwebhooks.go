@@ -107,7 +107,7 @@ func newStandardVerifiers(secrets map[string][]string) standardVerifiers {
 	return v
 }
 
-// standardEvent is the payload contract of the Standard Webhooks endpoint (see the README).
+// standardEvent is the payload contract of the Standard Webhooks endpoint (docs/payments.md).
 // Unknown fields are allowed: providers add to their payloads.
 type standardEvent struct {
 	Type string `json:"type"`

@@ -191,7 +191,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 	}
 
 	// A payment for a checkout that never existed: the API acknowledges it as an orphan and
-	// nobody refunds it (issue 9 item 4).
+	// nobody refunds it.
 	orphan := testenv.RandomID("c-never-")
 	orphanPI := s.pay(orphan)
 	step("an orphan payment", audit.CheckPayments+"|"+orphan+"|||"+orphanPI)

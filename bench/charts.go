@@ -169,7 +169,7 @@ func (r results) drawE2ERate(path, title string) error {
 }
 
 // drawE2ECPU stacks each process's CPU per workflow for the empty workflow, the floor workflow
-// and a confirmed checkout, with issue 14's bound (2 x the empty workflow's total) dashed.
+// and a confirmed checkout, with the target's bound (2 x the empty workflow's total) dashed.
 func (r results) drawE2ECPU(path, title string) error {
 	p := plot.New()
 	p.Title.Text = title

@@ -1,6 +1,6 @@
 package main
 
-// The scale profile (issue 12): the same checkouts (POST, signed webhook, poll until
+// The scale profile: the same checkouts (POST, signed webhook, poll until
 // confirmed) through the product's own binary run as 2 workers and 2 API replicas, on four
 // shapes side by side: the dev server and the full Temporal server on Postgres with 1 and 4
 // history shards, each with one Redis, and 4 shards with a 3-master Redis Cluster. Every
@@ -500,7 +500,7 @@ func scaleMarkdown(rs []shapeResult, sz sizes) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Scale profile (issue 12): the production shape side by side\n\n")
+	fmt.Fprintf(&b, "\n## Scale profile: the production shape side by side\n\n")
 	fmt.Fprintf(&b, "The product's own binary as 2 workers and 2 API replicas (separate processes), %d checkouts at concurrency %d\n", sz.e2eCheckouts, sz.e2eConcurrency)
 	b.WriteString("(POST through one replica, signed webhook and polls through the other, until confirmed), after 5 warm-up checkouts,\n")
 	b.WriteString("on each shape in turn. CPU is per confirmed checkout, by process, from /proc (Redis: INFO cpu for the one Redis).\n\n")

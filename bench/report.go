@@ -28,7 +28,7 @@ type results struct {
 	gate   gateResult
 }
 
-// target is one of issue 5's targets, evaluated on this run's figures.
+// target is one of the benchmark's targets, evaluated on this run's figures.
 type target struct {
 	name     string
 	measured string
@@ -88,7 +88,7 @@ func (r results) targets() []target {
 		"and the gate (from memory while the in-process sold-out flag holds, else a pipelined Redis read) and writes a " +
 		"problem+json body through the API's middleware (body limit, timeout, recover, request log); the client, the API " +
 		"and Redis share the same 2 cores."
-	for _, bound := range []float64{0.5, 0.8} { // the first version's target, then issue 12's
+	for _, bound := range []float64{0.5, 0.8} { // the first version's target, then the scale profile's
 		t := rateTarget(fmt.Sprintf("Sold-out rejections >= %.1f x the requests/s of a bare Echo handler (same client, concurrency %d)", bound, g.concurrency),
 			g.soldOutRate(), g.bareRate(), "req/s", bound, why)
 		t.met = t.met && g.workflowsStarted == 0 // a rejection that started a saga is no rejection
@@ -109,7 +109,7 @@ func (r results) targets() []target {
 	k, qs = medianRound(r.rounds, e2eRound.cpuRatio)
 	q = k.cpuRatio()
 	ts = append(ts, target{
-		name:     "CPU per confirmed checkout <= 2 x an empty workflow's (every process: dev server, API + worker + load generator, Redis, Postgres; issue 14)",
+		name:     "CPU per confirmed checkout <= 2 x an empty workflow's (every process: dev server, API + worker + load generator, Redis, Postgres)",
 		measured: fmt.Sprintf("%s vs %s", fmtDur(k.e2e.cpuPer()), fmtDur(k.empty.cpuPer())) + roundsNote(qs, "%.2f"),
 		ratio:    fmt.Sprintf("%.2f x", q), met: q > 0 && q <= 2,
 		why: fmt.Sprintf("a checkout is %d history events against an empty workflow's 5, three search-attribute upserts (each also a "+
@@ -141,7 +141,7 @@ func (r results) targets() []target {
 	})
 	winP99 := f.holdLatency.pct(99)
 	ts = append(ts, target{
-		name:     fmt.Sprintf("Flash sale (%d requests): a winner's 201 p99 <= 1 s, zero oversold (issue 14)", f.requests),
+		name:     fmt.Sprintf("Flash sale (%d requests): a winner's 201 p99 <= 1 s, zero oversold", f.requests),
 		measured: fmt.Sprintf("p50 %s, p99 %s; oversold %d", fmtDur(f.holdLatency.pct(50)), fmtDur(winP99), f.oversold),
 		ratio:    fmt.Sprintf("%.2f x 1 s", winP99.Seconds()), met: len(f.holdLatency) > 0 && winP99 <= time.Second && f.oversold == 0,
 		why: fmt.Sprintf("a winner's 201 is its last attempt, from sending to the answer: the wait for an admission place "+
@@ -259,7 +259,7 @@ func (r results) markdown(o options, charts []chart) string {
 	w("so a ratio also carries any change in that outside load; repeated runs on this machine moved single figures by up\n")
 	w("to 2-3 x, and a verdict close to its threshold can flip from one run to the next.\n\n")
 
-	w("## Targets (issues 5 and 14)\n\n| target | measured | ratio | result |\n|---|---|---|---|\n")
+	w("## Targets\n\n| target | measured | ratio | result |\n|---|---|---|---|\n")
 	ts := r.targets()
 	met := 0
 	for _, t := range ts {

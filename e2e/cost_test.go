@@ -21,7 +21,7 @@ import (
 // TestSagaCost measures what one checkout costs the Temporal server, from the server's own
 // numbers: history events (GetWorkflowHistory) and state transitions (the dev server's
 // state_transition_count metric). It is a measurement, not a check, built only with the cost
-// tag; the figures it logs are quoted in BENCHMARKS.md:
+// tag; the figures it logs are quoted in docs/design.md ("Design choices, and why"):
 //
 //	TEMPORAL_CLI=$PWD/.tools/temporal go test -tags cost -count=1 -run TestSagaCost -v ./e2e/
 func TestSagaCost(t *testing.T) {

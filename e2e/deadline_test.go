@@ -12,7 +12,7 @@ import (
 )
 
 // A buyer pays inside the window while the worker is down, and the worker comes back after
-// the deadline (issue 9, defect 1a). The saga then sees the payment signal and the fired
+// the deadline. The saga then sees the payment signal and the fired
 // timer in one workflow task; the payment came first in history, so it confirms. Before the
 // fix (f5df5a1) this checkout ended expired, with no order and no refund.
 func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {

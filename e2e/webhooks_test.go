@@ -656,7 +656,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		})
 	}
 
-	// Review L8: a run asked about one page of checkouts, the same first page every minute, so
+	// A run used to ask about one page of checkouts, the same first page every minute, so
 	// in a sale with more checkouts near their deadline than a page holds the rest were never
 	// asked about. Five paid checkouts whose webhooks never came, pages of two: the run goes
 	// through three pages (continuing as new) and confirms all five.
@@ -684,7 +684,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		}
 	})
 
-	// Review L8: reconciliation asked only about running sagas, so a checkout that expired
+	// Reconciliation used to ask only about running sagas, so a checkout that expired
 	// while the webhook of its (succeeded) payment was lost kept the money until the
 	// provider's own retry came. Now the run refunds it, once: a second run starts nothing.
 	t.Run("reconciliation refunds the payment of a checkout that ended while its webhook was lost", func(t *testing.T) {
@@ -714,7 +714,7 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 		}
 	})
 
-	// Review L8: the checkout's first payment was of the wrong amount (refunded by the product
+	// The checkout's first payment was of the wrong amount (refunded by the product
 	// but still "succeeded" at Stripe), its second the right one, and neither webhook came.
 	// Reconciliation delivers both: the order is paid by the right one and the wrong one is
 	// refunded, where asking Stripe for one payment found only the wrong one.

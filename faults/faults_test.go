@@ -86,7 +86,7 @@ func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 	t.Run("payments in the window's last seconds, worker down across the deadline", func(t *testing.T) {
 		// Half the holds are paid lateLead before expires_at while no worker runs, the other
 		// half expire; the worker comes back only after every deadline has passed. The saga
-		// then sees the payment and the fired timer in one workflow task (issue 9, defect 1a).
+		// then sees the payment and the fired timer in one workflow task.
 		// Every other payer's first card is declined just before: the failure, the payment and
 		// the timer then share that task, and the payment must still win (2026-12-03).
 		const lateLead = 3 * time.Second

@@ -17,7 +17,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// TestSaleKeepsItsPromisesThroughStockFaults runs the flash sale of TestSaleKeepsItsPromisesThroughServiceFaults through the stock faults of issue 10:
+// TestSaleKeepsItsPromisesThroughStockFaults runs the flash sale of TestSaleKeepsItsPromisesThroughServiceFaults through the stock faults:
 // Redis going back to an earlier copy, operators changing stock while it sells, a PUT right
 // after Redis lost everything, and the stock reconciler running in the middle of it. Each
 // ends like TestSaleKeepsItsPromisesThroughServiceFaults: every paid 201 confirmed (so no paid holder was refunded for lack of

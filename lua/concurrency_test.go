@@ -176,7 +176,7 @@ func BenchmarkHoldRate(b *testing.B) {
 
 // BenchmarkReserveFCALLvsEVALSHA measures the reserve script run as a Redis Function (one
 // library, FUNCTION LOAD, FCALL) against EVALSHA of the same source, before choosing
-// between them (issue 11). Each reserve holds one unit for a new checkout.
+// between them. Each reserve holds one unit for a new checkout.
 //
 //	go test -run '^$' -bench BenchmarkReserveFCALLvsEVALSHA -benchtime 3s ./lua/
 func BenchmarkReserveFCALLvsEVALSHA(b *testing.B) {

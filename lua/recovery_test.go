@@ -104,7 +104,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	}
 }
 
-// The review's H3: reconcile must keep rebuild's negative available. Rebuild 1 unit with A
+// Reconcile must keep rebuild's negative available. Rebuild 1 unit with A
 // really holding it and R still reserving (a placeholder each: available -1); a reconcile
 // that clamps -1 to 0 lets R's reserve give its placeholder back onto 0 and hold: two holds
 // on one unit.

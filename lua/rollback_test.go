@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The review's H2, first half: Redis lost a live hold (a failover to a lagging replica). The
+// Redis lost a live hold (a failover to a lagging replica). The
 // reconciler must count every open checkout as holding and restore the hold, not publish its
 // unit as available.
 func TestReconcileRestoresLostHolds(t *testing.T) {

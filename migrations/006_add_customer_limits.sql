@@ -1,4 +1,4 @@
--- Per-customer limits (CONTRACT.md, "Inventory"; README, "Abuse limits").
+-- Per-customer limits (docs/contract.md, "Inventory"; docs/api.md, "Abuse limits").
 --
 -- max_per_customer: the units of the SKU one customer may hold and buy across all their open
 -- and confirmed checkouts; 0 means no limit. RecordCheckout enforces it, and the cap on a

@@ -22,8 +22,8 @@ const versionTable = "schema_version"
 // Apply brings the database at databaseURL to the newest schema. It is safe to call from
 // several processes at once: tern holds a Postgres advisory lock while it migrates.
 func Apply(ctx context.Context, databaseURL string) error {
-	// Parsed as a pool's URL, so that the pool's settings the README tells operators to put
-	// there (pool_max_conns, ...) are taken out instead of reaching Postgres as server
+	// Parsed as a pool's URL, so that the pool's settings docs/configuration.md has operators
+	// put there (pool_max_conns, ...) are taken out instead of reaching Postgres as server
 	// parameters, which it refuses.
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {

@@ -139,7 +139,7 @@ func TestConcurrentApplyMigratesOnce(t *testing.T) {
 	readSchema(t, conn).check(t, latestVersion(t))
 }
 
-// The README tells operators to size the pool with pool_max_conns in DATABASE_URL, and the
+// Operators size the pool with pool_max_conns in DATABASE_URL (docs/configuration.md), and the
 // binary migrates with that same URL: the pool's own settings must not reach Postgres as
 // server parameters (it refuses them: unrecognized configuration parameter).
 func TestApplyTakesTheURLThatSizesThePool(t *testing.T) {

@@ -93,7 +93,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	}
 }
 
-// The dashboard covers what the issue asks of it, and every panel reads the dashboard's
+// The dashboard shows the key metrics, and every panel reads the dashboard's
 // Prometheus datasource variable.
 func TestDashboardShowsTheKeyMetricsFromItsDatasource(t *testing.T) {
 	uses := map[string]bool{}

@@ -137,8 +137,8 @@ func TestConfirmOrderWritesEverythingOnce(t *testing.T) {
 }
 
 // A confirm for another payment of a checkout whose order exists is refused, so that payment
-// is refunded instead of being matched to the old order and kept (issue 9, defect 2: a
-// second saga after retention). Before the fix it answered the old order as a success.
+// is refunded instead of being matched to the old order and kept (a second saga after
+// retention). Before the fix it answered the old order as a success.
 func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 	t.Parallel()
 	pool, s := newStore(t)

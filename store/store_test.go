@@ -9,7 +9,8 @@ import (
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
-// The review's M6: pgx's default pool is 4 connections on a 2-core box.
+// The pool has DefaultPoolMaxConns connections unless DATABASE_URL names pool_max_conns:
+// pgx's default pool is 4 connections on a 2-core box.
 func TestNewPoolSizesThePool(t *testing.T) {
 	url, _ := testenv.Postgres(t)
 	for _, tt := range []struct {

@@ -652,7 +652,7 @@ func IsErrorType(err error, t string) bool {
 // (a non-retryable application error an activity chose) carries our own message. Anything
 // else is an infrastructure failure whose text names hosts, users and drivers: the reason
 // says only that the step kept failing, and the full error stays in the saga's history and
-// the worker's log (review L1).
+// the worker's log.
 func reasonOf(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.NonRetryable() && appErr.Type() != "" {

@@ -11,7 +11,7 @@ import (
 // violation is one broken promise of one seed.
 type violation struct {
 	Promise string // money, holds, states, confirm, postgres, run, explorer
-	Case    string // for money and confirm: the sub-case of issue 9's defect 1 it looks like
+	Case    string // for money and confirm: how the lost or unconfirmed payment met the saga's end
 	Detail  string
 }
 
@@ -179,8 +179,9 @@ func (w *world) faulted(activity string, kind faultKind) bool {
 	return false
 }
 
-// subCase names the sub-case of issue 9's defect 1 a lost or unconfirmed payment looks like,
-// from where it was delivered and how the checkout ended. It only labels the report.
+// subCase names the race a lost or unconfirmed payment looks like (with the timer, a cancel,
+// pricing, reserving, the saga's end), from where it was delivered and how the checkout
+// ended. It only labels the report.
 func (w *world) subCase(d delivery) string {
 	cancelled := false // a workflow cancellation reached the saga with or before the payment
 	for _, x := range w.deliveries {
@@ -191,18 +192,18 @@ func (w *world) subCase(d delivery) string {
 	expiry := w.expiryAt(d.At)
 	switch {
 	case d.Phase == "pricing":
-		return "(d) before pricing"
+		return "(before pricing)"
 	case d.Phase == "reserving":
-		return "(c) while reserving"
+		return "(while reserving)"
 	case cancelled:
-		return "(e) workflow cancellation"
+		return "(workflow cancellation)"
 	case d.Buffered && d.Phase == "awaiting payment" && (w.final.Status == shop.StatusExpired || w.final.Status == shop.StatusPaymentFailed):
-		return "(a) same task as the timer"
+		return "(same task as the timer)"
 	case d.Buffered && d.Phase == "awaiting payment" && w.final.Status == shop.StatusCancelled:
-		return "(e) same task as a cancel update"
+		return "(same task as a cancel update)"
 	case d.Phase == "ending", !expiry.IsZero() && !d.At.Before(expiry):
 		// At or after the deadline the saga is ending even before its first release runs.
-		return "(b) while ending"
+		return "(while ending)"
 	}
 	return "(other)"
 }

@@ -59,13 +59,13 @@ type event struct {
 	// Buffered delivers the payment signal without a workflow task of its own: the worker is
 	// behind, so the signal is handled in the next task, together with whatever comes next (a
 	// timer firing, an activity result, an update). This is how a payment and the payment timer
-	// share one workflow task, defect 1a. (The test environment starts a task for every timer,
+	// share one workflow task. (The test environment starts a task for every timer,
 	// the explorer's own delayed events included, so the next timer of any kind ends the wait.)
 	Buffered bool
 	Update   string
 	Arg      any
 	// PayFirst, on a cancellation or a cancel update, is a payment acknowledged just before it
-	// and handled in the same workflow task: defect 1e.
+	// and handled in the same workflow task.
 	PayFirst *shop.Payment
 }
 
@@ -216,7 +216,7 @@ func generate(seed uint64) *schedule {
 	if chance(0.15) {
 		s.Events = append(s.Events, when(&event{Kind: evCancelWorkflow}))
 	}
-	// The race of defect 1e head on: a payment acknowledged just before a workflow cancellation
+	// The cancel race head on: a payment acknowledged just before a workflow cancellation
 	// or a cancel update, and handled in the same workflow task.
 	for i, e := range s.Events {
 		isCancel := e.Kind == evCancelWorkflow || e.Kind == evUpdate && e.Update == workflows.UpdateCancel

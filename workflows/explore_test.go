@@ -1,6 +1,6 @@
 package workflows_test
 
-// The saga interleaving explorer (issue 9). Each seed generates a schedule (see
+// The saga interleaving explorer. Each seed generates a schedule (see
 // explore_schedule_test.go): a cart, stock, payments and repeats of them at random moments
 // (exactly at expires_at, in the same workflow task as the payment timer, while the saga
 // prices, reserves, releases, records or confirms), support updates, a workflow cancellation,

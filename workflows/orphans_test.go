@@ -38,8 +38,7 @@ func (f *fixture) orphanPayment(checkoutID string, p shop.Payment, ageSQL string
 }
 
 // Orphan payments that no checkout claimed within OrphanRefundAfter are refunded, once; a
-// young one waits for its checkout, and one whose checkout exists is that checkout's
-// (issue 9, defect 4).
+// young one waits for its checkout, and one whose checkout exists is that checkout's.
 func TestRefundOrphansRefundsOnlyUnclaimedOldOrphans(t *testing.T) {
 	f := newFixture(t)
 	phone := f.sku(10, 1_000, 2)

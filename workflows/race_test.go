@@ -16,7 +16,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
-// Payments that race the end of a checkout (issue 9, defect 1). Each case must end with
+// Payments that race the end of a checkout. Each case must end with
 // the payment either confirming the order or refunded: never kept with neither. Before the
 // fix (commit f5df5a1) every one of these failed: the saga ended expired, cancelled,
 // out_of_stock or failed with the payment recorded nowhere.
@@ -192,7 +192,7 @@ func TestWorkflowCancelInTheTaskOfARefundStillStartsTheRefund(t *testing.T) {
 
 // A checkout that already ended in Postgres (its saga dropped by Temporal's retention, and
 // the cart posted again) is answered from the record: the new run ends at once with the
-// recorded end, touches no stock and records nothing new (issue 9, defect 2).
+// recorded end, touches no stock and records nothing new.
 func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	first := newFixture(t)
 	phone := first.sku(10, 99_900, 2)
@@ -228,7 +228,7 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 }
 
 // A payment whose webhook came before its checkout existed (an orphan) is matched when the
-// checkout is recorded: the saga confirms with it (issue 9, defect 4). Before the fix the
+// checkout is recorded: the saga confirms with it. Before the fix the
 // checkout waited for a payment it already had, and expired.
 func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 	f, _, in := phoneCheckout(t, 1)
@@ -261,7 +261,7 @@ func TestOrphanPaymentIsMatchedWhenTheCheckoutIsRecorded(t *testing.T) {
 // A paid checkout whose confirmation Postgres refuses for lack of stock (Redis counted a unit
 // Postgres no longer has, after a partial Redis loss) refunds the buyer and forfeits its
 // holds: releasing them would publish the missing unit for the next buyer to pay for and be
-// refunded (issue 10, defect 3). Before the fix the hold was released: available 1.
+// refunded. Before the fix the hold was released: available 1.
 func TestConfirmRefusedForLackOfStockForfeitsTheHolds(t *testing.T) {
 	f := newFixture(t)
 	phone := f.sku(1, 99_900, 1)

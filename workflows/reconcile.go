@@ -43,7 +43,7 @@ type ReconcileResult struct {
 	Delivered int `json:"delivered"`
 	Pages     int `json:"pages,omitempty"`
 	// EndedChecked and Refunded: checkouts that ended unpaid within the window, and the
-	// payments found for them whose refund this run started (review L8: a saga that ended while the
+	// payments found for them whose refund this run started (a saga that ended while the
 	// webhook of its payment was lost kept the money until the provider's retry came).
 	EndedChecked int `json:"ended_checked,omitempty"`
 	Refunded     int `json:"refunded,omitempty"`
@@ -281,7 +281,7 @@ func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (R
 	}
 	res := ReconcileResult{Checked: len(ids)}
 	// Older runs asked for one payment per checkout, which an earlier payment of the wrong
-	// amount could hide (review L8); newer ones deliver every succeeded payment found.
+	// amount could hide; newer ones deliver every succeeded payment found.
 	every := workflow.GetVersion(ctx, reconcileEveryPayment, workflow.DefaultVersion, 1) == 1
 	for _, wfID := range ids {
 		checkoutID, ok := CheckoutIDOf(wfID)

@@ -33,7 +33,7 @@ import (
 // exactly as the API starts them, so the histories hold the reservation update's events.
 //
 // Re-record only when the recorded behaviour is meant to be retired, never to make a failing
-// replay pass (see "Changing the saga safely" in the README). It is built only with the
+// replay pass (see docs/saga-changes.md). It is built only with the
 // record tag, so `go test ./...` never runs it:
 //
 //	TEMPORAL_CLI=$PWD/.tools/temporal STRIPE_MOCK=$PWD/.tools/stripe-mock go test -tags record -count=1 -run TestRecordHistories ./workflows/

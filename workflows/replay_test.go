@@ -21,8 +21,7 @@ import (
 // Replaying it with today's workflow code must produce exactly the commands the history
 // holds: a change that would break sagas already running in production (a step added,
 // removed or reordered without workflow.GetVersion, a timer or child started differently)
-// fails here, in CI, before a worker with that code is deployed. See "Changing the saga
-// safely" in the README.
+// fails here, in CI, before a worker with that code is deployed. See docs/saga-changes.md.
 
 // recordedHistories are the paths every build must replay: one history per saga path and
 // helper workflow. Deleting a file does not make the test pass; it fails until the history
@@ -68,7 +67,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			if err := replayHistory(file); err != nil {
 				t.Errorf("replay %s with today's workflow code: %v\n"+
 					"A running saga with this history would fail the same way after a deploy. Keep the old behaviour "+
-					"for running sagas with workflow.GetVersion (README: Changing the saga safely); re-record only "+
+					"for running sagas with workflow.GetVersion (docs/saga-changes.md); re-record only "+
 					"if no execution of the old code can still be running.", file, err)
 			}
 		})

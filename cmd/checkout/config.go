@@ -41,7 +41,7 @@ const (
 )
 
 // defaultDatabaseURL is the local Postgres, without TLS: on loopback TLS only costs CPU
-// (about 0.5 ms of Postgres CPU per checkout, see README "Performance"). A
+// (about 0.5 ms of Postgres CPU per checkout, see docs/performance.md). A
 // Postgres on another host wants sslmode=verify-full in DATABASE_URL.
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
@@ -50,7 +50,7 @@ type config struct {
 	TemporalAddress string // TEMPORAL_ADDRESS
 	Namespace       string // TEMPORAL_NAMESPACE
 	// TemporalGzip: TEMPORAL_GRPC_COMPRESSION=gzip compresses the client's gRPC requests (the
-	// SDK's default); none, the product's default, sends them as they are (see README)
+	// SDK's default); none, the product's default, sends them as they are (docs/configuration.md)
 	TemporalGzip bool
 	// TemporalSecurity: TLS, mTLS and an API key for a secured Temporal (temporaltls.go).
 	TemporalSecurity temporalSecurity

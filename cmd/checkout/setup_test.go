@@ -42,8 +42,8 @@ func TestSetupTemporalCreatesAMissingNamespace(t *testing.T) {
 	}
 }
 
-// A Schedule created by an earlier release takes the interval this release asks for (review
-// L10: ensureSchedule ignored an existing Schedule, so a changed interval never reached it).
+// A Schedule created by an earlier release takes the interval this release asks for (before,
+// ensureSchedule ignored an existing Schedule, so a changed interval never reached it).
 func TestEnsureScheduleUpdatesAnExistingSchedule(t *testing.T) {
 	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	c := srv.Client()

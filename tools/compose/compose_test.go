@@ -112,7 +112,7 @@ func TestComposeFileWiresTheProductionShape(t *testing.T) {
 				t.Errorf("service %q missing; have %v", name, project.ServiceNames())
 			}
 		}
-		// The production shape (issue 12): 2 API replicas, 2 workers, 6 Redis Cluster nodes.
+		// The production shape (docs/scale.md): 2 API replicas, 2 workers, 6 Redis Cluster nodes.
 		for _, name := range append(append(slices.Clone(apis), workers...), redisNodes...) {
 			if _, ok := project.Services[name]; !ok {
 				t.Errorf("service %q missing; have %v", name, project.ServiceNames())

@@ -16,7 +16,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
-// The review's H4: 10 of 20 units held, Redis loses everything, an operator PUTs the same
+// 10 of 20 units held, Redis loses everything, an operator PUTs the same
 // stock (a price change). The open checkouts' units must stay held, not become available.
 func TestInventorySetAfterRedisLostEverythingKeepsOpenHolds(t *testing.T) {
 	f := newRecoveryFixture(t)
@@ -31,7 +31,7 @@ func TestInventorySetAfterRedisLostEverythingKeepsOpenHolds(t *testing.T) {
 	}
 }
 
-// The review's H2: Redis lost a live hold (a failover to a lagging replica), then the stock
+// Redis lost a live hold (a failover to a lagging replica), then the stock
 // reconciler ran. It must restore the hold of the open checkout, not publish its unit.
 func TestReconcileStockRestoresLostHolds(t *testing.T) {
 	f := newRecoveryFixture(t)
@@ -80,7 +80,7 @@ func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 	}
 }
 
-// The review's H2: a commit that finds no hold (Redis lost it) must be flagged, and the
+// A commit that finds no hold (Redis lost it) must be flagged, and the
 // phantom unit Redis still counts as available must be taken back.
 func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 	f := newRecoveryFixture(t)
@@ -138,7 +138,7 @@ func TestForfeitStockReturnsNoUnits(t *testing.T) {
 	}
 }
 
-// The review's M6: Inventory.Set must not hold the SKU's row lock across a Redis call. With
+// Inventory.Set must not hold the SKU's row lock across a Redis call. With
 // Redis stalled inside Set, an order confirmation of the same SKU must go through.
 func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
 	f := newRecoveryFixture(t)
