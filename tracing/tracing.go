@@ -161,7 +161,9 @@ func (t *Tracing) EchoMiddleware() echo.MiddlewareFunc {
 	}
 	return otelecho.Middleware("checkout-api",
 		otelecho.WithTracerProvider(t.provider),
-		otelecho.WithPropagators(t.propagator),
+		// The public edge takes a caller's traceparent but not its baggage: baggage would be
+		// carried into Temporal's headers and kept in every saga's history.
+		otelecho.WithPropagators(propagation.TraceContext{}),
 		otelecho.WithSkipper(func(c echo.Context) bool {
 			return c.Path() == "/healthz" || c.Path() == "/readyz" || middleware.DefaultSkipper(c)
 		}),
@@ -171,12 +173,13 @@ func (t *Tracing) EchoMiddleware() echo.MiddlewareFunc {
 // InstrumentRedis adds a span per Redis command (EVALSHA, EVAL, pipelines) to rdb, a client
 // or a Cluster client (each node's, as it is discovered). The caller's file and line are
 // left out: go-redis finds them with runtime.Callers on every command, and the parent span
-// already says which step ran it.
+// already says which step ran it. So are the commands' arguments (checkout and customer
+// ids, quantities): a span names the command only.
 func (t *Tracing) InstrumentRedis(rdb redis.UniversalClient) error {
 	if t == nil {
 		return nil
 	}
-	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(t.provider), redisotel.WithCallerEnabled(false)); err != nil {
+	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(t.provider), redisotel.WithCallerEnabled(false), redisotel.WithDBStatement(false)); err != nil {
 		return fmt.Errorf("tracing: instrument redis: %w", err)
 	}
 	return nil
