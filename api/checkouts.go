@@ -740,7 +740,9 @@ func temporalProblem(err error) *Problem {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.As(err, &unavailableErr), errors.As(err, &deadline),
 		errors.As(err, &notReady), errors.As(err, &aborted), errors.As(err, &noNamespace),
-		errors.As(err, &serverCancelled), errors.As(err, &updateWait), status.Code(err) == codes.Canceled:
+		errors.As(err, &serverCancelled), errors.As(err, &updateWait), status.Code(err) == codes.Canceled,
+		// The workflow was cancelled (the Web UI's Cancel) while an update waited on it.
+		temporal.IsCanceledError(err):
 		return unavailable("temporal", err)
 	case errors.As(err, &exhausted) && exhausted.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT:
 		// More than history.maxInFlightUpdates (10) requests on one checkout at once: its

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
 )
 
 // TestTemporalProblemMapsUpdateLimits: Temporal's refusals for too many updates on one
@@ -35,6 +36,9 @@ func TestTemporalProblemMapsUpdateLimits(t *testing.T) {
 		// A frontend that does not know the namespace for a moment (a server just started;
 		// seen once in the fault suite as "failed workflow start: Namespace default is not found.").
 		{"namespace not known yet", serviceerror.NewNamespaceNotFound("default"), http.StatusServiceUnavailable, "service_unavailable"},
+		// The workflow was cancelled (the Web UI's Cancel) while the update waited on it: the
+		// handler's wait ends with a CanceledError. A retry answers the saga's end.
+		{"workflow cancelled while the update waited", temporal.NewCanceledError("workflow cancelled"), http.StatusServiceUnavailable, "service_unavailable"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := temporalProblem(fmt.Errorf("failed workflow update: %w", tt.err))
