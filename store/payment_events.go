@@ -56,6 +56,28 @@ func (s *Store) PaymentVerified(ctx context.Context, provider, paymentRef, check
 	return ok, nil
 }
 
+// PurgePaymentPayloads empties the raw body of every payment event received more than
+// retention ago, in batches, and returns how many it emptied. A provider's event can carry a
+// buyer's email, name, address or card details; the product reads only the columns it
+// copied out of it (type, checkout, payment, amount, currency, outcome), which stay.
+func (s *Store) PurgePaymentPayloads(ctx context.Context, retention time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `
+			UPDATE payment_events SET payload = '{}'::jsonb WHERE (provider, event_id) IN (
+				SELECT provider, event_id FROM payment_events
+				WHERE received_at < now() - make_interval(secs => $1) AND payload <> '{}'::jsonb LIMIT $2)`,
+			retention.Seconds(), pruneBatch)
+		if err != nil {
+			return total, fmt.Errorf("purge payment payloads older than %s: %w", retention, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
 // MarkPaymentEventDelivered records that an event reached its end (a saga, or a decision
 // not to send it anywhere) so a redelivery changes nothing.
 func (s *Store) MarkPaymentEventDelivered(ctx context.Context, provider, eventID, disposition string) error {

@@ -115,3 +115,46 @@ func TestPaymentFatesNameThePaymentsRefundedOrOrdered(t *testing.T) {
 		t.Errorf("acme's pay-1: %+v, %v; want undecided: the order was paid by fakepay's", other, err)
 	}
 }
+
+// A webhook's raw body (which can carry a buyer's email and address) is emptied once it is
+// older than the retention; the columns the product reads stay, and a payment stays verified.
+func TestOldPaymentPayloadsAreEmptiedAndTheirFactsKept(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	old := shop.PaymentEvent{Provider: "stripe", EventID: testenv.RandomID("evt-"), Type: "payment_intent.succeeded",
+		CheckoutID: "c-old", PaymentRef: "pi_old", AmountCents: 1750, Currency: "usd", Outcome: "succeeded",
+		Payload: []byte(`{"receipt_email":"buyer@example.com"}`)}
+	fresh := old
+	fresh.EventID, fresh.CheckoutID, fresh.PaymentRef = testenv.RandomID("evt-"), "c-new", "pi_new"
+	for _, ev := range []shop.PaymentEvent{old, fresh} {
+		if _, err := s.RecordPaymentEvent(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(t.Context(), `UPDATE payment_events SET received_at = now() - interval '31 days' WHERE event_id = $1`, old.EventID); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PurgePaymentPayloads(t.Context(), 30*24*time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("purge = %d, %v; want the old event's payload emptied", n, err)
+	}
+	payload := func(id string) string {
+		var p string
+		if err := pool.QueryRow(t.Context(), `SELECT payload::text FROM payment_events WHERE event_id = $1`, id).Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := payload(old.EventID); p != "{}" {
+		t.Errorf("old payload %s, want {}", p)
+	}
+	if p := payload(fresh.EventID); p == "{}" {
+		t.Errorf("the fresh payload was emptied")
+	}
+	if ok, err := s.PaymentVerified(t.Context(), "stripe", "pi_old", "c-old", 1750, "usd"); !ok || err != nil {
+		t.Errorf("the old payment no longer verified: %v, %v", ok, err)
+	}
+	if n, err := s.PurgePaymentPayloads(t.Context(), 30*24*time.Hour); err != nil || n != 0 {
+		t.Errorf("a second purge = %d, %v; want nothing left to empty", n, err)
+	}
+}

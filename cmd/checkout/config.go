@@ -60,17 +60,19 @@ type config struct {
 	// off. TrustedProxies: TRUSTED_PROXIES, the load balancers' CIDRs whose X-Forwarded-For
 	// names the client.
 	RatePerAddress, CheckoutsPerAddress, RatePerCustomer int64
-	TrustedProxies                                       []*net.IPNet
-	TemporalUIURL                                        string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
-	RedisURL                                             string        // REDIS_URL
-	RedisCluster                                         bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
-	DatabaseURL                                          string        // DATABASE_URL
-	APIAddr                                              string        // API_ADDR
-	WorkerMetricsAddr                                    string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
-	APIMetricsAddr                                       string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
-	AdminToken                                           string        // ADMIN_TOKEN
-	WebhookSecrets                                       []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
-	WebhookTolerance                                     time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
+	// PayloadRetention: PAYMENT_PAYLOAD_RETENTION_DAYS, how long a webhook's raw body is kept.
+	PayloadRetention  time.Duration
+	TrustedProxies    []*net.IPNet
+	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
+	RedisURL          string        // REDIS_URL
+	RedisCluster      bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
+	DatabaseURL       string        // DATABASE_URL
+	APIAddr           string        // API_ADDR
+	WorkerMetricsAddr string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
+	APIMetricsAddr    string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
+	AdminToken        string        // ADMIN_TOKEN
+	WebhookSecrets    []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
+	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
 	// StandardSecrets: STANDARD_WEBHOOK_SECRETS, provider=whsec_... pairs (Standard Webhooks)
 	StandardSecrets   map[string][]string
 	StandardTolerance time.Duration // STANDARD_WEBHOOK_TOLERANCE_SECONDS
@@ -173,6 +175,7 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
 	}
 	cfg.StandardSecrets = standard
+	cfg.PayloadRetention = time.Duration(integer("PAYMENT_PAYLOAD_RETENTION_DAYS", 30, 1, 3660)) * 24 * time.Hour
 	cfg.RatePerAddress = integer("RATE_LIMIT_PER_ADDRESS", DefaultRatePerAddress, 0, 1_000_000)
 	cfg.CheckoutsPerAddress = integer("RATE_LIMIT_CHECKOUTS_PER_ADDRESS", DefaultCheckoutsPerAddress, 0, 1_000_000)
 	cfg.RatePerCustomer = integer("RATE_LIMIT_PER_CUSTOMER", DefaultRatePerCustomer, 0, 1_000_000)

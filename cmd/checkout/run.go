@@ -360,7 +360,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	// In `checkout dev` the worker runs in this process too: its metrics are in the same
 	// registry, so this one address serves both.
 	defer serveMetrics(cfg.APIMetricsAddr, "api", d.logger)()
-	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, d.logger)
+	go pruneIdempotencyKeys(ctx, d.store, cfg.IdempotencyRetention, cfg.PayloadRetention, d.logger)
 	// The operator alerts' gauges: workflows needing attention, the periodic audit (ops/).
 	go (&ops.Monitor{Temporal: d.temporal, Audit: auditor, Logger: d.logger}).Run(ctx)
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
@@ -372,9 +372,10 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 // so hourly is plenty. Every API process prunes; two doing it at once is harmless.
 const pruneEvery = time.Hour
 
-// pruneIdempotencyKeys deletes keys older than retention, now and every pruneEvery, until
-// ctx ends.
-func pruneIdempotencyKeys(ctx context.Context, store *store.Store, retention time.Duration, logger *slog.Logger) {
+// pruneIdempotencyKeys deletes keys older than retention, and empties the raw bodies of
+// payment events older than payloads (personal data the product no longer needs), now and
+// every pruneEvery, until ctx ends.
+func pruneIdempotencyKeys(ctx context.Context, store *store.Store, retention, payloads time.Duration, logger *slog.Logger) {
 	ticker := time.NewTicker(pruneEvery)
 	defer ticker.Stop()
 	for {
@@ -384,6 +385,13 @@ func pruneIdempotencyKeys(ctx context.Context, store *store.Store, retention tim
 			logger.Warn("prune idempotency keys", "error", err)
 		case n > 0:
 			logger.Info("pruned idempotency keys", "deleted", n, "older_than", retention.String())
+		}
+		n, err = store.PurgePaymentPayloads(ctx, payloads)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("purge payment payloads", "error", err)
+		case n > 0:
+			logger.Info("purged payment payloads", "emptied", n, "older_than", payloads.String())
 		}
 		select {
 		case <-ctx.Done():
