@@ -42,10 +42,13 @@ const (
 	// CheckStockAtRest: per SKU with no checkout in flight, Redis's available + held equals
 	// Postgres's on_hand and held equals the live holds.
 	CheckStockAtRest = "stock_at_rest"
+	// CheckVerifiedOrders: every order was paid by a payment that a verified event recorded
+	// for its checkout (a webhook whose signature was checked, or the provider's listing).
+	CheckVerifiedOrders = "order_without_verified_payment"
 )
 
 // Checks lists every check in the order Run runs them.
-var Checks = []string{CheckPayments, CheckLedger, CheckEndedHolds, CheckSagas, CheckConfirmedHolds, CheckStockAtRest}
+var Checks = []string{CheckPayments, CheckVerifiedOrders, CheckLedger, CheckEndedHolds, CheckSagas, CheckConfirmedHolds, CheckStockAtRest}
 
 // DefaultGrace is how long work in flight is left alone: far longer than a confirm, a start or
 // a commit takes (milliseconds), and than their retries ride out a blip (the saga's step
@@ -95,6 +98,7 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	rep := Report{CheckedAt: time.Now().UTC(), Checks: Checks, Violations: []Violation{}}
 	checks := map[string]func(context.Context) ([]Violation, error){
 		CheckPayments:       a.payments,
+		CheckVerifiedOrders: a.verifiedOrders,
 		CheckLedger:         a.ledger,
 		CheckEndedHolds:     a.endedHolds,
 		CheckSagas:          a.sagas,

@@ -202,6 +202,13 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 		VALUES ($1, $2, 'stripe', $3, 1000, 'usd', 'test', 'refunded')`, "refund-x-"+confirmedPI, confirmed, confirmedPI)
 	step("a refund of a confirmed order's payment", audit.CheckPayments+"|"+confirmed+"||"+shop.OrderID(confirmed)+"|"+confirmedPI)
 
+	// An order written around the payment check: paid by a payment no verified event recorded.
+	forged := testenv.RandomID("c-forged-")
+	s.exec(`INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, ended_at) VALUES ($1, 'u-audit', 'confirmed', 'usd', 1000, now())`, forged)
+	s.exec(`INSERT INTO orders (order_id, checkout_id, customer_id, amount_cents, currency, payment_provider, payment_ref)
+		VALUES ($1, $2, 'u-audit', 1000, 'usd', 'stripe', $3)`, shop.OrderID(forged), forged, "pi_forged-"+forged)
+	step("an order paid by a payment nobody recorded", audit.CheckVerifiedOrders+"|"+forged+"||"+shop.OrderID(forged)+"|pi_forged-"+forged)
+
 	// on_hand changed behind the ledger's back: the ledger no longer adds up, and Redis no
 	// longer agrees at rest.
 	b := s.sku(3)
