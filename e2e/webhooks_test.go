@@ -772,8 +772,10 @@ func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
 			t.Errorf("after a second run (%+v): status %s, %d orders, %d refunds, %d payment signals; want confirmed, 1, 0, 1",
 				second, status, orders, s.refundsOf(pi), s.paymentSignals(t, id))
 		}
-		if rows := s.events(t, id); len(rows) != 0 {
-			t.Errorf("reconciliation recorded webhook rows %+v; want none", rows)
+		// What the provider listed is recorded as the verified payment the saga confirmed
+		// with, once, under the event id the saga saw: never a webhook's.
+		if rows := s.events(t, id); len(rows) != 1 || rows[0].EventID != "reconcile-"+pi || rows[0].Disposition != shop.DispositionSignalled {
+			t.Errorf("reconciliation recorded rows %+v; want one, reconcile-%s, signalled", rows, pi)
 		}
 		t.Logf("first run %+v, second run %+v; settled in %s", first, second, time.Since(caseStart).Round(time.Millisecond))
 	})
