@@ -72,6 +72,10 @@ type Config struct {
 	TrustedProxies         []*net.IPNet
 	StripeWebhookSecrets   []string      // several during a secret rotation
 	StripeWebhookTolerance time.Duration // max age of a signature
+	// StripeLiveOnly refuses Stripe's test-mode events (livemode false): a test card costs
+	// nothing. `checkout api` sets it unless STRIPE_TEST_MODE; tests and the local stack
+	// take test events.
+	StripeLiveOnly bool
 	// StandardWebhookSecrets are the whsec_ secrets of each Standard Webhooks provider, by
 	// provider name (several during a rotation); see ParseStandardWebhookSecrets.
 	StandardWebhookSecrets       map[string][]string

@@ -31,6 +31,8 @@ const providerStripe = "stripe"
 type stripeEvent struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
+	// Livemode is false for a test-mode event, whose money is not real (a test card).
+	Livemode bool `json:"livemode"`
 	Data struct {
 		Object struct {
 			ID             string            `json:"id"`
@@ -63,6 +65,11 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 	var ev stripeEvent
 	if err := json.Unmarshal(payload, &ev); err != nil || ev.ID == "" || ev.Type == "" {
 		return problem(http.StatusBadRequest, "invalid_payload", "event body is not a Stripe event with an id and a type")
+	}
+	if !ev.Livemode && s.cfg.StripeLiveOnly {
+		// Signed, but by a test-mode endpoint's secret listed beside the live one: a test
+		// card costs nothing, so its payment must never confirm a real order.
+		return problem(http.StatusBadRequest, "test_mode_event", "a Stripe test-mode event (livemode false) at a live endpoint; set STRIPE_TEST_MODE=true to take test payments")
 	}
 	obj := ev.Data.Object
 	amount := obj.AmountReceived

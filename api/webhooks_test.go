@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
@@ -158,4 +160,29 @@ func TestStripeWebhookRecordsEventsThatNeedNoSaga(t *testing.T) {
 			t.Errorf("row: disposition %q checkout %v, want orphan with no checkout", disp, checkoutID)
 		}
 	})
+}
+
+// A live endpoint refuses Stripe's test-mode events: signed, but by a test endpoint's secret
+// listed beside the live one, and a test card costs nothing. Nothing is recorded; a live
+// event with the same signing goes through.
+func TestALiveEndpointRefusesTestModeEvents(t *testing.T) {
+	h := newHarness(t, func(c *api.Config, _ *api.Deps) { c.StripeLiveOnly = true })
+	post := func(payload []byte) *httptest.ResponseRecorder {
+		return h.do(t, request{method: http.MethodPost, path: "/v1/webhooks/stripe", body: bytes.NewReader(payload),
+			header: map[string]string{"Stripe-Signature": sign(payload, "whsec_a", time.Now())}})
+	}
+	test := testenv.RandomID("evt_")
+	rec := post(stripeEvent(test, "payment_intent.succeeded", nil))
+	problemOf(t, rec, http.StatusBadRequest, "test_mode_event")
+	if n := h.eventRows(t, test); n != 0 {
+		t.Errorf("%d rows recorded for a refused test-mode event", n)
+	}
+	live := testenv.RandomID("evt_")
+	var ev map[string]any
+	_ = json.Unmarshal(stripeEvent(live, "charge.succeeded", nil), &ev)
+	ev["livemode"] = true
+	b, _ := json.Marshal(ev)
+	if rec := post(b); rec.Code != http.StatusOK {
+		t.Errorf("live event: %d %s, want 200", rec.Code, rec.Body)
+	}
 }

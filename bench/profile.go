@@ -350,7 +350,8 @@ func (r *scaleRun) startProduct(ctx context.Context, bin string) error {
 		"CHECKOUT_SECRET_KEY=" + checkouttest.CheckoutSecretKey,
 		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=error", "API_DRAIN_DELAY_SECONDS=0",
 		// The load generator is one address, and reuses customer ids: no limits.
-		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0", "RATE_LIMIT_PER_CUSTOMER=0"}
+		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0", "RATE_LIMIT_PER_CUSTOMER=0",
+		"STRIPE_TEST_MODE=true"}
 	for i := range 2 { // one after the other: the first applies the migrations
 		name, metrics := fmt.Sprintf("worker-%d", i+1), "127.0.0.1:"+freePort()
 		if _, err := r.spawn("workers", name, append(env, "WORKER_METRICS_ADDR="+metrics), bin, "worker"); err != nil {

@@ -61,7 +61,9 @@ type config struct {
 	// names the client.
 	RatePerAddress, CheckoutsPerAddress, RatePerCustomer int64
 	// PayloadRetention: PAYMENT_PAYLOAD_RETENTION_DAYS, how long a webhook's raw body is kept.
-	PayloadRetention  time.Duration
+	PayloadRetention time.Duration
+	// StripeTestMode: STRIPE_TEST_MODE, take Stripe test-mode events as payments (dev: true).
+	StripeTestMode    bool
 	TrustedProxies    []*net.IPNet
 	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
 	RedisURL          string        // REDIS_URL
@@ -175,6 +177,17 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
 	}
 	cfg.StandardSecrets = standard
+	testModeDefault := "false"
+	if dev {
+		testModeDefault = "true"
+	}
+	switch v := str("STRIPE_TEST_MODE", testModeDefault); v {
+	case "true", "1":
+		cfg.StripeTestMode = true
+	case "false", "0":
+	default:
+		errs = append(errs, fmt.Errorf("STRIPE_TEST_MODE=%q: must be true or false", v))
+	}
 	cfg.PayloadRetention = time.Duration(integer("PAYMENT_PAYLOAD_RETENTION_DAYS", 30, 1, 3660)) * 24 * time.Hour
 	cfg.RatePerAddress = integer("RATE_LIMIT_PER_ADDRESS", DefaultRatePerAddress, 0, 1_000_000)
 	cfg.CheckoutsPerAddress = integer("RATE_LIMIT_CHECKOUTS_PER_ADDRESS", DefaultCheckoutsPerAddress, 0, 1_000_000)

@@ -317,6 +317,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
 		StripeWebhookTolerance:       cfg.WebhookTolerance,
+		StripeLiveOnly:               !cfg.StripeTestMode,
 		StandardWebhookSecrets:       cfg.StandardSecrets,
 		StandardWebhookTolerance:     cfg.StandardTolerance,
 		DefaultPaymentTimeoutSeconds: cfg.PaymentTimeout,

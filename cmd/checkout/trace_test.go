@@ -41,6 +41,7 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 		"DATABASE_URL": dbURL, "REDIS_URL": testenv.RedisURL(), "TEMPORAL_ADDRESS": srv.FrontendHostPort(),
 		"API_ADDR": "127.0.0.1:" + testenv.FreePort(t), "API_METRICS_ADDR": "127.0.0.1:" + testenv.FreePort(t),
 		"ADMIN_TOKEN": "trace-test-admin-token", "STRIPE_WEBHOOK_SECRET": secret, "API_DRAIN_DELAY_SECONDS": "0",
+		"STRIPE_TEST_MODE": "true", // the test signs test-mode events
 	} {
 		t.Setenv(name, value)
 	}
