@@ -33,7 +33,7 @@ type stripeEvent struct {
 	Type string `json:"type"`
 	// Livemode is false for a test-mode event, whose money is not real (a test card).
 	Livemode bool `json:"livemode"`
-	Data struct {
+	Data     struct {
 		Object struct {
 			ID             string            `json:"id"`
 			Amount         int64             `json:"amount"`
