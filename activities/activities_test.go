@@ -140,19 +140,26 @@ func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
 // activity.GetLogger on this path, so it runs outside a worker.
 func TestConfirmOrderRefusesAStockMismatchForGood(t *testing.T) {
 	t.Parallel()
+	a, _, confirm := confirmable(t, 1, 2, "fakepay", "pay-1")
+	recordPayment(t, a, confirm)
+	_, err := a.ConfirmOrder(t.Context(), confirm)
+	requireAppError(t, err, shop.ErrTypeStockMismatch)
+}
+
+// confirmable records a checkout of quantity units of a new SKU with onHand units, and returns
+// the confirm of it by provider's payment ref.
+func confirmable(t *testing.T, onHand, quantity int64, provider, ref string) (*Activities, *pgxpool.Pool, ConfirmOrderInput) {
+	t.Helper()
 	pool := testDB(t)
 	a := &Activities{Store: store.New(pool)}
 	sku := randomID("A-")
-	testenv.PutSKU(t, pool, sku, 1, 300, "usd")
-	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: 2}}})
+	testenv.PutSKU(t, pool, sku, onHand, 300, "usd")
+	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: quantity}}})
 	if err != nil {
 		t.Fatalf("record checkout: %v", err)
 	}
-	confirm := ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
-		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "fakepay", PaymentRef: "pay-1"}
-	recordPayment(t, a, confirm)
-	_, err = a.ConfirmOrder(t.Context(), confirm)
-	requireAppError(t, err, shop.ErrTypeStockMismatch)
+	return a, pool, ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
+		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: provider, PaymentRef: ref}
 }
 
 // recordPayment stores the payment of in as the verified event a webhook records.
@@ -170,17 +177,8 @@ func recordPayment(t *testing.T, a *Activities, in ConfirmOrderInput) {
 // another checkout, or of another amount.
 func TestConfirmOrderRefusesAPaymentNoVerifiedEventRecorded(t *testing.T) {
 	t.Parallel()
-	pool := testDB(t)
-	a := &Activities{Store: store.New(pool)}
-	sku := randomID("A-")
-	testenv.PutSKU(t, pool, sku, 5, 300, "usd")
-	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: 1}}})
-	if err != nil {
-		t.Fatalf("record checkout: %v", err)
-	}
-	confirm := ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
-		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: "stripe", PaymentRef: "pi_forged"}
-	_, err = a.ConfirmOrder(t.Context(), confirm)
+	a, pool, confirm := confirmable(t, 5, 1, "stripe", "pi_forged")
+	_, err := a.ConfirmOrder(t.Context(), confirm)
 	requireAppError(t, err, shop.ErrTypeUnverifiedPayment)
 
 	other := confirm
@@ -189,13 +187,13 @@ func TestConfirmOrderRefusesAPaymentNoVerifiedEventRecorded(t *testing.T) {
 	cheaper := confirm
 	cheaper.PaymentRef, cheaper.AmountCents = "pi_cheaper", 1
 	recordPayment(t, a, cheaper)
-	cheaper.AmountCents = rec.AmountCents
+	cheaper.AmountCents = confirm.AmountCents
 	for _, in := range []ConfirmOrderInput{confirm, cheaper} {
 		_, err = a.ConfirmOrder(t.Context(), in)
 		requireAppError(t, err, shop.ErrTypeUnverifiedPayment)
 	}
 	var orders int
-	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM orders WHERE checkout_id = $1`, rec.CheckoutID).Scan(&orders); err != nil || orders != 0 {
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM orders WHERE checkout_id = $1`, confirm.CheckoutID).Scan(&orders); err != nil || orders != 0 {
 		t.Fatalf("%d orders (%v), want none", orders, err)
 	}
 

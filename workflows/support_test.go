@@ -105,20 +105,26 @@ func TestExtendRefusedOnceDecided(t *testing.T) {
 	}
 }
 
-func TestStuckReleaseWaitsForSupportRetry(t *testing.T) {
-	f, phone, in := phoneCheckout(t, 2)
-	in.PaymentTimeoutSeconds = 60
-	var broken atomic.Bool
+// refusedRelease makes every release fail as a refusing Redis would while broken is set,
+// and counts the failed attempts.
+func refusedRelease(f *fixture) (broken *atomic.Bool, calls *atomic.Int32) {
+	broken, calls = &atomic.Bool{}, &atomic.Int32{}
 	broken.Store(true)
-	var calls atomic.Int32
 	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.StockInput) (int64, error) {
-			calls.Add(1)
 			if broken.Load() {
+				calls.Add(1)
 				return 0, errors.New("run release script: dial tcp 127.0.0.1:6379: connect: connection refused")
 			}
 			return f.acts.ReleaseStock(ctx, in)
 		})
+	return broken, calls
+}
+
+func TestStuckReleaseWaitsForSupportRetry(t *testing.T) {
+	f, phone, in := phoneCheckout(t, 2)
+	in.PaymentTimeoutSeconds = 60
+	broken, calls := refusedRelease(f)
 	// Long after the retry budget is spent, support looks: the checkout is flagged and
 	// says what is wrong; the retry action without a fix stays stuck, with a fix it ends.
 	var flagged shop.View
@@ -189,17 +195,7 @@ func TestAcknowledgeClearsAFlag(t *testing.T) {
 func TestAStuckStepTriesLessOftenAsTheOutageGoesOn(t *testing.T) {
 	f, phone, in := phoneCheckout(t, 2)
 	in.PaymentTimeoutSeconds = 60
-	var broken atomic.Bool
-	broken.Store(true)
-	var calls atomic.Int32
-	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.StockInput) (int64, error) {
-			if broken.Load() {
-				calls.Add(1)
-				return 0, errors.New("run release script: dial tcp 127.0.0.1:6379: connect: connection refused")
-			}
-			return f.acts.ReleaseStock(ctx, in)
-		})
+	broken, calls := refusedRelease(f)
 	const outage = 72 * time.Hour
 	f.env.RegisterDelayedCallback(func() { broken.Store(false) }, outage)
 
