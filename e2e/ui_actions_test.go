@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -70,11 +69,8 @@ func TestSupportActionsInTheWebUILeaveNoMoneyOrStockBehind(t *testing.T) {
 			s.resetToFirstTask(t, c.id, enumspb.RESET_REAPPLY_TYPE_NONE)
 		},
 		"signal a payment": func(c *cart) {
-			forged, _ := json.Marshal(shop.Payment{Provider: "stripe", EventID: "evt_forged_" + c.id, Outcome: shop.PaymentSucceeded,
-				PaymentRef: "pi_forged_" + c.id, AmountCents: unitPrice, Currency: "usd"})
-			var p shop.Payment
-			_ = json.Unmarshal(forged, &p)
-			_ = s.temporal.SignalWorkflow(ctx, shop.WorkflowID(c.id), "", workflows.SignalPayment, p)
+			_ = s.temporal.SignalWorkflow(ctx, shop.WorkflowID(c.id), "", workflows.SignalPayment, shop.Payment{Provider: "stripe",
+				EventID: "evt_forged_" + c.id, Outcome: shop.PaymentSucceeded, PaymentRef: "pi_forged_" + c.id, AmountCents: unitPrice, Currency: "usd"})
 		},
 	}
 	names := []string{"pay", "terminate", "cancel", "reset", "reset without signals", "signal a payment"}

@@ -163,17 +163,8 @@ const reconcileKeepsOrderPayments = "reconcile-keeps-order-payments"
 
 // withoutDecided is found without the payments Postgres already gave an end: the payment of
 // the checkout's order, which stands whatever the saga's state says, and one being refunded.
-// When Postgres cannot answer, nothing of the checkout is refunded: the next run asks again.
 func withoutDecided(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
-	if workflow.GetVersion(ctx, reconcileKeepsOrderPayments, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return found
-	}
-	fates, err := paymentFates(ctx, provider, wfID, found)
-	if err != nil {
-		workflow.GetLogger(ctx).Warn("read what postgres decided for payments of an ended checkout", "workflow_id", wfID, "error", err)
-		return nil
-	}
-	return slices.DeleteFunc(found, func(f activities.FoundPayment) bool { return fates.Decided(f.Ref) })
+	return withoutFates(ctx, reconcileKeepsOrderPayments, provider, wfID, found, shop.PaymentFates.Decided)
 }
 
 // deliverFound asks the provider about each checkout of wfIDs at once, then signals every
@@ -196,18 +187,26 @@ const reconcileSkipsRefunding = "reconcile-skips-refunding"
 // withoutRefunding is found without the payments Postgres routes to a refund: an orphan the
 // sweep claimed, a payment with a refund recorded. A swept orphan is never matched again,
 // also while the provider still lists it as succeeded (its refund waits for support, or has
-// not reached the provider), or the buyer would get the order and the money back. When
-// Postgres cannot answer, nothing of the checkout is delivered: the next run asks again.
+// not reached the provider), or the buyer would get the order and the money back.
 func withoutRefunding(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
-	if workflow.GetVersion(ctx, reconcileSkipsRefunding, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	return withoutFates(ctx, reconcileSkipsRefunding, provider, wfID, found, func(f shop.PaymentFates, ref string) bool {
+		return slices.Contains(f.Refunding, ref)
+	})
+}
+
+// withoutFates is found without the payments whose fate in Postgres drop says is decided, for
+// runs that took the change (runs recorded before it keep every payment). When Postgres
+// cannot answer, nothing of the checkout is kept: the next run asks again.
+func withoutFates(ctx workflow.Context, change, provider, wfID string, found []activities.FoundPayment, drop func(shop.PaymentFates, string) bool) []activities.FoundPayment {
+	if workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return found
 	}
 	fates, err := paymentFates(ctx, provider, wfID, found)
 	if err != nil {
-		workflow.GetLogger(ctx).Warn("read what postgres decided for payments found", "workflow_id", wfID, "error", err)
+		workflow.GetLogger(ctx).Warn("read what postgres decided for payments found", "workflow_id", wfID, "change", change, "error", err)
 		return nil
 	}
-	return slices.DeleteFunc(found, func(f activities.FoundPayment) bool { return slices.Contains(fates.Refunding, f.Ref) })
+	return slices.DeleteFunc(found, func(f activities.FoundPayment) bool { return drop(fates, f.Ref) })
 }
 
 // paymentFates asks Postgres what it already decided for the payments found for the
