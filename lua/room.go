@@ -1,0 +1,270 @@
+package lua
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+)
+
+// Room is the waiting room in Redis: a line of carts in the order they first arrived,
+// shared by every API replica. A cart in line holds nothing; the units it asks for count as
+// spoken for, so a cart behind that cannot be served from what is left is refused at once.
+// Each API replica takes carts from the head when it has room to start a saga (Pop), under a
+// lease: if the replica dies before it says how the start went, the cart goes back in line at
+// its place, and another replica starts it (starting a cart's saga twice is harmless: one
+// workflow id per cart).
+//
+// Every key carries the room's name as its hash tag: one Cluster slot, one order.
+type Room struct {
+	rdb    RoomClient
+	name   string
+	lease  time.Duration
+	endTTL time.Duration
+	now    func() time.Time
+}
+
+// RoomClient is what the room needs of a Redis client (a *redis.Client or *redis.ClusterClient).
+type RoomClient interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+	Get(ctx context.Context, key string) *redis.StringCmd
+}
+
+// Room defaults.
+const (
+	// DefaultRoomName names the product's room; tests use their own.
+	DefaultRoomName = "checkout"
+	// DefaultRoomLease is how long a replica may take to start a cart's saga before another
+	// replica takes the cart again: longer than a request's timeout.
+	DefaultRoomLease = 30 * time.Second
+	// DefaultRoomEndTTL is how long the end of a cart refused or cancelled in the room is
+	// kept, as long as an Idempotency-Key.
+	DefaultRoomEndTTL = 7 * 24 * time.Hour
+)
+
+var (
+	roomEnterScript = redis.NewScript(source("room_enter"))
+	roomPopScript   = redis.NewScript(source("room_pop"))
+	roomEndScript   = redis.NewScript(source("room_end"))
+)
+
+// NewRoom returns the room called name (DefaultRoomName when empty) on rdb.
+func NewRoom(rdb RoomClient, name string) *Room {
+	if name == "" {
+		name = DefaultRoomName
+	}
+	return &Room{rdb: rdb, name: name, lease: DefaultRoomLease, endTTL: DefaultRoomEndTTL, now: time.Now}
+}
+
+// WithLease returns a copy of the room whose takes last lease (tests shorten it).
+func (r *Room) WithLease(lease time.Duration) *Room {
+	c := *r
+	c.lease = lease
+	return &c
+}
+
+func (r *Room) key(part string) string { return "room:{" + r.name + "}:" + part }
+
+func (r *Room) endKey(cartID string) string { return r.key("end:" + cartID) }
+
+func (r *Room) keys(cartID string) []string {
+	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.endKey(cartID)}
+}
+
+// Enter asks the room to take the cart. mayPass says the caller can start the saga now: then an empty line lets it pass
+// (RoomPass). A cart already in line answers its place; a full line answers RoomFull; a cart
+// whose units are spoken for by the carts ahead answers RoomShort with what is left.
+func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size int64) (shop.RoomAnswer, error) {
+	available, err := r.available(ctx, e.Items)
+	if err != nil {
+		return shop.RoomAnswer{}, err
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return shop.RoomAnswer{}, err
+	}
+	pass := "0"
+	if mayPass {
+		pass = "1"
+	}
+	args := []any{e.CartID, string(raw), pass, size}
+	for _, it := range e.Items {
+		args = append(args, it.SKU, it.Quantity, available[it.SKU])
+	}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving")}
+	res, err := roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice()
+	if err != nil {
+		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
+	}
+	a := shop.RoomAnswer{Outcome: res[0].(string)}
+	switch a.Outcome {
+	case shop.RoomQueued:
+		a.Position = res[1].(int64)
+		if err := json.Unmarshal([]byte(res[2].(string)), &a.Entry); err != nil {
+			return a, fmt.Errorf("waiting room entry of cart %s: %w", e.CartID, err)
+		}
+	case shop.RoomShort:
+		for i := 1; i+2 < len(res); i += 3 {
+			a.Shortages = append(a.Shortages, shop.Shortage{SKU: res[i].(string), Requested: res[i+1].(int64), Available: res[i+2].(int64)})
+		}
+	}
+	return a, nil
+}
+
+// available reads each SKU's available units (each on its own slot, so not in the room's
+// script). A SKU Redis does not know counts as unlimited here: the saga decides.
+func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string]int64, error) {
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(items))
+	for i, it := range items {
+		cmds[i] = pipe.HMGet(ctx, StockKey(it.SKU), "available")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read stock for the waiting room: %w", err)
+	}
+	out := make(map[string]int64, len(items))
+	for i, it := range items {
+		out[it.SKU] = math.MaxInt32
+		if vals := cmds[i].Val(); len(vals) == 1 {
+			if s, ok := vals[0].(string); ok {
+				if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+					out[it.SKU] = n
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Pop takes the head of the line under a lease, first putting back in line the carts whose
+// lease ran out. It reports false when the line is empty.
+func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served")}
+	raw, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds()).Text()
+	if errors.Is(err, redis.Nil) {
+		return shop.RoomEntry{}, false, nil
+	}
+	if err != nil {
+		return shop.RoomEntry{}, false, fmt.Errorf("take from the waiting room: %w", err)
+	}
+	var e shop.RoomEntry
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return e, false, fmt.Errorf("waiting room entry %q: %w", raw, err)
+	}
+	return e, true, nil
+}
+
+// Leave forgets a cart taken from the line whose saga has started.
+func (r *Room) Leave(ctx context.Context, cartID string) error {
+	_, err := r.end(ctx, cartID, "leave", nil)
+	return err
+}
+
+// Retry puts a cart taken from the line back at its place: its saga could not start now.
+func (r *Room) Retry(ctx context.Context, cartID string) error {
+	_, err := r.end(ctx, cartID, "retry", nil)
+	return err
+}
+
+// Refuse ends a cart taken from the line without a saga (sold out at its turn), and keeps
+// its end for the buyer's GET and retries.
+func (r *Room) Refuse(ctx context.Context, end shop.RoomEnd) error {
+	_, err := r.end(ctx, end.Entry.CartID, "refuse", &end)
+	return err
+}
+
+// Cancel ends a cart still in line as cancelled. It reports false when the cart is not in
+// line; leaving is true when its saga is being started (cancel it there).
+func (r *Room) Cancel(ctx context.Context, cartID string) (end shop.RoomEnd, cancelled, leaving bool, err error) {
+	place, err := r.Lookup(ctx, cartID)
+	if err != nil || !place.Queued || place.Entry == nil {
+		return end, false, place.Leaving, err
+	}
+	end = shop.RoomEnd{Status: shop.StatusCancelled, Entry: *place.Entry}
+	switch got, err := r.end(ctx, cartID, "cancel", &end); {
+	case err != nil:
+		return end, false, false, err
+	case got == "leaving":
+		return end, false, true, nil
+	case got == "none":
+		return end, false, false, nil
+	}
+	return end, true, false, nil
+}
+
+func (r *Room) end(ctx context.Context, cartID, how string, end *shop.RoomEnd) (string, error) {
+	raw := []byte("")
+	if end != nil {
+		var err error
+		if raw, err = json.Marshal(end); err != nil {
+			return "", err
+		}
+	}
+	got, err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, how, string(raw), int64(r.endTTL.Seconds())).Text()
+	if err != nil {
+		return "", fmt.Errorf("waiting room %s, cart %s: %w", how, cartID, err)
+	}
+	return got, nil
+}
+
+// Lookup says what the room knows of a cart: in line (with its place), being started, ended
+// in the room, or nothing.
+func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error) {
+	pipe := r.rdb.Pipeline()
+	rank := pipe.ZRank(ctx, r.key("line"), cartID)
+	lease := pipe.ZScore(ctx, r.key("leaving"), cartID)
+	entry := pipe.HGet(ctx, r.key("carts"), cartID)
+	ended := pipe.Get(ctx, r.endKey(cartID))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return shop.RoomPlace{}, fmt.Errorf("look up cart %s in the waiting room: %w", cartID, err)
+	}
+	var p shop.RoomPlace
+	if rank.Err() == nil {
+		p.Queued, p.Position = true, rank.Val()+1
+	}
+	p.Leaving = lease.Err() == nil
+	if raw, err := entry.Result(); err == nil {
+		p.Entry = &shop.RoomEntry{}
+		if err := json.Unmarshal([]byte(raw), p.Entry); err != nil {
+			return p, fmt.Errorf("waiting room entry of cart %s: %w", cartID, err)
+		}
+	}
+	if raw, err := ended.Result(); err == nil {
+		p.End = &shop.RoomEnd{}
+		if err := json.Unmarshal([]byte(raw), p.End); err != nil {
+			return p, fmt.Errorf("waiting room end of cart %s: %w", cartID, err)
+		}
+	}
+	return p, nil
+}
+
+// Served counts the carts ever taken from the line: the rate the room empties at, which the
+// API turns into each cart's estimated wait.
+func (r *Room) Served(ctx context.Context) (int64, error) {
+	n, err := r.rdb.Get(ctx, r.key("served")).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(n, 10, 64)
+}
+
+// Waiting counts the carts in line.
+func (r *Room) Waiting(ctx context.Context) (int64, error) {
+	pipe := r.rdb.Pipeline()
+	n := pipe.ZCard(ctx, r.key("line"))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	return n.Val(), nil
+}

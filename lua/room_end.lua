@@ -1,0 +1,42 @@
+-- Ends a cart's stay in the waiting room (see room.go).
+--
+-- KEYS: line, carts, demand, leaving, end (the cart's end marker)
+-- ARGV: cart, how, end (JSON, for how = "refuse" or "cancel"), end_ttl (s)
+--   how = "leave":  its saga started; the room forgets it.
+--   how = "retry":  its saga could not start now; back in line at its place (the next take
+--                   requeues it, as for a lease that ran out).
+--   how = "refuse": refused at its turn without a saga; the end is kept for GET and retries.
+--   how = "cancel": cancelled while in line; the end is kept. Only a cart still in line can
+--                   be cancelled here.
+-- Returns "ok", or for cancel "leaving" (its saga is being started) or "none" (not in line).
+local line, carts, demand, leaving, endkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cart, how, ended, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+
+if how == 'leave' then
+  redis.call('ZREM', leaving, cart)
+  redis.call('HDEL', carts, cart)
+elseif how == 'retry' then
+  if redis.call('ZSCORE', leaving, cart) then
+    redis.call('ZADD', leaving, 0, cart)
+  end
+elseif how == 'refuse' then
+  redis.call('ZREM', leaving, cart)
+  redis.call('HDEL', carts, cart)
+  redis.call('SET', endkey, ended, 'EX', ttl)
+elseif how == 'cancel' then
+  if redis.call('ZSCORE', leaving, cart) then
+    return 'leaving'
+  end
+  local raw = redis.call('HGET', carts, cart)
+  if not redis.call('ZSCORE', line, cart) or not raw then
+    return 'none'
+  end
+  redis.call('ZREM', line, cart)
+  redis.call('HDEL', carts, cart)
+  for _, it in ipairs(cjson.decode(raw).items) do
+    local left = redis.call('HINCRBY', demand, it.sku, -it.quantity)
+    if left <= 0 then redis.call('HDEL', demand, it.sku) end
+  end
+  redis.call('SET', endkey, ended, 'EX', ttl)
+end
+return 'ok'

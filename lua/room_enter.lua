@@ -1,0 +1,57 @@
+-- The waiting room's door (see room.go). One cart asks to enter; every key is the room's
+-- (one hash tag, one Cluster slot), so the order of arrival is one order for every API
+-- replica.
+--
+-- KEYS: line (zset cart -> ticket), carts (hash cart -> entry), demand (hash sku -> units
+--       asked by carts in line), seq (ticket counter), leaving (zset cart -> lease deadline)
+-- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
+--       size (the line's capacity), then per SKU: sku, quantity, available (read just before)
+-- Returns {outcome, position, entry} or {"short", sku, requested, free, ...} or {"full"}.
+local line, carts, demand, seq, leaving = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+
+-- A cart already in line (a retried POST) keeps its place.
+local rank = redis.call('ZRANK', line, cart)
+if rank then
+  return {'queued', rank + 1, redis.call('HGET', carts, cart)}
+end
+if redis.call('ZSCORE', leaving, cart) then
+  return {'queued', 0, redis.call('HGET', carts, cart)}
+end
+
+local waiting = redis.call('ZCARD', line)
+if may_pass == '1' and waiting == 0 then
+  return {'pass'}
+end
+if waiting >= size then
+  return {'full'}
+end
+
+-- The units still free, less those the carts ahead asked for: a cart that cannot be served
+-- from what is left is told at once. The reserve script stays the judge of every hold; this
+-- only refuses early.
+local short = {'short'}
+for i = 5, #ARGV, 3 do
+  local sku, qty, available = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local free = available - (tonumber(redis.call('HGET', demand, sku)) or 0)
+  if free < qty then
+    if free < 0 then free = 0 end
+    short[#short + 1] = sku
+    short[#short + 1] = qty
+    short[#short + 1] = free
+  end
+end
+if #short > 1 then
+  return short
+end
+
+for i = 5, #ARGV, 3 do
+  redis.call('HINCRBY', demand, ARGV[i], ARGV[i + 1])
+end
+local ticket = redis.call('INCR', seq)
+local e = cjson.decode(entry)
+e.ticket = ticket
+entry = cjson.encode(e)
+redis.call('ZADD', line, ticket, cart)
+redis.call('HSET', carts, cart, entry)
+return {'queued', waiting + 1, entry}

@@ -1,0 +1,39 @@
+-- Takes the head of the waiting room's line (see room.go): the cart moves to leaving, under
+-- a lease, while its saga is started; its units stop counting as spoken for (the reserve
+-- script now counts them). First, carts whose lease ran out (their API replica died while
+-- starting them) go back in line at the place they had.
+--
+-- KEYS: line, carts, demand, leaving, served (counter of carts taken)
+-- ARGV: now (ms), lease (ms)
+-- Returns the entry (JSON) of the cart taken, or false when the line is empty.
+local line, carts, demand, leaving, served = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+
+local function ask(entry, sign)
+  for _, it in ipairs(entry.items) do
+    local left = redis.call('HINCRBY', demand, it.sku, sign * it.quantity)
+    if left <= 0 then redis.call('HDEL', demand, it.sku) end
+  end
+end
+
+for _, cart in ipairs(redis.call('ZRANGEBYSCORE', leaving, '-inf', now)) do
+  redis.call('ZREM', leaving, cart)
+  local raw = redis.call('HGET', carts, cart)
+  if raw then
+    local e = cjson.decode(raw)
+    redis.call('ZADD', line, e.ticket, cart)
+    ask(e, 1)
+  end
+end
+
+local head = redis.call('ZRANGE', line, 0, 0)
+if #head == 0 then
+  return false
+end
+local cart = head[1]
+redis.call('ZREM', line, cart)
+local raw = redis.call('HGET', carts, cart)
+ask(cjson.decode(raw), -1)
+redis.call('ZADD', leaving, now + lease, cart)
+redis.call('INCR', served)
+return raw

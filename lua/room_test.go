@@ -1,0 +1,300 @@
+package lua
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+)
+
+// testRoom returns a room of its own on the test Redis, and a SKU stocked with onHand units
+// (the room's keys carry the SKU's name, so the SKU's cleanup removes them too).
+func testRoom(t *testing.T, onHand int64) (*Room, *Stock, *redis.Client, string) {
+	t.Helper()
+	s, rdb, sku := stocked(t, onHand, 10)
+	return NewRoom(rdb, sku), s, rdb, sku
+}
+
+func roomEntry(cart, sku string, qty int64) shop.RoomEntry {
+	return shop.RoomEntry{CartID: cart, CustomerID: "u-" + cart, Items: []shop.CartLine{{SKU: sku, Quantity: qty}},
+		TimeoutSeconds: 900, IdempotencyKey: cart, RequestHash: "h-" + cart}
+}
+
+func enter(t *testing.T, r *Room, e shop.RoomEntry, size int64) shop.RoomAnswer {
+	t.Helper()
+	a, err := r.Enter(t.Context(), e, false, size)
+	if err != nil {
+		t.Fatalf("enter %s: %v", e.CartID, err)
+	}
+	return a
+}
+
+func pop(t *testing.T, r *Room) (shop.RoomEntry, bool) {
+	t.Helper()
+	e, ok, err := r.Pop(t.Context())
+	if err != nil {
+		t.Fatalf("pop: %v", err)
+	}
+	return e, ok
+}
+
+func TestTheRoomServesCartsInTheOrderTheyArrived(t *testing.T) {
+	r, _, _, sku := testRoom(t, 100)
+	for i := range 5 {
+		a := enter(t, r, roomEntry(fmt.Sprint("c", i), sku, 1), 100)
+		if a.Outcome != shop.RoomQueued || a.Position != int64(i+1) {
+			t.Fatalf("cart %d: %+v, want queued at %d", i, a, i+1)
+		}
+	}
+	// A retried POST keeps its place and its body.
+	if a := enter(t, r, roomEntry("c2", sku, 1), 100); a.Outcome != shop.RoomQueued || a.Position != 3 || a.Entry.RequestHash != "h-c2" {
+		t.Fatalf("retried c2: %+v, want queued at 3 with its hash", a)
+	}
+	for i := range 5 {
+		e, ok := pop(t, r)
+		if !ok || e.CartID != fmt.Sprint("c", i) {
+			t.Fatalf("take %d: %+v %v, want c%d", i, e, ok, i)
+		}
+		if err := r.Leave(t.Context(), e.CartID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := pop(t, r); ok {
+		t.Fatal("took a cart from an empty line")
+	}
+}
+
+func TestAnEmptyRoomLetsACartPassOnlyWhenTheCallerCanStartIt(t *testing.T) {
+	r, _, _, sku := testRoom(t, 100)
+	if a, err := r.Enter(t.Context(), roomEntry("a", sku, 1), true, 10); err != nil || a.Outcome != shop.RoomPass {
+		t.Fatalf("empty line, may pass: %+v %v", a, err)
+	}
+	enter(t, r, roomEntry("b", sku, 1), 10)
+	// Someone waits: a newcomer with a free place still queues behind them.
+	if a, err := r.Enter(t.Context(), roomEntry("c", sku, 1), true, 10); err != nil || a.Outcome != shop.RoomQueued || a.Position != 2 {
+		t.Fatalf("line of one, may pass: %+v %v", a, err)
+	}
+}
+
+func TestAFullRoomSaysSo(t *testing.T) {
+	r, _, _, sku := testRoom(t, 100)
+	enter(t, r, roomEntry("a", sku, 1), 2)
+	enter(t, r, roomEntry("b", sku, 1), 2)
+	if a := enter(t, r, roomEntry("c", sku, 1), 2); a.Outcome != shop.RoomFull {
+		t.Fatalf("third cart in a room of 2: %+v", a)
+	}
+	if a := enter(t, r, roomEntry("a", sku, 1), 2); a.Outcome != shop.RoomQueued || a.Position != 1 {
+		t.Fatalf("a cart already in a full room keeps its place: %+v", a)
+	}
+}
+
+func TestCartsBehindSpokenForUnitsAreRefusedAtOnce(t *testing.T) {
+	r, s, _, sku := testRoom(t, 3)
+	enter(t, r, roomEntry("a", sku, 2), 100)
+	enter(t, r, roomEntry("b", sku, 1), 100)
+	a := enter(t, r, roomEntry("c", sku, 1), 100)
+	if a.Outcome != shop.RoomShort || len(a.Shortages) != 1 || a.Shortages[0] != (shop.Shortage{SKU: sku, Requested: 1, Available: 0}) {
+		t.Fatalf("c behind 3 units spoken for: %+v", a)
+	}
+	// a's turn: its units stop counting as spoken for once its hold counts them.
+	e, _ := pop(t, r)
+	if _, err := s.Reserve(t.Context(), sku, e.CartID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if a := enter(t, r, roomEntry("c", sku, 1), 100); a.Outcome != shop.RoomShort {
+		t.Fatalf("c after a held 2 and b still waits for 1: %+v", a)
+	}
+	// A hold that ends gives its units to the next in line.
+	if _, err := s.Release(t.Context(), sku, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if a := enter(t, r, roomEntry("c", sku, 1), 100); a.Outcome != shop.RoomQueued {
+		t.Fatalf("c after a's hold ended: %+v", a)
+	}
+}
+
+func TestACartWhoseReplicaDiedIsTakenAgainAtItsPlace(t *testing.T) {
+	r, _, _, sku := testRoom(t, 100)
+	r = r.WithLease(100 * time.Millisecond)
+	enter(t, r, roomEntry("a", sku, 1), 10)
+	enter(t, r, roomEntry("b", sku, 1), 10)
+	if e, _ := pop(t, r); e.CartID != "a" {
+		t.Fatalf("took %s, want a", e.CartID)
+	}
+	// The replica that took a dies: nobody says how a's start went. Until the lease runs
+	// out b is next; after it, a is taken again before b.
+	place, err := r.Lookup(t.Context(), "a")
+	if err != nil || !place.Leaving || place.Queued {
+		t.Fatalf("a while its start runs: %+v %v", place, err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if e, _ := pop(t, r); e.CartID != "a" {
+		t.Fatalf("took %s after a's lease ran out, want a", e.CartID)
+	}
+	if err := r.Retry(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := pop(t, r); e.CartID != "a" {
+		t.Fatalf("took %s after a's start failed, want a again", e.CartID)
+	}
+}
+
+func TestACancelledCartLeavesTheLineAndKeepsItsEnd(t *testing.T) {
+	r, _, _, sku := testRoom(t, 1)
+	enter(t, r, roomEntry("a", sku, 1), 10)
+	if a := enter(t, r, roomEntry("b", sku, 1), 10); a.Outcome != shop.RoomShort {
+		t.Fatalf("b behind a: %+v", a)
+	}
+	end, cancelled, leaving, err := r.Cancel(t.Context(), "a")
+	if err != nil || !cancelled || leaving || end.Status != shop.StatusCancelled {
+		t.Fatalf("cancel a: %+v %v %v %v", end, cancelled, leaving, err)
+	}
+	place, err := r.Lookup(t.Context(), "a")
+	if err != nil || place.Queued || place.End == nil || place.End.Status != shop.StatusCancelled || place.End.Entry.CartID != "a" {
+		t.Fatalf("a after cancel: %+v %v", place, err)
+	}
+	if a := enter(t, r, roomEntry("b", sku, 1), 10); a.Outcome != shop.RoomQueued || a.Position != 1 {
+		t.Fatalf("b after a cancelled: %+v", a)
+	}
+	if _, cancelled, _, _ := r.Cancel(t.Context(), "a"); cancelled {
+		t.Fatal("a cancelled twice")
+	}
+}
+
+// TestTheRoomKeepsItsBooksUnderRandomSchedules drives the room with random arrivals, retries,
+// takes by several replicas, starts that finish, fail or die (a lease that runs out), and
+// cancels, and checks after every step, against a model, that: carts are taken in the order
+// they first arrived (a cart put back keeps its place); the units spoken for are exactly
+// those of the carts in line; a cart is never both in line and being started; a cart refused
+// as short really was; and no cart is lost.
+func TestTheRoomKeepsItsBooksUnderRandomSchedules(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { roomSchedule(t, seed) })
+	}
+}
+
+func roomSchedule(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	r, _, rdb, sku := testRoom(t, 1_000_000)
+	clock := time.Unix(1_000_000, 0)
+	r.now = func() time.Time { return clock }
+	const available = 40
+	if err := rdb.HSet(t.Context(), StockKey(sku), "available", available).Err(); err != nil {
+		t.Fatal(err)
+	}
+	type cart struct {
+		id      string
+		qty     int64
+		arrived int // order of first arrival into line
+	}
+	var line []cart            // the model's line, in order
+	taken := map[string]cart{} // being started
+	leaseEnd := map[string]time.Time{}
+	spoken := func() (n int64) {
+		for _, c := range line {
+			n += c.qty
+		}
+		return n
+	}
+	insert := func(c cart) {
+		i := 0
+		for i < len(line) && line[i].arrived < c.arrived {
+			i++
+		}
+		line = append(line[:i], append([]cart{c}, line[i:]...)...)
+	}
+	requeueExpired := func() {
+		for id, c := range taken {
+			if !clock.Before(leaseEnd[id]) {
+				delete(taken, id)
+				insert(c)
+			}
+		}
+	}
+	next := 0
+	for step := range 300 {
+		switch op := rng.IntN(10); {
+		case op < 4: // a new cart arrives, or one in line retries
+			c := cart{id: fmt.Sprint("c", next), qty: int64(1 + rng.IntN(3)), arrived: next}
+			if len(line) > 0 && rng.IntN(4) == 0 {
+				c = line[rng.IntN(len(line))]
+			} else {
+				next++
+			}
+			a := enter(t, r, roomEntry(c.id, sku, c.qty), 1000)
+			inLine := false
+			for _, l := range line {
+				inLine = inLine || l.id == c.id
+			}
+			switch {
+			case inLine && a.Outcome != shop.RoomQueued:
+				t.Fatalf("step %d: retry of %s in line answered %+v", step, c.id, a)
+			case inLine:
+			case available-spoken() < c.qty && a.Outcome != shop.RoomShort:
+				t.Fatalf("step %d: %s for %d with %d free answered %+v", step, c.id, c.qty, available-spoken(), a)
+			case available-spoken() >= c.qty && a.Outcome != shop.RoomQueued:
+				t.Fatalf("step %d: %s for %d with %d free answered %+v", step, c.id, c.qty, available-spoken(), a)
+			case a.Outcome == shop.RoomQueued:
+				line = append(line, c)
+			}
+		case op < 7: // a replica takes the head
+			requeueExpired()
+			e, ok := pop(t, r)
+			if ok != (len(line) > 0) {
+				t.Fatalf("step %d: took %v with %d in line", step, ok, len(line))
+			}
+			if !ok {
+				continue
+			}
+			if e.CartID != line[0].id {
+				t.Fatalf("step %d: took %s, the head is %s", step, e.CartID, line[0].id)
+			}
+			taken[e.CartID], line = line[0], line[1:]
+			leaseEnd[e.CartID] = clock.Add(r.lease)
+		case op < 8: // a start ends: started, failed (back in line) or the replica died
+			for id := range taken {
+				switch rng.IntN(3) {
+				case 0:
+					if err := r.Leave(t.Context(), id); err != nil {
+						t.Fatal(err)
+					}
+					delete(taken, id)
+				case 1:
+					if err := r.Retry(t.Context(), id); err != nil {
+						t.Fatal(err)
+					}
+					leaseEnd[id] = time.Time{}
+				}
+				break
+			}
+		case op < 9: // a cart in line is cancelled
+			if len(line) == 0 {
+				continue
+			}
+			i := rng.IntN(len(line))
+			_, cancelled, _, err := r.Cancel(t.Context(), line[i].id)
+			if err != nil || !cancelled {
+				t.Fatalf("step %d: cancel %s in line: %v %v", step, line[i].id, cancelled, err)
+			}
+			line = append(line[:i], line[i+1:]...)
+		default: // time passes
+			clock = clock.Add(time.Duration(rng.IntN(20)) * time.Second)
+		}
+		demand, err := rdb.HGet(t.Context(), r.key("demand"), sku).Int64()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		// Carts whose lease ran out count again once the next take puts them back.
+		want := spoken()
+		if demand != want {
+			t.Fatalf("step %d: %d units spoken for in Redis, %d in the model", step, demand, want)
+		}
+		if n, _ := r.Waiting(t.Context()); n != int64(len(line)) {
+			t.Fatalf("step %d: %d in line in Redis, %d in the model", step, n, len(line))
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package shop
+
+// The waiting room: carts that cannot start their saga yet wait in line, in the order they
+// first arrived, across every API replica, and hold nothing (see lua.Room and the contract's
+// 202 answer).
+
+// RoomEntry is one cart waiting in the room: everything needed to start its saga later, on
+// any API replica.
+type RoomEntry struct {
+	CartID         string     `json:"cart_id"`
+	CustomerID     string     `json:"customer_id"`
+	Items          []CartLine `json:"items"`
+	TimeoutSeconds int64      `json:"timeout_seconds"`
+	IdempotencyKey string     `json:"idempotency_key"`
+	RequestHash    string     `json:"request_hash"`
+	// Ticket is the cart's place in the order of arrival (the room sets it).
+	Ticket int64 `json:"ticket,omitempty"`
+}
+
+// Room outcomes for a cart that asks to enter (Room.Enter).
+const (
+	RoomPass   = "pass"   // the line is empty and the caller may start the saga at once
+	RoomQueued = "queued" // in line (now or already), with a position
+	RoomFull   = "full"   // the line is at its size: 503
+	RoomShort  = "short"  // the units still free are spoken for by the carts ahead: 409
+)
+
+// RoomAnswer is what the room said to a cart that asked to enter.
+type RoomAnswer struct {
+	Outcome   string
+	Position  int64     // 1 for the head of the line; with RoomQueued
+	Entry     RoomEntry // the entry in line (a retry compares its RequestHash); with RoomQueued
+	Shortages []Shortage
+}
+
+// RoomEnd is how a cart ended inside the room, without a saga: refused for stock at its
+// turn, or cancelled while it waited.
+type RoomEnd struct {
+	Status    Status     `json:"status"` // StatusOutOfStock or StatusCancelled
+	Entry     RoomEntry  `json:"entry"`
+	Shortages []Shortage `json:"shortages,omitempty"`
+}
+
+// RoomPlace is what the room knows of one cart (Room.Lookup).
+type RoomPlace struct {
+	Queued   bool  // waiting in line
+	Position int64 // with Queued
+	Leaving  bool  // taken from the line, its saga being started
+	Entry    *RoomEntry
+	End      *RoomEnd // ended in the room
+}
+
+// InRoom reports whether the room has anything to say about the cart.
+func (p RoomPlace) InRoom() bool { return p.Queued || p.Leaving || p.End != nil }
