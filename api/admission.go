@@ -112,6 +112,17 @@ func (l *limiter) acquire(ctx context.Context, wait time.Duration) (release func
 	return nil, errWaitedOut
 }
 
+// tryAcquire takes a place only if one is free now and nobody here waits for one; nil
+// otherwise.
+func (l *limiter) tryAcquire() (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waiting.Len() > 0 || l.inFlight >= int(l.limit) {
+		return nil
+	}
+	return l.releaser(l.admit())
+}
+
 // admit takes a place; l.mu is held.
 func (l *limiter) admit() uint64 {
 	l.inFlight++

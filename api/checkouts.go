@@ -126,6 +126,18 @@ func (s *Server) startCheckout(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	timeout := s.cfg.DefaultPaymentTimeoutSeconds
+	if req.PaymentTimeoutSeconds != nil {
+		timeout = *req.PaymentTimeoutSeconds
+	}
+	hash := requestHash(req, timeout)
+	// A cart waiting in the room (or ended there) is answered by the room: a retried POST
+	// keeps its place.
+	if place := s.roomPlace(ctx, req.CartID); place.InRoom() {
+		if err := s.answerRoom(c, place, hash, key); err != nil || place.End != nil || place.Entry != nil {
+			return err
+		}
+	}
 
 	if p := s.gate(ctx, req); p != nil {
 		return p
@@ -133,19 +145,25 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if p := s.requireWorker(ctx); p != nil {
 		return p
 	}
-	timeout := s.cfg.DefaultPaymentTimeoutSeconds
-	if req.PaymentTimeoutSeconds != nil {
-		timeout = *req.PaymentTimeoutSeconds
-	}
-	hash := requestHash(req, timeout)
 	// The key is claimed only once the request is about to start a saga: a body refused as
 	// bad input or sold out leaves its key free, so the client may fix the body and reuse it.
 	if p := s.claimKey(ctx, key, req.CartID, hash); p != nil {
 		return p
 	}
-	release, p := s.admit(ctx)
-	if p != nil {
-		return p
+	in := workflows.Input{
+		CheckoutID: req.CartID, CustomerID: req.CustomerID,
+		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
+		RequestHash: hash, IdempotencyKey: key,
+	}
+	for _, it := range req.Items {
+		in.Items = append(in.Items, shop.CartLine{SKU: it.SKU, Quantity: it.Quantity})
+	}
+	release, answered, err := s.enterRoom(c, shop.RoomEntry{
+		CartID: req.CartID, CustomerID: req.CustomerID, Items: in.Items,
+		TimeoutSeconds: timeout, IdempotencyKey: key, RequestHash: hash,
+	})
+	if answered {
+		return err
 	}
 	defer release()
 	if s.Gate != nil {
@@ -154,15 +172,6 @@ func (s *Server) startCheckout(c echo.Context) error {
 			// saga goes on, which can undersell, never oversell.
 			s.Logger.Warn("mark checkout started", "checkout_id", req.CartID, "error", err)
 		}
-	}
-
-	in := workflows.Input{
-		CheckoutID: req.CartID, CustomerID: req.CustomerID,
-		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
-		RequestHash: hash, IdempotencyKey: key,
-	}
-	for _, it := range req.Items {
-		in.Items = append(in.Items, shop.CartLine{SKU: it.SKU, Quantity: it.Quantity})
 	}
 
 	res, err := s.reserve(ctx, in)
@@ -359,6 +368,13 @@ func (s *Server) getCheckout(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	if place := s.roomPlace(ctx, id); place.InRoom() {
+		// A waiting cart: ?wait waits for it to leave the room, not for its end.
+		if answered, err := s.answerRoomGet(c, s.awaitRoom(ctx, id, place, wait)); answered {
+			return err
+		}
+		wait = 0
+	}
 	if wait > 0 {
 		if v, ended := s.awaitEnd(ctx, id, wait); ended {
 			return c.JSON(http.StatusOK, s.present(v))
@@ -449,6 +465,9 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	if answered, err := s.cancelInRoom(c, id); answered {
+		return err
+	}
 	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   shop.WorkflowID(id),
 		UpdateName:   workflows.UpdateCancel,
@@ -611,12 +630,7 @@ func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) *Problem {
 		return nil
 	}
 	metrics.SoldOut.Inc()
-	p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
-	for _, sh := range pre.Shortages {
-		p.Shortages = append(p.Shortages, shop.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
-	}
-	sort.Slice(p.Shortages, func(i, j int) bool { return p.Shortages[i].SKU < p.Shortages[j].SKU })
-	return p
+	return outOfStock(pre.Shortages)
 }
 
 // gate refuses a new cart before any saga: bad input first (a quantity over its SKU's limit

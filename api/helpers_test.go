@@ -28,6 +28,7 @@ const testAdminToken = "test-admin-token"
 // to Temporal, so reaching it (a nil client) panics into a 500 the test reports.
 type harness struct {
 	e      *echo.Echo
+	srv    *api.Server
 	pool   *pgxpool.Pool
 	inv    *inventory.Inventory
 	stock  *lua.Stock
@@ -58,7 +59,8 @@ func newHarness(t *testing.T, configure func(*api.Config, *api.Deps)) *harness {
 	if configure != nil {
 		configure(&cfg, &deps)
 	}
-	return &harness{e: api.New(cfg, deps), pool: pool, inv: inv, stock: stock, logger: deps.Logger}
+	srv := api.NewServer(cfg, deps)
+	return &harness{e: srv.Handler(), srv: srv, pool: pool, inv: inv, stock: stock, logger: deps.Logger}
 }
 
 // sku returns a fresh SKU whose Redis keys are removed when the test ends.

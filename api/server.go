@@ -91,14 +91,18 @@ type Config struct {
 	Namespace                string
 	RequestTimeout           time.Duration
 	// MaxStartingCheckouts caps the checkout requests talking to Temporal at once; below it
-	// the bound follows their latency against AdmissionTarget (admission.go). A request
-	// waits up to AdmissionWait for a place, then gets 503 with Retry-After.
+	// the bound follows their latency against AdmissionTarget (admission.go). Past it a cart
+	// waits in the waiting room (Deps.Room, room.go); without a room a request waits up to
+	// AdmissionWait for a place, then gets 503 with Retry-After.
 	MaxStartingCheckouts int
 	AdmissionWait        time.Duration
 	AdmissionTarget      time.Duration
 	// IdempotencyKeyRetention is how long a key stays bound to its body (the contract asks
 	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
 	IdempotencyKeyRetention time.Duration
+	// WaitingRoomSize is how many carts may wait in the room; past it POST answers 503
+	// waiting_room_full. DefaultWaitingRoomSize when 0.
+	WaitingRoomSize int64
 	// CheckoutSecretKeys sign and check the checkout secrets a buyer's GET and cancel need
 	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
 	// DevCheckoutSecretKey, which only the local stack and tests may use.
@@ -144,6 +148,9 @@ type Deps struct {
 	Trace echo.MiddlewareFunc
 	// RateLimits bound requests per client address and checkouts per customer; nil is off.
 	RateLimits *RateLimits
+	// Room is the waiting room that carts enter when they cannot start their saga at once
+	// (lua.Room); nil answers those 503 after AdmissionWait, as before the room.
+	Room WaitingRoom
 }
 
 // Server holds the handlers.
@@ -154,6 +161,9 @@ type Server struct {
 	workers   *workerCheck // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
+	e         *echo.Echo
+	roomBell  chan struct{} // rung when this replica puts a cart in the room
+	roomRate  roomRate      // carts leaving the room per second, measured
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
@@ -164,7 +174,14 @@ const (
 )
 
 // New builds the Echo server with every route of the contract.
-func New(cfg Config, deps Deps) *echo.Echo {
+func New(cfg Config, deps Deps) *echo.Echo { return NewServer(cfg, deps).Handler() }
+
+// Handler is the server's Echo instance, every route of the contract.
+func (s *Server) Handler() *echo.Echo { return s.e }
+
+// NewServer builds the server; Handler serves it, and RunWaitingRoom starts the sagas of the
+// carts that wait in its room (Deps.Room).
+func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
@@ -186,11 +203,15 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	if cfg.IdempotencyKeyRetention <= 0 {
 		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
 	}
+	if cfg.WaitingRoomSize <= 0 {
+		cfg.WaitingRoomSize = DefaultWaitingRoomSize
+	}
 	if len(cfg.CheckoutSecretKeys) == 0 {
 		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}
 	}
 	s := &Server{cfg: cfg, Deps: deps, admission: newLimiter(cfg.MaxStartingCheckouts, cfg.AdmissionTarget),
-		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys)}
+		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys),
+		roomBell: make(chan struct{}, 1)}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
 	}
@@ -240,7 +261,8 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge, requireJSON)
 	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund, requireJSON)
 	support.GET("/audit", s.getAudit)
-	return e
+	s.e = e
+	return s
 }
 
 // boundBodyRead gives the body the request's own deadline. ContextTimeout cannot reach a

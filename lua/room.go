@@ -268,3 +268,6 @@ func (r *Room) Waiting(ctx context.Context) (int64, error) {
 	}
 	return n.Val(), nil
 }
+
+// Name is the room's name, the hash tag of its keys.
+func (r *Room) Name() string { return r.name }

@@ -93,6 +93,7 @@ type config struct {
 	StripeAPIKey       string        // STRIPE_API_KEY: refunds and reconciliation (optional)
 	StripeAPIURL       string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
 	MaxStarting        int64         // MAX_STARTING_CHECKOUTS: admission bound
+	WaitingRoomSize    int64         // WAITING_ROOM_SIZE: carts that may wait for their saga
 	AdmissionWait      time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
 	// AdmissionTarget: ADMISSION_TARGET_MS, the start latency admission keeps the bound under
 	AdmissionTarget time.Duration
@@ -153,6 +154,7 @@ func loadConfig(dev bool) (config, error) {
 		StripeAPIKey:       str("STRIPE_API_KEY", ""),
 		StripeAPIURL:       str("STRIPE_API_URL", ""),
 		MaxStarting:        integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
+		WaitingRoomSize:    integer("WAITING_ROOM_SIZE", api.DefaultWaitingRoomSize, 1, 10_000_000),
 		AdmissionWait:      time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
 		AdmissionTarget:    time.Duration(integer("ADMISSION_TARGET_MS", api.DefaultAdmissionTarget.Milliseconds(), 10, 60_000)) * time.Millisecond,
 		CatalogTTL:         time.Duration(integer("CATALOG_CACHE_MS", store.DefaultCatalogTTL.Milliseconds(), 0, 60_000)) * time.Millisecond,

@@ -313,7 +313,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	ready := &api.Readiness{}
 	auditor := audit.New(d.pool, d.rdb, d.temporal, audit.Options{})
 	cat, inv := catalogAndInventory(d.store, d.stock, cfg.CatalogTTL, int(cfg.CatalogSize))
-	e := api.New(api.Config{
+	srv := api.NewServer(api.Config{
 		AdminToken:                   cfg.AdminToken,
 		StripeWebhookSecrets:         cfg.WebhookSecrets,
 		StripeWebhookTolerance:       cfg.WebhookTolerance,
@@ -326,6 +326,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		TemporalUIURL:                cfg.TemporalUIURL,
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),
+		WaitingRoomSize:              cfg.WaitingRoomSize,
 		AdmissionWait:                cfg.AdmissionWait,
 		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
@@ -344,6 +345,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Payments:  d.store,
 		Gate:      lua.NewSoldOutFlag(d.stock, lua.DefaultSoldOutBound), // losers of a sold-out SKU answered from memory
 		Keys:      d.store,
+		Room:      lua.NewRoom(d.rdb, lua.DefaultRoomName),
 		Workers:   worker.Presence{RDB: d.rdb, TaskQueue: workflows.TaskQueue},
 		Readiness: ready,
 		Ready: map[string]func(context.Context) error{
@@ -358,6 +360,8 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Audit:  auditor,
 		Trace:  d.tracing.EchoMiddleware(),
 	})
+	e := srv.Handler()
+	go srv.RunWaitingRoom(ctx)
 	// In `checkout dev` the worker runs in this process too: its metrics are in the same
 	// registry, so this one address serves both.
 	defer serveMetrics(cfg.APIMetricsAddr, "api", d.logger)()

@@ -1,0 +1,405 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// The waiting room. A flash sale's crowd arrives in one second; the API can start only so
+// many sagas at once (admission.go). A cart that cannot start now waits in a line shared by
+// every API replica (lua.Room), in the order it first arrived, holding nothing, and its POST
+// is answered 202 at once with its place. Each replica takes carts from the head whenever it
+// has a free place (RunWaitingRoom) and starts their sagas. A cart whose units are all spoken
+// for by the carts ahead is answered 409 at once; one that finds its SKU sold out at its turn
+// ends 409 without a saga. The reserve script stays the judge of every hold.
+
+// WaitingRoom is the line of carts waiting for their saga (lua.Room).
+type WaitingRoom interface {
+	// Enter asks for the cart to pass (mayPass and an empty line), be queued, or be told
+	// the room is full or its units are spoken for.
+	Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size int64) (shop.RoomAnswer, error)
+	// Pop takes the head of the line under a lease; false when the line is empty.
+	Pop(ctx context.Context) (shop.RoomEntry, bool, error)
+	Leave(ctx context.Context, cartID string) error // its saga started
+	Retry(ctx context.Context, cartID string) error // its saga could not start now
+	Refuse(ctx context.Context, end shop.RoomEnd) error
+	Cancel(ctx context.Context, cartID string) (end shop.RoomEnd, cancelled, leaving bool, err error)
+	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
+	Served(ctx context.Context) (int64, error) // carts ever taken from the line
+}
+
+// DefaultWaitingRoomSize holds a 70,000-buyer drop with room to spare: a waiting cart costs
+// Redis about 300 bytes.
+const DefaultWaitingRoomSize = 100_000
+
+// QueuedView is the answer for a cart in the waiting room (POST's 202, GET while it waits).
+type QueuedView struct {
+	CheckoutID      string      `json:"checkout_id"`
+	Status          string      `json:"status"` // "queued"
+	Position        int64       `json:"position"`
+	EstimatedWaitMS int64       `json:"estimated_wait_ms"`
+	Links           QueuedLinks `json:"links"`
+	CheckoutSecret  string      `json:"checkout_secret,omitempty"`
+}
+
+// QueuedLinks point at the waiting cart in the API (it has no saga to see in Temporal yet).
+type QueuedLinks struct {
+	Self string `json:"self"`
+}
+
+// enterRoom puts a new cart in the room unless it may start its saga now. When the cart
+// passes it returns the place to release once the saga's reservation is answered; otherwise
+// answered is true and err is the answer's error, if any (202, 409 or 503 sent). Without a
+// room, or when Redis cannot answer, the request waits for a place as before the room.
+func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry) (release func(), answered bool, err error) {
+	ctx := c.Request().Context()
+	var a shop.RoomAnswer
+	if s.Room != nil {
+		release = s.admission.tryAcquire()
+		a, err = s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize)
+		if err != nil {
+			s.Logger.Warn("waiting room unreachable; admitting as without it", "checkout_id", e.CartID, "error", err)
+			a.Outcome = shop.RoomPass
+		}
+	}
+	if a.Outcome == shop.RoomPass && release != nil {
+		return release, false, nil
+	}
+	if s.Room == nil || a.Outcome == shop.RoomPass {
+		release, p := s.admit(ctx)
+		if p != nil {
+			return nil, true, p
+		}
+		return release, false, nil
+	}
+	if release != nil {
+		release()
+	}
+	switch a.Outcome {
+	case shop.RoomQueued:
+		s.ringRoom()
+		return nil, true, s.answerQueued(c, a.Entry, a.Position, e.IdempotencyKey, http.StatusAccepted)
+	case shop.RoomShort:
+		return nil, true, outOfStock(a.Shortages)
+	default: // shop.RoomFull
+		p := problem(http.StatusServiceUnavailable, "waiting_room_full", "the waiting room is full; retry shortly")
+		p.retryAfter = 5
+		return nil, true, p
+	}
+}
+
+// answerRoom answers a POST of a cart the room knows: still waiting (202 with its place, if
+// the body is the one it entered with), or ended in the room (its end).
+func (s *Server) answerRoom(c echo.Context, place shop.RoomPlace, hash, key string) error {
+	if place.End != nil {
+		return s.answerRoomEnd(c, *place.End)
+	}
+	e := place.Entry
+	if e == nil { // taken and started between the two reads: the saga answers
+		return nil
+	}
+	if e.RequestHash != hash {
+		if e.IdempotencyKey == key {
+			return keyReused(key)
+		}
+		return problem(http.StatusConflict, "checkout_exists",
+			"cart "+e.CartID+" is already checking out with different contents; use a new cart_id")
+	}
+	return s.answerQueued(c, *e, place.Position, key, http.StatusAccepted)
+}
+
+// answerQueued is the 202 (or a GET's 200) of a waiting cart. The checkout's secret goes
+// only to requests under the key the cart entered with, as for a created checkout.
+func (s *Server) answerQueued(c echo.Context, e shop.RoomEntry, position int64, key string, status int) error {
+	v := QueuedView{
+		CheckoutID: e.CartID, Status: "queued", Position: position,
+		EstimatedWaitMS: s.estimateWait(position),
+		Links:           QueuedLinks{Self: "/v1/checkouts/" + e.CartID},
+	}
+	if key != "" && key == e.IdempotencyKey {
+		v.CheckoutSecret = s.secrets.sign(e.CartID)
+	}
+	c.Response().Header().Set(echo.HeaderLocation, v.Links.Self)
+	c.Response().Header().Set("Retry-After", "1")
+	return c.JSON(status, v)
+}
+
+// answerRoomEnd answers a cart that ended in the room: 409 for one refused for stock at its
+// turn, the cancelled view for one cancelled while it waited.
+func (s *Server) answerRoomEnd(c echo.Context, end shop.RoomEnd) error {
+	if end.Status == shop.StatusOutOfStock {
+		return outOfStock(end.Shortages)
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/checkouts/"+end.Entry.CartID)
+	return c.JSON(http.StatusOK, s.present(roomView(end)))
+}
+
+// roomView is the checkout view of a cart that ended in the room: no saga, nothing held,
+// no price taken.
+func roomView(end shop.RoomEnd) shop.View {
+	reason := "cancelled by the customer while waiting in the waiting room"
+	v := shop.View{CheckoutID: end.Entry.CartID, WorkflowID: shop.WorkflowID(end.Entry.CartID),
+		Status: end.Status, CustomerID: end.Entry.CustomerID, Reason: &reason, Shortages: end.Shortages}
+	for _, it := range end.Entry.Items {
+		v.Items = append(v.Items, shop.Item{SKU: it.SKU, Quantity: it.Quantity})
+	}
+	return v
+}
+
+func outOfStock(shortages []shop.Shortage) *Problem {
+	p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
+	p.Shortages = append([]shop.Shortage(nil), shortages...)
+	sort.Slice(p.Shortages, func(i, j int) bool { return p.Shortages[i].SKU < p.Shortages[j].SKU })
+	return p
+}
+
+// roomPlace is what the room knows of a cart; nothing without a room or when Redis cannot
+// answer (then the saga and Postgres answer, as for any cart).
+func (s *Server) roomPlace(ctx context.Context, cartID string) shop.RoomPlace {
+	if s.Room == nil {
+		return shop.RoomPlace{}
+	}
+	place, err := s.Room.Lookup(ctx, cartID)
+	if err != nil {
+		s.Logger.Warn("waiting room lookup", "checkout_id", cartID, "error", err)
+		return shop.RoomPlace{}
+	}
+	return place
+}
+
+// roomPoll is how often a GET that waits for a cart to leave the room looks again.
+const roomPoll = 50 * time.Millisecond
+
+// awaitRoom waits up to d for the cart to leave the line (its saga started, or its end in
+// the room), and returns what the room then knows.
+func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPlace, d time.Duration) shop.RoomPlace {
+	deadline := time.Now().Add(d)
+	for (place.Queued || place.Leaving) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return place
+		case <-time.After(roomPoll):
+		}
+		place = s.roomPlace(ctx, cartID)
+	}
+	return place
+}
+
+// answerRoomGet answers a GET of a cart the room knows, once it waited; false when the cart
+// has left the line for its saga, which then answers.
+func (s *Server) answerRoomGet(c echo.Context, place shop.RoomPlace) (bool, error) {
+	switch {
+	case place.End != nil:
+		return true, s.answerRoomEnd(c, *place.End)
+	case place.Queued && place.Entry != nil:
+		return true, s.answerQueued(c, *place.Entry, place.Position, "", http.StatusOK)
+	case place.Leaving && place.Entry != nil:
+		return true, s.answerQueued(c, *place.Entry, 0, "", http.StatusOK)
+	}
+	return false, nil
+}
+
+func (s *Server) ringRoom() {
+	select {
+	case s.roomBell <- struct{}{}:
+	default:
+	}
+}
+
+// roomIdle is how long a replica with a free place waits before it looks at an empty line
+// again, when no cart entered through it: carts that entered through another replica wait
+// at most this long for this one.
+const roomIdle = 20 * time.Millisecond
+
+// RunWaitingRoom starts the sagas of the carts in the room, from the head of the line, each
+// time this replica has a place free, until ctx ends. Every replica runs it; the room's lease
+// brings back at its place a cart whose replica died while starting it.
+func (s *Server) RunWaitingRoom(ctx context.Context) {
+	if s.Room == nil {
+		return
+	}
+	go s.roomRate.measure(ctx, s.Room.Served)
+	var starts sync.WaitGroup
+	defer starts.Wait()
+	for ctx.Err() == nil {
+		release, err := s.admission.acquire(ctx, time.Second)
+		if err != nil {
+			sleep(ctx, roomIdle)
+			continue
+		}
+		e, ok, err := s.Room.Pop(ctx)
+		if err != nil || !ok {
+			release()
+			if err != nil && ctx.Err() == nil {
+				s.Logger.Warn("waiting room: take", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-s.roomBell:
+			case <-time.After(roomIdle):
+			}
+			continue
+		}
+		starts.Add(1)
+		go func() {
+			defer starts.Done()
+			defer release()
+			if !s.startFromRoom(ctx, e) {
+				sleep(ctx, time.Second) // no worker, or Temporal down: do not spin on the head
+			}
+		}()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// startFromRoom starts the saga of a cart taken from the line; it reports false when the
+// cart went back in line because its saga could not start now.
+func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(base), s.cfg.RequestTimeout)
+	defer cancel()
+	log := s.Logger.With("checkout_id", e.CartID)
+	back := func(why string, err error) bool {
+		log.Warn("waiting room: cart back in line", "why", why, "error", err)
+		if err := s.Room.Retry(ctx, e.CartID); err != nil {
+			log.Warn("waiting room: put back", "error", err) // its lease brings it back
+		}
+		return false
+	}
+	if s.Gate != nil {
+		items := make(map[string]int64, len(e.Items))
+		for _, it := range e.Items {
+			items[it.SKU] = it.Quantity
+		}
+		if pre, err := s.Gate.Precheck(ctx, e.CartID, items); err == nil && pre.SoldOut() && !pre.Seen {
+			var short []shop.Shortage
+			for _, sh := range pre.Shortages {
+				short = append(short, shop.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
+			}
+			if err := s.Room.Refuse(ctx, shop.RoomEnd{Status: shop.StatusOutOfStock, Entry: e, Shortages: short}); err != nil {
+				return back("refuse", err)
+			}
+			return true
+		}
+	}
+	if p := s.requireWorker(ctx); p != nil {
+		return back(p.Code, nil)
+	}
+	if s.Gate != nil {
+		if err := s.Gate.MarkStarted(ctx, e.CartID); err != nil {
+			log.Warn("mark checkout started", "error", err)
+		}
+	}
+	in := workflows.Input{
+		CheckoutID: e.CartID, CustomerID: e.CustomerID, Items: e.Items,
+		PaymentTimeoutSeconds: e.TimeoutSeconds, RequestID: newRequestID(),
+		RequestHash: e.RequestHash, IdempotencyKey: e.IdempotencyKey,
+	}
+	if _, err := s.reserve(ctx, in); err != nil {
+		var p *Problem
+		if errors.As(err, &p) && p.Status < 500 {
+			// The saga exists and answered (a limit on its updates, say): the cart has left.
+			log.Warn("waiting room: start answered", "error", err)
+		} else {
+			return back("start", err)
+		}
+	}
+	if err := s.Room.Leave(ctx, e.CartID); err != nil {
+		log.Warn("waiting room: leave", "error", err) // its lease brings it back; a second start is harmless
+	}
+	return true
+}
+
+// roomRate is the rate carts leave the room, across every replica, measured from the room's
+// count of carts taken: an exponentially weighted average over about ten seconds.
+type roomRate struct {
+	mu      sync.Mutex
+	perSec  float64
+	last    int64
+	started bool
+}
+
+// measure samples served every second until ctx ends.
+func (r *roomRate) measure(ctx context.Context, served func(context.Context) (int64, error)) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n, err := served(ctx)
+		if err != nil {
+			continue
+		}
+		r.mu.Lock()
+		if r.started {
+			r.perSec = 0.8*r.perSec + 0.2*float64(n-r.last)
+		}
+		r.last, r.started = n, true
+		r.mu.Unlock()
+	}
+}
+
+func (r *roomRate) get() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.perSec
+}
+
+// estimateWait is how long a cart at position should wait: its place over the rate carts
+// leave the room. Before any rate is measured (the first second of a sale) it is the
+// admission bound's own pace: the bound's places, each freed in about the target latency.
+func (s *Server) estimateWait(position int64) int64 {
+	if position <= 0 {
+		return 0
+	}
+	rate := s.roomRate.get()
+	if rate < 1 {
+		limit, _ := s.admission.current()
+		rate = float64(max(limit, 1)) / s.cfg.AdmissionTarget.Seconds()
+	}
+	return int64(math.Ceil(float64(position) / rate * 1000))
+}
+
+// cancelInRoom cancels a cart that waits in the room, or answers the end it had there;
+// false when the room does not know the cart (its saga answers).
+func (s *Server) cancelInRoom(c echo.Context, cartID string) (bool, error) {
+	if s.Room == nil {
+		return false, nil
+	}
+	ctx := c.Request().Context()
+	end, cancelled, leaving, err := s.Room.Cancel(ctx, cartID)
+	switch {
+	case err != nil:
+		s.Logger.Warn("waiting room cancel", "checkout_id", cartID, "error", err)
+		return false, nil
+	case cancelled:
+		return true, c.JSON(http.StatusOK, s.present(roomView(end)))
+	case leaving:
+		// Its saga is being started this moment: the cancel goes to the saga once it runs.
+		p := problem(http.StatusServiceUnavailable, "checkout_starting", "the checkout is leaving the waiting room; retry shortly")
+		p.retryAfter = 1
+		return true, p
+	}
+	if place := s.roomPlace(ctx, cartID); place.End != nil {
+		return true, c.JSON(http.StatusOK, s.present(roomView(*place.End)))
+	}
+	return false, nil
+}

@@ -1,0 +1,174 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
+)
+
+// roomHarness is a harness whose API puts carts in a waiting room of its own, behind a cart
+// already waiting there (blocker, for blockerQty units of sku): every cart these tests send
+// queues behind it, and nothing reaches Temporal (the harness has none) unless the test
+// starts the room's dispatcher.
+type roomHarness struct {
+	*harness
+	room *lua.Room
+	sku  string
+}
+
+func newRoomHarness(t *testing.T, onHand, blockerQty, size int64, configure func(*api.Config, *api.Deps)) *roomHarness {
+	t.Helper()
+	room := lua.NewRoom(testenv.Redis(t), testenv.RandomID("room"))
+	t.Cleanup(func() { deleteRoom(t, room) })
+	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
+		cfg.MaxStartingCheckouts = 1
+		cfg.WaitingRoomSize = size
+		deps.Room = room
+		if configure != nil {
+			configure(cfg, deps)
+		}
+	})
+	sku := h.stockSKU(t, "ROOM", onHand, 500, 5, "usd")
+	blocker := shop.RoomEntry{CartID: "blocker", CustomerID: "u-0", Items: []shop.CartLine{{SKU: sku, Quantity: blockerQty}},
+		TimeoutSeconds: 900, IdempotencyKey: "blocker", RequestHash: "h"}
+	if a, err := room.Enter(t.Context(), blocker, false, size); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("the blocker enters the room: %+v %v", a, err)
+	}
+	return &roomHarness{harness: h, room: room, sku: sku}
+}
+
+// deleteRoom removes the room's keys (all on its hash tag).
+func deleteRoom(t *testing.T, room *lua.Room) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	for _, k := range rdb.Keys(ctx, fmt.Sprintf("room:{%s}:*", room.Name())).Val() {
+		rdb.Del(ctx, k)
+	}
+}
+
+func (h *roomHarness) post(t *testing.T, cart string, qty int64, key string) *httptest.ResponseRecorder {
+	t.Helper()
+	header := map[string]string{}
+	if key != "" {
+		header["Idempotency-Key"] = key
+	}
+	return h.do(t, request{method: http.MethodPost, path: "/v1/checkouts", header: header,
+		body: body(fmt.Sprintf(`{"cart_id":%q,"customer_id":"u-%s","items":[{"sku":%q,"quantity":%d}]}`, cart, cart, h.sku, qty))})
+}
+
+func queued(t *testing.T, rec *httptest.ResponseRecorder, status int) api.QueuedView {
+	t.Helper()
+	if rec.Code != status {
+		t.Fatalf("answer %d %s, want %d", rec.Code, rec.Body, status)
+	}
+	var v api.QueuedView
+	decodeJSON(t, rec, &v)
+	if v.Status != "queued" {
+		t.Fatalf("answer %s, want a queued cart", rec.Body)
+	}
+	return v
+}
+
+func TestACartBehindACrowdIsAnsweredItsPlaceAtOnce(t *testing.T) {
+	h := newRoomHarness(t, 100, 1, 100, nil)
+	rec := h.post(t, "c-1", 1, "")
+	v := queued(t, rec, http.StatusAccepted)
+	if v.Position != 2 || v.CheckoutSecret == "" || rec.Header().Get("Location") != "/v1/checkouts/c-1" {
+		t.Fatalf("202 = %+v, Location %q; want place 2 behind the blocker, a secret and a Location", v, rec.Header().Get("Location"))
+	}
+	if v.EstimatedWaitMS <= 0 {
+		t.Errorf("estimated_wait_ms = %d, want an estimate", v.EstimatedWaitMS)
+	}
+	// A retried POST keeps its place and gets the secret again; the same key with another
+	// body is refused, and nothing of it enters the room.
+	if again := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted); again.Position != 2 || again.CheckoutSecret != v.CheckoutSecret {
+		t.Fatalf("retried POST = %+v, want place 2 and the same secret", again)
+	}
+	if rec := h.post(t, "c-1", 2, ""); rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("same key, other body: %d %s, want 422", rec.Code, rec.Body)
+	}
+	if rec := h.post(t, "c-1", 2, "other-key"); rec.Code != http.StatusConflict {
+		t.Fatalf("same cart, other body and key: %d %s, want 409 checkout_exists", rec.Code, rec.Body)
+	}
+	// The buyer reads its place with the secret; anyone else learns nothing.
+	get := queued(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1", header: withSecret(v.CheckoutSecret)}), http.StatusOK)
+	if get.Position != 2 || get.CheckoutSecret != "" {
+		t.Fatalf("GET = %+v, want place 2 and no secret", get)
+	}
+	if rec := h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1"}); rec.Code != http.StatusNotFound {
+		t.Fatalf("GET without the secret: %d, want 404", rec.Code)
+	}
+	h.assertUntouched(t, h.sku, 100)
+}
+
+func TestAFullWaitingRoomAnswers503(t *testing.T) {
+	h := newRoomHarness(t, 100, 1, 2, nil)
+	queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	rec := h.post(t, "c-2", 1, "")
+	problemOf(t, rec, http.StatusServiceUnavailable, "waiting_room_full")
+	if rec.Header().Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+}
+
+func TestCartsBehindSpokenForUnitsAreAnswered409AtOnce(t *testing.T) {
+	h := newRoomHarness(t, 3, 2, 100, nil)
+	queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	p := problemOf(t, h.post(t, "c-2", 1, ""), http.StatusConflict, "out_of_stock")
+	if len(p.Shortages) != 1 || p.Shortages[0].Available != 0 {
+		t.Errorf("shortages = %+v, want none of the SKU left", p.Shortages)
+	}
+	h.assertUntouched(t, h.sku, 3)
+}
+
+func TestAWaitingCartWhoseSKUSoldOutEndsWithoutASaga(t *testing.T) {
+	h := newRoomHarness(t, 5, 1, 100, nil)
+	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	// The operator takes the SKU off sale while the carts wait.
+	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// The dispatcher judges each cart at its turn from Redis: sold out, so no saga (the
+	// harness has no Temporal; reaching it would panic).
+	h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.srv.RunWaitingRoom(ctx); close(done) }()
+	defer func() { stop(); <-done }()
+	problemOf(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=10", header: withSecret(v.CheckoutSecret)}),
+		http.StatusConflict, "out_of_stock")
+	// The end is final: a retried POST answers it.
+	problemOf(t, h.post(t, "c-1", 1, ""), http.StatusConflict, "out_of_stock")
+}
+
+func TestCancellingAWaitingCartFreesItsUnitsForTheNextInLine(t *testing.T) {
+	h := newRoomHarness(t, 2, 1, 100, nil)
+	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	problemOf(t, h.post(t, "c-2", 1, ""), http.StatusConflict, "out_of_stock")
+	cancel := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts/c-1/cancel", body: body(`{}`), header: withSecret(v.CheckoutSecret)})
+	var view api.CheckoutView
+	decodeJSON(t, cancel, &view)
+	if cancel.Code != http.StatusOK || view.Status != shop.StatusCancelled {
+		t.Fatalf("cancel a waiting cart: %d %s", cancel.Code, cancel.Body)
+	}
+	// Its end is final for GET and for a retried POST.
+	for _, rec := range []*httptest.ResponseRecorder{
+		h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1", header: withSecret(v.CheckoutSecret)}),
+		h.post(t, "c-1", 1, ""),
+	} {
+		decodeJSON(t, rec, &view)
+		if rec.Code != http.StatusOK || view.Status != shop.StatusCancelled {
+			t.Fatalf("after the cancel: %d %s, want the cancelled view", rec.Code, rec.Body)
+		}
+	}
+	// Its unit is free for the next in line.
+	queued(t, h.post(t, "c-3", 1, ""), http.StatusAccepted)
+}
