@@ -368,7 +368,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if place := s.roomPlace(ctx, id); place.InRoom() {
+	if place := s.roomPlace(ctx, id); place.InRoom() || place.Left {
 		// A waiting cart: ?wait waits for it to leave the room, not for its end.
 		if answered, err := s.answerRoomGet(c, s.awaitRoom(ctx, id, place, wait)); answered {
 			return err

@@ -76,8 +76,14 @@ func (r *Room) key(part string) string { return "room:{" + r.name + "}:" + part 
 func (r *Room) endKey(cartID string) string { return r.key("end:" + cartID) }
 
 func (r *Room) keys(cartID string) []string {
-	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.endKey(cartID)}
+	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.endKey(cartID), r.leftKey(cartID)}
 }
+
+func (r *Room) leftKey(cartID string) string { return r.key("left:" + cartID) }
+
+// leftTTL is how long the room remembers that a cart left for its saga: a GET ?wait its
+// buyer sent as the cart left answers at once instead of waiting for the checkout's end.
+const leftTTL = 10 * time.Second
 
 // Enter asks the room to take the cart. mayPass says the caller can start the saga now: then an empty line lets it pass
 // (RoomPass). A cart already in line answers its place; a full line answers RoomFull; a cart
@@ -208,7 +214,7 @@ func (r *Room) end(ctx context.Context, cartID, how string, end *shop.RoomEnd) (
 			return "", err
 		}
 	}
-	got, err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, how, string(raw), int64(r.endTTL.Seconds())).Text()
+	got, err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, how, string(raw), int64(r.endTTL.Seconds()), int64(leftTTL.Seconds())).Text()
 	if err != nil {
 		return "", fmt.Errorf("waiting room %s, cart %s: %w", how, cartID, err)
 	}
@@ -223,6 +229,7 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 	lease := pipe.ZScore(ctx, r.key("leaving"), cartID)
 	entry := pipe.HGet(ctx, r.key("carts"), cartID)
 	ended := pipe.Get(ctx, r.endKey(cartID))
+	left := pipe.Exists(ctx, r.leftKey(cartID))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return shop.RoomPlace{}, fmt.Errorf("look up cart %s in the waiting room: %w", cartID, err)
 	}
@@ -231,6 +238,7 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 		p.Queued, p.Position = true, rank.Val()+1
 	}
 	p.Leaving = lease.Err() == nil
+	p.Left = left.Val() > 0
 	if raw, err := entry.Result(); err == nil {
 		p.Entry = &shop.RoomEntry{}
 		if err := json.Unmarshal([]byte(raw), p.Entry); err != nil {

@@ -1,20 +1,22 @@
 -- Ends a cart's stay in the waiting room (see room.go).
 --
--- KEYS: line, carts, demand, leaving, end (the cart's end marker)
--- ARGV: cart, how, end (JSON, for how = "refuse" or "cancel"), end_ttl (s)
---   how = "leave":  its saga started; the room forgets it.
+-- KEYS: line, carts, demand, leaving, end (the cart's end marker), left (its left marker)
+-- ARGV: cart, how, end (JSON, for how = "refuse" or "cancel"), end_ttl (s), left_ttl (s)
+--   how = "leave":  its saga started; the room forgets it, but for a short-lived marker
+--                   that lets a GET ?wait sent just after answer at once.
 --   how = "retry":  its saga could not start now; back in line at its place (the next take
 --                   requeues it, as for a lease that ran out).
 --   how = "refuse": refused at its turn without a saga; the end is kept for GET and retries.
 --   how = "cancel": cancelled while in line; the end is kept. Only a cart still in line can
 --                   be cancelled here.
 -- Returns "ok", or for cancel "leaving" (its saga is being started) or "none" (not in line).
-local line, carts, demand, leaving, endkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local line, carts, demand, leaving, endkey, left = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local cart, how, ended, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 
 if how == 'leave' then
   redis.call('ZREM', leaving, cart)
   redis.call('HDEL', carts, cart)
+  redis.call('SET', left, '1', 'EX', tonumber(ARGV[5]))
 elseif how == 'retry' then
   if redis.call('ZSCORE', leaving, cart) then
     redis.call('ZADD', leaving, 0, cart)

@@ -19,8 +19,10 @@ if redis.call('ZSCORE', leaving, cart) then
   return {'queued', 0, redis.call('HGET', carts, cart)}
 end
 
+-- A cart passes only when nobody is ahead: none in line, none being started (a cart that
+-- passed would race the one being started for the last units).
 local waiting = redis.call('ZCARD', line)
-if may_pass == '1' and waiting == 0 then
+if may_pass == '1' and waiting == 0 and redis.call('ZCARD', leaving) == 0 then
   return {'pass'}
 end
 if waiting >= size then

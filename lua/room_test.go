@@ -78,6 +78,12 @@ func TestAnEmptyRoomLetsACartPassOnlyWhenTheCallerCanStartIt(t *testing.T) {
 	if a, err := r.Enter(t.Context(), roomEntry("c", sku, 1), true, 10); err != nil || a.Outcome != shop.RoomQueued || a.Position != 2 {
 		t.Fatalf("line of one, may pass: %+v %v", a, err)
 	}
+	// Nobody in line, but b and c are being started: a newcomer queues, and is next.
+	pop(t, r)
+	pop(t, r)
+	if a, err := r.Enter(t.Context(), roomEntry("d", sku, 1), true, 10); err != nil || a.Outcome != shop.RoomQueued || a.Position != 1 {
+		t.Fatalf("empty line, two carts being started, may pass: %+v %v", a, err)
+	}
 }
 
 func TestAFullRoomSaysSo(t *testing.T) {

@@ -46,6 +46,7 @@ type RoomPlace struct {
 	Queued   bool  // waiting in line
 	Position int64 // with Queued
 	Leaving  bool  // taken from the line, its saga being started
+	Left     bool  // left the line for its saga a moment ago
 	Entry    *RoomEntry
 	End      *RoomEnd // ended in the room
 }

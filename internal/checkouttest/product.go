@@ -200,6 +200,22 @@ func (p *Product) startWorker() (stop func(), err error) {
 // gate when gate is set, and returns its base URL; Close stops it. cfg's empty fields get
 // Options.API's, then the package defaults.
 func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url string) {
+	return p.ServeAPIWith(cfg, tc, APIOptions{Gate: gate})
+}
+
+// APIOptions are the parts of an API replica ServeAPIWith wires beside its Config.
+type APIOptions struct {
+	Gate bool // the sold-out gate, as the product wires it
+	// Room is the waiting room the replica puts carts in (nil: none); Dispatch runs the
+	// replica's taking of carts from it (RunWaitingRoom) until Close. A replica with a room
+	// and no Dispatch is one that died after it answered its 202s.
+	Room     *lua.Room
+	Dispatch bool
+}
+
+// ServeAPIWith is ServeAPI with the replica's parts chosen by o.
+func (p *Product) ServeAPIWith(cfg api.Config, tc client.Client, o APIOptions) (url string) {
+	gate := o.Gate
 	def := p.opts.API
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = or(def.AdminToken, AdminToken)
@@ -229,7 +245,17 @@ func (p *Product) ServeAPI(cfg api.Config, tc client.Client, gate bool) (url str
 	if gate { // the gate as the product wires it: losers of a sold-out SKU answered from memory
 		deps.Gate = lua.NewSoldOutFlag(p.Stock, lua.DefaultSoldOutBound)
 	}
-	var h http.Handler = api.New(cfg, deps)
+	if o.Room != nil {
+		deps.Room = o.Room
+	}
+	srv := api.NewServer(cfg, deps)
+	if o.Room != nil && o.Dispatch {
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { srv.RunWaitingRoom(ctx); close(done) }()
+		p.onClose(func() { stop(); <-done })
+	}
+	var h http.Handler = srv.Handler()
 	if p.opts.Wrap != nil {
 		h = p.opts.Wrap(h)
 	}

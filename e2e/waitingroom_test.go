@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
+)
+
+// roomBuyer is one cart of a waiting-room sale, as its buyer saw it.
+type roomBuyer struct {
+	id       string
+	sent     time.Time // the first POST left
+	answered time.Time // the final answer (201, or the GET that saw it leave the room) came
+	queued   bool      // the POST answered 202
+	won      bool      // it holds its unit
+	err      error
+}
+
+// buy checks a cart out as a browser does: POST, and on a 202 GET ?wait=10 with the secret
+// until the cart has left the waiting room.
+func buy(ctx context.Context, cl *checkouttest.Client, b *roomBuyer, sku string) {
+	b.sent = time.Now()
+	var raw json.RawMessage
+	a, err := cl.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: b.id, CustomerID: "u-" + b.id,
+		Items: []api.RequestItem{{SKU: sku, Quantity: 1}}}, nil, &raw)
+	var secret string
+	for ; err == nil; a, err = cl.Do(ctx, http.MethodGet, "/v1/checkouts/"+b.id+"?wait=10", nil, checkouttest.Buyer(secret), &raw) {
+		var v struct {
+			Status shop.Status `json:"status"`
+			Secret string      `json:"checkout_secret"`
+		}
+		_ = json.Unmarshal(raw, &v)
+		switch {
+		case a.Code == http.StatusAccepted:
+			b.queued, secret = true, v.Secret
+			continue
+		case a.Code == http.StatusOK && v.Status == "queued":
+			continue
+		case a.Code == http.StatusConflict && a.Problem == "out_of_stock",
+			(a.Code == http.StatusOK || a.Code == http.StatusCreated) && v.Status == shop.StatusOutOfStock:
+		case (a.Code == http.StatusOK || a.Code == http.StatusCreated) && v.Status == shop.StatusAwaitingPayment:
+			b.won = true
+		default:
+			err = fmt.Errorf("answered %d %s", a.Code, a.Body)
+		}
+		break
+	}
+	b.answered, b.err = time.Now(), err
+}
+
+// TestTheWaitingRoomServesFirstComeFirstServedAcrossTwoReplicas sells 12 units to 48 buyers
+// arriving one every 15 ms at two API replicas, each starting one saga at a time, so most
+// wait in the room. Every buyer gets an answer; exactly the 12 units are held; and no buyer
+// holds a unit that an earlier buyer (by more than 200 ms) was refused.
+func TestTheWaitingRoomServesFirstComeFirstServedAcrossTwoReplicas(t *testing.T) {
+	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
+	ctx := t.Context()
+	run := testenv.RandomID("")
+	sku := "ROOM-" + run
+	const units, buyers = 12, 48
+	if err := p.SetStock(ctx, sku, units, 1); err != nil {
+		t.Fatal(err)
+	}
+	room := lua.NewRoom(p.Redis, "room-"+run)
+	var replicas []*checkouttest.Client
+	for range 2 {
+		url := p.ServeAPIWith(api.Config{MaxStartingCheckouts: 1}, p.Temporal, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true})
+		replicas = append(replicas, checkouttest.NewClient(url))
+	}
+
+	all := make([]*roomBuyer, buyers)
+	var wg sync.WaitGroup
+	for i := range all {
+		all[i] = &roomBuyer{id: fmt.Sprintf("w-%s-%02d", run, i)}
+		wg.Add(1)
+		go func() { defer wg.Done(); buy(ctx, replicas[i%2], all[i], sku) }()
+		time.Sleep(15 * time.Millisecond)
+	}
+	wg.Wait()
+
+	won, queued := 0, 0
+	for _, b := range all {
+		if b.err != nil {
+			t.Errorf("buyer %s: %v", b.id, b.err)
+		}
+		if b.won {
+			won++
+		}
+		if b.queued {
+			queued++
+		}
+	}
+	if won != units {
+		t.Errorf("%d buyers hold a unit of %d", won, units)
+	}
+	if queued == 0 {
+		t.Error("no buyer waited in the room: the test did not test it")
+	}
+	overtaken := 0
+	for _, early := range all {
+		for _, late := range all {
+			if !early.won && late.won && late.sent.Sub(early.sent) > 200*time.Millisecond {
+				overtaken++
+				t.Errorf("buyer %s (sent %s) holds a unit that %s, sent %s earlier, was refused",
+					late.id, late.sent.Format("15:04:05.000"), early.id, late.sent.Sub(early.sent))
+			}
+		}
+	}
+	t.Logf("%d buyers, %d waited in the room, %d hold a unit, %d overtaken", buyers, queued, won, overtaken)
+	level, err := p.Stock.Level(ctx, sku)
+	if err != nil || level.Available != 0 || level.Held != units {
+		t.Errorf("stock of %s = %+v %v, want all %d units held", sku, level, err, units)
+	}
+}
+
+// TestCartsWaitingOnAReplicaThatDiedAreServedOnceByAnother: replica A answered 202 to its
+// buyers, took the first cart from the line and died before it started its saga. Replica B
+// serves every one of them, the taken cart once its lease ran out, each with one saga and
+// one hold.
+func TestCartsWaitingOnAReplicaThatDiedAreServedOnceByAnother(t *testing.T) {
+	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
+	ctx := t.Context()
+	run := testenv.RandomID("")
+	sku := "ROOM-" + run
+	if err := p.SetStock(ctx, sku, 100, 1); err != nil {
+		t.Fatal(err)
+	}
+	room := lua.NewRoom(p.Redis, "room-"+run).WithLease(2 * time.Second)
+	dead := checkouttest.NewClient(p.ServeAPIWith(api.Config{MaxStartingCheckouts: 1}, p.Temporal,
+		checkouttest.APIOptions{Gate: true, Room: room}))
+
+	// A's dispatcher took the first cart and died with it.
+	first := shop.RoomEntry{CartID: "taken-" + run, CustomerID: "u-0", Items: []shop.CartLine{{SKU: sku, Quantity: 1}},
+		TimeoutSeconds: 600, IdempotencyKey: "taken-" + run, RequestHash: "h"}
+	if a, err := room.Enter(ctx, first, false, 100); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("enter %s: %+v %v", first.CartID, a, err)
+	}
+	if e, ok, err := room.Pop(ctx); err != nil || !ok || e.CartID != first.CartID {
+		t.Fatalf("take %s: %+v %v %v", first.CartID, e, ok, err)
+	}
+	carts := []string{first.CartID}
+	secrets := map[string]string{first.CartID: api.CheckoutSecret(checkouttest.CheckoutSecretKey, first.CartID)}
+	for i := range 10 {
+		id := fmt.Sprintf("d-%s-%02d", run, i)
+		var v api.QueuedView
+		a, err := dead.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: id, CustomerID: "u-" + id,
+			Items: []api.RequestItem{{SKU: sku, Quantity: 1}}}, nil, &v)
+		if err != nil || a.Code != http.StatusAccepted {
+			t.Fatalf("POST %s to replica A: %d %s %v, want 202", id, a.Code, a.Body, err)
+		}
+		carts, secrets[id] = append(carts, id), v.CheckoutSecret
+	}
+
+	alive := checkouttest.NewClient(p.ServeAPIWith(api.Config{}, p.Temporal, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true}))
+	for _, id := range carts {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var v api.CheckoutView
+			a, err := alive.Do(ctx, http.MethodGet, "/v1/checkouts/"+id+"?wait=10", nil, checkouttest.Buyer(secrets[id]), &v)
+			if err != nil {
+				t.Fatalf("GET %s: %v", id, err)
+			}
+			if a.Code == http.StatusOK && v.Status == shop.StatusAwaitingPayment {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cart %s never left the room: %d %s", id, a.Code, a.Body)
+			}
+		}
+	}
+	level, err := p.Stock.Level(ctx, sku)
+	holds, herr := p.Redis.HLen(ctx, lua.HoldsKey(sku)).Result()
+	if err != nil || herr != nil || level.Held != int64(len(carts)) || holds != int64(len(carts)) {
+		t.Errorf("stock of %s = %+v with %d holds (%v %v), want %d holds of one unit", sku, level, holds, err, herr, len(carts))
+	}
+	if place, err := room.Lookup(ctx, first.CartID); err != nil || place.InRoom() {
+		t.Errorf("the room still knows %s: %+v %v", first.CartID, place, err)
+	}
+}
