@@ -166,7 +166,7 @@ func (sl *sale) post(c *cart) {
 	deadline := time.Now().Add(clientDeadline)
 	for {
 		var v api.CheckoutView
-		code, hdr, err := sl.s.do(http.MethodPost, "/v1/checkouts", c.body, nil, &v)
+		code, hdr, queued, err := sl.s.checkout(c.body, &v)
 		switch {
 		case err != nil && code == 0:
 			sl.transportFails.Add(1)
@@ -194,7 +194,8 @@ func (sl *sale) post(c *cart) {
 			return
 		default:
 			c.code, c.view, c.err = code, v, err
-			c.created = code == http.StatusCreated
+			// A cart that waited in the room and left it holding is a 201's promise too.
+			c.created = code == http.StatusCreated || queued && code == http.StatusOK && v.Status == shop.StatusAwaitingPayment
 			return
 		}
 		if time.Now().After(deadline) {

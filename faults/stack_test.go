@@ -227,6 +227,12 @@ func (s *stack) do(method, path string, body []byte, header map[string]string, o
 	return a.Code, a.Header, err
 }
 
+// checkout POSTs a cart and follows it through the waiting room (checkouttest.Client.Checkout).
+func (s *stack) checkout(body []byte, out *api.CheckoutView) (int, http.Header, bool, error) {
+	a, err := (&checkouttest.Client{BaseURL: s.url, HTTP: s.http}).Checkout(context.Background(), body, nil, out)
+	return a.Code, a.Header, a.Queued, err
+}
+
 // readyz returns /readyz's status and checks.
 func (s *stack) readyz() (int, map[string]string) {
 	var body struct {

@@ -76,7 +76,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 			retrying := *replica.client
 			retrying.MaxRetries = 60
 			for range 5 {
-				a, err := retrying.Do(t.Context(), http.MethodPost, "/v1/checkouts", body, nil, &b.view)
+				a, err := retrying.Checkout(t.Context(), body, nil, &b.view)
 				b.code = a.Code
 				shed.Add(int32(a.Retried))
 				if err == nil {

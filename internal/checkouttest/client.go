@@ -44,6 +44,7 @@ type Answer struct {
 	Retried    int           // answers retried after their Retry-After
 	Latency    time.Duration // of the last attempt
 	Answered   time.Time     // when the last answer arrived
+	Queued     bool          // the cart waited in the waiting room (Checkout)
 }
 
 // JSON is the answer's body decoded as an object (nil if it is not one).
@@ -129,6 +130,54 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, hea
 		return fmt.Errorf("read %s %s answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// Checkout POSTs a cart as a browser does: when the cart waits in the waiting room (202),
+// it asks GET ?wait=10 with the 202's checkout_secret until the cart has left the room. The
+// answer is the final one: the view (201, or 200 for a cart that left the room or a retry),
+// a 409, or an error; Queued says the cart waited. out, if not nil, gets the view, with the
+// secret of the 202 kept.
+func (c *Client) Checkout(ctx context.Context, body any, header map[string]string, out *api.CheckoutView) (Answer, error) {
+	var v api.CheckoutView
+	a, err := c.Do(ctx, http.MethodPost, "/v1/checkouts", body, header, &v)
+	secret, queued, cart := v.CheckoutSecret, false, cartOf(body)
+	for err == nil && (a.Code == http.StatusAccepted || a.Code == http.StatusOK && v.Status == "queued") {
+		queued = true
+		attempts, retried := a.Attempts, a.Retried
+		get := map[string]string{api.CheckoutSecretHeader: secret}
+		for k, val := range header {
+			get[k] = val
+		}
+		v = api.CheckoutView{}
+		a, err = c.Do(ctx, http.MethodGet, "/v1/checkouts/"+cart+"?wait=10", nil, get, &v)
+		a.Attempts, a.Retried = append(attempts, a.Attempts...), retried+a.Retried
+	}
+	a.Queued = queued
+	if v.CheckoutSecret == "" {
+		v.CheckoutSecret = secret
+	}
+	if out != nil {
+		*out = v
+	}
+	return a, err
+}
+
+// cartOf is the cart id of a checkout request body (a CheckoutRequest or its JSON).
+func cartOf(body any) string {
+	switch b := body.(type) {
+	case api.CheckoutRequest:
+		return b.CartID
+	case *api.CheckoutRequest:
+		return b.CartID
+	case []byte:
+		var r api.CheckoutRequest
+		_ = json.Unmarshal(b, &r)
+		return r.CartID
+	}
+	raw, _ := json.Marshal(body)
+	var r api.CheckoutRequest
+	_ = json.Unmarshal(raw, &r)
+	return r.CartID
 }
 
 // Admin is the Authorization header of the operator and support endpoints.
