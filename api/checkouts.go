@@ -110,6 +110,9 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
+	if p := identify(c, &req); p != nil {
+		return p
+	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if p := validateCheckout(req, key, s.maxPaymentTimeout()); p != nil {
 		return p

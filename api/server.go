@@ -83,7 +83,12 @@ type Config struct {
 	DefaultPaymentTimeoutSeconds int64
 	// ClientTokens turns client authentication on for the checkout endpoints: token ->
 	// client (see ParseClientTokens). A client then reads and cancels only its own carts.
+	// Server to server: the client's customer_id is trusted.
 	ClientTokens map[string]string
+	// IdentityTokens turns buyer identity on (browser direct): POST /v1/checkouts needs a
+	// token the shop's login signed, and its subject is the customer (identity.go). Not with
+	// ClientTokens: both are bearer tokens of the Authorization header.
+	IdentityTokens *IdentityVerifier
 	// MaxPaymentTimeoutSeconds caps the window a client may ask for (payment_timeout_seconds);
 	// DefaultMaxPaymentTimeoutSeconds when 0. Longer holds only through support's extend.
 	MaxPaymentTimeoutSeconds int64
@@ -222,7 +227,7 @@ func New(cfg Config, deps Deps) *echo.Echo {
 	// Every body but a webhook's is JSON (requireJSON); a webhook's is verified as the raw
 	// bytes its sender signed, whatever it is labelled. The buyer's routes count against the
 	// caller's address first (limitAddress), before anything else costs.
-	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, requireJSON)
+	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, s.requireIdentity, requireJSON)
 	v1.GET("/checkouts/:cart_id", s.getCheckout, s.limitAddress, s.requireClient)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient, requireJSON)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
