@@ -125,9 +125,6 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if err := s.limitCheckouts(c, req.CustomerID); err != nil {
 		return err
 	}
-	if err := s.checkOwner(c, req.CartID, true); err != nil {
-		return err
-	}
 	ctx := c.Request().Context()
 
 	if p := s.gate(ctx, req); p != nil {
@@ -141,8 +138,12 @@ func (s *Server) startCheckout(c echo.Context) error {
 		timeout = *req.PaymentTimeoutSeconds
 	}
 	hash := requestHash(req, timeout)
-	// The key is claimed only once the request is about to start a saga: a body refused as
-	// bad input or sold out leaves its key free, so the client may fix the body and reuse it.
+	// The cart and the key are claimed only once the request is about to start a saga: a body
+	// refused as bad input or sold out writes nothing, and leaves its key free, so the client
+	// may fix the body and reuse it.
+	if err := s.checkOwner(c, req.CartID, true); err != nil {
+		return err
+	}
 	if p := s.claimKey(ctx, key, req.CartID, hash); p != nil {
 		return p
 	}
