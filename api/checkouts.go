@@ -144,7 +144,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if err := s.checkOwner(c, req.CartID, true); err != nil {
 		return err
 	}
-	if p := s.claimKey(ctx, key, req.CartID, hash); p != nil {
+	if p := s.claimKey(ctx, callerScope(c), key, req.CartID, hash); p != nil {
 		return p
 	}
 	release, p := s.admit(ctx)
@@ -183,14 +183,15 @@ func (s *Server) startCheckout(c echo.Context) error {
 	return s.answerReservation(c, res, key)
 }
 
-// claimKey binds the Idempotency-Key to this body, for any cart, and refuses the request when
-// the key already belongs to another body. The saga checks again within its cart; this index
-// is what catches a key reused for another cart, and it outlives Temporal's retention.
-func (s *Server) claimKey(ctx context.Context, key, cartID, hash string) *Problem {
+// claimKey binds the caller's Idempotency-Key to this body, for any cart, and refuses the
+// request when the key already belongs to another body of the same caller (scope, see
+// callerScope). The saga checks again within its cart; this index is what catches a key
+// reused for another cart, and it outlives Temporal's retention.
+func (s *Server) claimKey(ctx context.Context, scope, key, cartID, hash string) *Problem {
 	if s.Keys == nil {
 		return nil
 	}
-	held, err := s.Keys.ClaimIdempotencyKey(ctx, shop.IdempotencyClaim{Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
+	held, err := s.Keys.ClaimIdempotencyKey(ctx, shop.IdempotencyClaim{Scope: scope, Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
 	if err != nil {
 		return unavailable("postgres", err)
 	}

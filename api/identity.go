@@ -249,3 +249,16 @@ func identify(c echo.Context, req *CheckoutRequest) *Problem {
 	}
 	return nil
 }
+
+// callerScope is the namespace of the caller's Idempotency-Keys: its client, or its customer
+// when an identity token named one; "" for the local stack and tests, where every caller
+// shares one. One caller's keys then never collide with another's.
+func callerScope(c echo.Context) string {
+	if client, _ := c.Get(ctxClient).(string); client != "" {
+		return "client/" + client
+	}
+	if customer, _ := c.Get(ctxCustomer).(string); customer != "" {
+		return "customer/" + customer
+	}
+	return ""
+}

@@ -57,8 +57,8 @@ type Gate interface {
 	MarkStarted(ctx context.Context, checkoutID string) error
 }
 
-// IdempotencyKeys binds each Idempotency-Key to the first request body it was used with,
-// across carts (Postgres, see shop.Store.ClaimIdempotencyKey).
+// IdempotencyKeys binds each Idempotency-Key to the first request body its caller used it
+// with, across carts (Postgres, see store.Store.ClaimIdempotencyKey).
 type IdempotencyKeys interface {
 	ClaimIdempotencyKey(ctx context.Context, c shop.IdempotencyClaim, retention time.Duration) (shop.IdempotencyClaim, error)
 }
