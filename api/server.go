@@ -159,6 +159,8 @@ type Server struct {
 	workers   *workerCheck // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
+	// readyCache answers /readyz from one round of checks a second (ops.go)
+	readyCache readyCache
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
