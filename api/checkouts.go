@@ -177,8 +177,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		if res.IdempotencyKey == key {
 			return keyReused(key)
 		}
-		return problem(http.StatusConflict, "checkout_exists",
-			"cart "+req.CartID+" is already checking out with different contents; use a new cart_id")
+		return checkoutExists(req.CartID)
 	}
 	return s.answerReservation(c, res, key)
 }
@@ -199,6 +198,11 @@ func (s *Server) claimKey(ctx context.Context, scope, key, cartID, hash string) 
 		return keyReused(key)
 	}
 	return nil
+}
+
+func checkoutExists(cartID string) *Problem {
+	return problem(http.StatusConflict, "checkout_exists",
+		"cart "+cartID+" is already checking out with different contents; use a new cart_id")
 }
 
 func keyReused(key string) *Problem {
@@ -223,6 +227,11 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 	switch {
 	case err == nil:
 		return res, nil
+	// The saga refused a request with another body before it entered its history.
+	case workflows.IsErrorType(err, shop.ErrTypeIdempotencyKeyReused):
+		return res, keyReused(in.IdempotencyKey)
+	case workflows.IsErrorType(err, shop.ErrTypeCheckoutExists):
+		return res, checkoutExists(in.CheckoutID)
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err) || isNotFound(err):
 		// The cart's saga already finished: answer with how it ended.
 		v, err := s.finishedView(ctx, in.CheckoutID)
