@@ -793,9 +793,9 @@ func isTotalUpdateLimit(err error) bool {
 const tooManyUpdateRetryAfter = 60
 
 func tooManyUpdates(checkoutID string) *Problem {
-	detail := "this checkout takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+	detail := "this checkout takes no more changes (Temporal's limit on updates per workflow); support can still end it in the Temporal Web UI"
 	if checkoutID != "" {
-		detail = "checkout " + checkoutID + " takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+		detail = "checkout " + checkoutID + " takes no more changes (Temporal's limit on updates per workflow); support can still end it in the Temporal Web UI"
 	}
 	p := problem(http.StatusTooManyRequests, "too_many_updates", detail)
 	p.retryAfter = tooManyUpdateRetryAfter
