@@ -110,6 +110,9 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
+	if p := identify(c, &req); p != nil {
+		return p
+	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if p := validateCheckout(req, key, s.maxPaymentTimeout()); p != nil {
 		return p
@@ -122,9 +125,6 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if err := s.limitCheckouts(c, req.CustomerID); err != nil {
 		return err
 	}
-	if err := s.checkOwner(c, req.CartID, true); err != nil {
-		return err
-	}
 	ctx := c.Request().Context()
 	timeout := s.cfg.DefaultPaymentTimeoutSeconds
 	if req.PaymentTimeoutSeconds != nil {
@@ -134,6 +134,9 @@ func (s *Server) startCheckout(c echo.Context) error {
 	// A cart waiting in the room (or ended there) is answered by the room: a retried POST
 	// keeps its place.
 	if place := s.roomPlace(ctx, req.CartID); place.InRoom() {
+		if err := s.checkOwner(c, req.CartID, true); err != nil { // another client's cart
+			return err
+		}
 		if err := s.answerRoom(c, place, hash, key); err != nil || place.End != nil || place.Entry != nil {
 			return err
 		}
@@ -145,9 +148,13 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if p := s.requireWorker(ctx); p != nil {
 		return p
 	}
-	// The key is claimed only once the request is about to start a saga: a body refused as
-	// bad input or sold out leaves its key free, so the client may fix the body and reuse it.
-	if p := s.claimKey(ctx, key, req.CartID, hash); p != nil {
+	// The cart and the key are claimed only once the request is about to start a saga: a body
+	// refused as bad input or sold out writes nothing, and leaves its key free, so the client
+	// may fix the body and reuse it.
+	if err := s.checkOwner(c, req.CartID, true); err != nil {
+		return err
+	}
+	if p := s.claimKey(ctx, callerScope(c), key, req.CartID, hash); p != nil {
 		return p
 	}
 	in := workflows.Input{
@@ -182,20 +189,20 @@ func (s *Server) startCheckout(c echo.Context) error {
 		if res.IdempotencyKey == key {
 			return keyReused(key)
 		}
-		return problem(http.StatusConflict, "checkout_exists",
-			"cart "+req.CartID+" is already checking out with different contents; use a new cart_id")
+		return checkoutExists(req.CartID)
 	}
 	return s.answerReservation(c, res, key)
 }
 
-// claimKey binds the Idempotency-Key to this body, for any cart, and refuses the request when
-// the key already belongs to another body. The saga checks again within its cart; this index
-// is what catches a key reused for another cart, and it outlives Temporal's retention.
-func (s *Server) claimKey(ctx context.Context, key, cartID, hash string) *Problem {
+// claimKey binds the caller's Idempotency-Key to this body, for any cart, and refuses the
+// request when the key already belongs to another body of the same caller (scope, see
+// callerScope). The saga checks again within its cart; this index is what catches a key
+// reused for another cart, and it outlives Temporal's retention.
+func (s *Server) claimKey(ctx context.Context, scope, key, cartID, hash string) *Problem {
 	if s.Keys == nil {
 		return nil
 	}
-	held, err := s.Keys.ClaimIdempotencyKey(ctx, shop.IdempotencyClaim{Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
+	held, err := s.Keys.ClaimIdempotencyKey(ctx, shop.IdempotencyClaim{Scope: scope, Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
 	if err != nil {
 		return unavailable("postgres", err)
 	}
@@ -203,6 +210,11 @@ func (s *Server) claimKey(ctx context.Context, key, cartID, hash string) *Proble
 		return keyReused(key)
 	}
 	return nil
+}
+
+func checkoutExists(cartID string) *Problem {
+	return problem(http.StatusConflict, "checkout_exists",
+		"cart "+cartID+" is already checking out with different contents; use a new cart_id")
 }
 
 func keyReused(key string) *Problem {
@@ -227,6 +239,11 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 	switch {
 	case err == nil:
 		return res, nil
+	// The saga refused a request with another body before it entered its history.
+	case workflows.IsErrorType(err, shop.ErrTypeIdempotencyKeyReused):
+		return res, keyReused(in.IdempotencyKey)
+	case workflows.IsErrorType(err, shop.ErrTypeCheckoutExists):
+		return res, checkoutExists(in.CheckoutID)
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err) || isNotFound(err):
 		// The cart's saga already finished: answer with how it ended.
 		v, err := s.finishedView(ctx, in.CheckoutID)
@@ -793,9 +810,9 @@ func isTotalUpdateLimit(err error) bool {
 const tooManyUpdateRetryAfter = 60
 
 func tooManyUpdates(checkoutID string) *Problem {
-	detail := "this checkout takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+	detail := "this checkout takes no more changes (Temporal's limit on updates per workflow); support can still end it in the Temporal Web UI"
 	if checkoutID != "" {
-		detail = "checkout " + checkoutID + " takes no more changes (Temporal's limit on updates per workflow); support can still act on it"
+		detail = "checkout " + checkoutID + " takes no more changes (Temporal's limit on updates per workflow); support can still end it in the Temporal Web UI"
 	}
 	p := problem(http.StatusTooManyRequests, "too_many_updates", detail)
 	p.retryAfter = tooManyUpdateRetryAfter

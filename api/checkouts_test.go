@@ -13,13 +13,18 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 )
 
-// cart renders a checkout request body; items are sku:quantity pairs.
+// cart renders a checkout request body; items are sku:quantity pairs. An empty customerID
+// leaves customer_id out (an identity token names the customer).
 func cart(cartID, customerID string, items ...any) string {
 	var lines []map[string]any
 	for i := 0; i+1 < len(items); i += 2 {
 		lines = append(lines, map[string]any{"sku": items[i], "quantity": items[i+1]})
 	}
-	b, _ := json.Marshal(map[string]any{"cart_id": cartID, "customer_id": customerID, "items": lines})
+	req := map[string]any{"cart_id": cartID, "customer_id": customerID, "items": lines}
+	if customerID == "" {
+		delete(req, "customer_id")
+	}
+	b, _ := json.Marshal(req)
 	return string(b)
 }
 

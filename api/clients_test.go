@@ -1,10 +1,13 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -49,5 +52,38 @@ func TestClientTokensKeepCartsApart(t *testing.T) {
 		if _, err := api.ParseClientTokens(bad); err == nil {
 			t.Errorf("ParseClientTokens(%q) accepted it", bad)
 		}
+	}
+}
+
+// With client tokens on, a cart is bound to its client only once it is about to start a
+// saga: sold-out losers and bad carts cost no Postgres write and leave no claim behind.
+func TestRefusedCheckoutsClaimNoCart(t *testing.T) {
+	tokens, err := api.ParseClientTokens("shop-a=token-of-shop-a-0001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
+		cfg.ClientTokens = tokens
+		deps.Owners = deps.Records.(*store.Store)
+		deps.Gate = lua.New(testenv.Redis(t))
+	})
+	soldOut := h.stockSKU(t, "GONE-", 0, 100, 2, "usd")
+	run := testenv.RandomID("")
+	for i := range 200 {
+		rec := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts", header: bearer("token-of-shop-a-0001"),
+			body: body(cart(fmt.Sprintf("lost-%s-%d", run, i), "u-1", soldOut, 1))})
+		if rec.Code != http.StatusConflict {
+			t.Fatalf("sold-out cart %d: %d %s, want 409", i, rec.Code, rec.Body)
+		}
+	}
+	rec := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts", header: bearer("token-of-shop-a-0001"),
+		body: body(cart("bad-"+run, "u-1", "NOPE-"+run, 1))})
+	problemOf(t, rec, http.StatusUnprocessableEntity, "unknown_sku")
+	var claims int
+	if err := h.pool.QueryRow(t.Context(), `SELECT count(*) FROM checkout_clients`).Scan(&claims); err != nil {
+		t.Fatal(err)
+	}
+	if claims != 0 {
+		t.Errorf("200 sold-out carts and one of an unknown SKU left %d rows in checkout_clients, want 0", claims)
 	}
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -103,6 +107,54 @@ func TestReadyzIs503WithRetryAfterWhileADependencyIsDown(t *testing.T) {
 			t.Errorf("readyz = %d %s, want 503 naming postgres", rec.Code, rec.Body)
 		}
 	})
+}
+
+// /readyz is public and each of its checks costs a backend call of up to 2 s: a flood of
+// probes is answered from one round of checks a second, and a change still shows within about
+// a second.
+func TestReadyzFloodCostsOneRoundOfChecksASecond(t *testing.T) {
+	var calls atomic.Int64
+	var failing atomic.Bool
+	h := newHarness(t, func(_ *api.Config, d *api.Deps) {
+		d.Ready = map[string]func(context.Context) error{
+			"postgres": func(context.Context) error {
+				calls.Add(1)
+				if failing.Load() {
+					return errors.New("connection refused")
+				}
+				return nil
+			},
+		}
+	})
+	probe := func() int {
+		rec := httptest.NewRecorder()
+		h.e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			for range 10 {
+				if code := probe(); code != http.StatusOK {
+					t.Errorf("readyz = %d, want 200", code)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	// Within one second of the first probe one round runs; a flood that took longer may
+	// have earned one more per second.
+	if n, most := calls.Load(), int64(elapsed/time.Second)+1; n > most {
+		t.Errorf("200 probes in %s ran the check %d times, want at most %d", elapsed.Round(time.Millisecond), n, most)
+	}
+	failing.Store(true)
+	changed := time.Now()
+	waitFor(t, "/readyz to see the failing check", func() bool { return probe() == http.StatusServiceUnavailable })
+	if took := time.Since(changed); took > 2*time.Second {
+		t.Errorf("/readyz saw the failing check after %s, want within about a second", took.Round(time.Millisecond))
+	}
 }
 
 // TestMetricsAreNotPublic: /metrics shows per-SKU hold and release counts (sales velocity)

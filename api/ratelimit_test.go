@@ -103,3 +103,29 @@ func TestAForgedForwardedForBuysNoFreshBudget(t *testing.T) {
 		t.Errorf("10 checkouts with forged X-Forwarded-For from one peer: %d limited, want 8", limited)
 	}
 }
+
+// Reads and cancels count against the caller's address too, before the checkout secret is
+// checked or the saga asked: a script polling or probing cart ids gets its share, then 429.
+func TestReadsAndCancelsCountAgainstTheAddress(t *testing.T) {
+	h := limitedHarness(t, api.RateLimits{PerAddress: redis_rate.Limit{Rate: 6, Burst: 6, Period: time.Minute}})
+	run := testenv.RandomID("")
+	addr := "198.51.100." + strconv.Itoa(int(time.Now().UnixNano()%250)+1) + ":40000"
+	answers := map[int]int{}
+	for i := range 12 {
+		method, path := http.MethodGet, "/v1/checkouts/c-"+run+"?wait=10"
+		if i%2 == 1 {
+			method, path = http.MethodPost, "/v1/checkouts/c-"+run+"/cancel"
+		}
+		req := httptest.NewRequest(method, path, nil)
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		h.e.ServeHTTP(rec, req)
+		answers[rec.Code]++
+		if rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+	}
+	if answers[http.StatusNotFound] != 6 || answers[http.StatusTooManyRequests] != 6 {
+		t.Errorf("12 reads and cancels of another's cart from one address: %v; want 6 x 404 and 6 x 429", answers)
+	}
+}

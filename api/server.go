@@ -57,8 +57,8 @@ type Gate interface {
 	MarkStarted(ctx context.Context, checkoutID string) error
 }
 
-// IdempotencyKeys binds each Idempotency-Key to the first request body it was used with,
-// across carts (Postgres, see shop.Store.ClaimIdempotencyKey).
+// IdempotencyKeys binds each Idempotency-Key to the first request body its caller used it
+// with, across carts (Postgres, see store.Store.ClaimIdempotencyKey).
 type IdempotencyKeys interface {
 	ClaimIdempotencyKey(ctx context.Context, c shop.IdempotencyClaim, retention time.Duration) (shop.IdempotencyClaim, error)
 }
@@ -83,7 +83,12 @@ type Config struct {
 	DefaultPaymentTimeoutSeconds int64
 	// ClientTokens turns client authentication on for the checkout endpoints: token ->
 	// client (see ParseClientTokens). A client then reads and cancels only its own carts.
+	// Server to server: the client's customer_id is trusted.
 	ClientTokens map[string]string
+	// IdentityTokens turns buyer identity on (browser direct): POST /v1/checkouts needs a
+	// token the shop's login signed, and its subject is the customer (identity.go). Not with
+	// ClientTokens: both are bearer tokens of the Authorization header.
+	IdentityTokens *IdentityVerifier
 	// MaxPaymentTimeoutSeconds caps the window a client may ask for (payment_timeout_seconds);
 	// DefaultMaxPaymentTimeoutSeconds when 0. Longer holds only through support's extend.
 	MaxPaymentTimeoutSeconds int64
@@ -164,6 +169,8 @@ type Server struct {
 	e         *echo.Echo
 	roomBell  chan struct{} // rung when this replica puts a cart in the room
 	roomRate  roomRate      // carts leaving the room per second, measured
+	// readyCache answers /readyz from one round of checks a second (ops.go)
+	readyCache readyCache
 }
 
 // Body limits: a 50-line cart is about 4 KiB of JSON; Stripe events are larger but stay well
@@ -243,7 +250,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	// Every body but a webhook's is JSON (requireJSON); a webhook's is verified as the raw
 	// bytes its sender signed, whatever it is labelled. The buyer's routes count against the
 	// caller's address first (limitAddress), before anything else costs.
-	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, requireJSON)
+	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, s.requireIdentity, requireJSON)
 	v1.GET("/checkouts/:cart_id", s.getCheckout, s.limitAddress, s.requireClient)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient, requireJSON)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))

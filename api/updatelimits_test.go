@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -70,4 +71,29 @@ func TestTotalUpdateLimitIsNotA500(t *testing.T) {
 		t.Errorf("cancel past the total update limit has no Retry-After")
 	}
 	l.assertHeld(t, phone, 1)
+}
+
+// TestOtherBodiesSpendNoneOfTheSagasUpdates: a caller who posts a buyer's cart id with other
+// contents, under fresh keys, is refused by the saga before its request enters the history, so
+// it cannot spend the workflow's total of updates (2,000 by default; 3 here) and leave the
+// buyer unable to cancel.
+func TestOtherBodiesSpendNoneOfTheSagasUpdates(t *testing.T) {
+	l := newLive(t, []string{"--dynamic-config-value", "history.maxTotalUpdates=3"}, nil)
+	l.startWorker(t)
+	phone := l.stockSKU(t, "PHONE-", 10, 99900, 2, "usd")
+	id := testenv.RandomID("c-")
+	if code, got := l.post(t, cart(id, "u-1", phone, 1), nil); code != http.StatusCreated {
+		t.Fatalf("the buyer's POST = %d %s, want 201", code, got)
+	}
+	for i := range 10 {
+		code, got := l.post(t, cart(id, fmt.Sprintf("bot-%d", i), phone, 2), map[string]string{"Idempotency-Key": testenv.RandomID("junk-")})
+		if code != http.StatusConflict || !strings.Contains(got, `"checkout_exists"`) {
+			t.Errorf("POST %d of the buyer's cart with other contents = %d %s, want 409 checkout_exists", i+1, code, got)
+		}
+	}
+	rec := l.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + id + "/cancel", header: buyerOf(id)})
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"cancelled"`) {
+		t.Errorf("the buyer's cancel after 10 foreign POSTs = %d %s, want 200 cancelled", rec.Code, rec.Body)
+	}
+	l.assertHeld(t, phone, 0)
 }

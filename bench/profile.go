@@ -195,7 +195,8 @@ func runShape(ctx context.Context, o options, e *env, root, bin, dir string, sha
 
 	// Two clients, one per replica: checkout i goes through replica i%2, its webhook and
 	// polls through the other one.
-	replicas := []*stack{{env: e, url: run.apiURLs[0], http: newHTTPClient()}, {env: e, url: run.apiURLs[1], http: newHTTPClient()}}
+	backend := checkouttest.ShopBackend(clientToken)
+	replicas := []*stack{{env: e, url: run.apiURLs[0], http: newHTTPClient(), client: backend}, {env: e, url: run.apiURLs[1], http: newHTTPClient(), client: backend}}
 	sku := e.sku("SCALE" + filepath.Base(dir))
 	stock := fmt.Sprintf(`{"on_hand": %d, "price_cents": 1999, "currency": "usd", "max_per_order": 2}`, res.checkouts*10)
 	if a, err := do(ctx, replicas[0].http, http.MethodPut, run.apiURLs[0]+"/v1/inventory/"+sku, []byte(stock), map[string]string{"Authorization": "Bearer " + adminToken}, nil); err != nil || a.code != http.StatusOK {
@@ -218,7 +219,7 @@ func runShape(ctx context.Context, o options, e *env, root, bin, dir string, sha
 			var v struct {
 				Status shop.Status `json:"status"`
 			}
-			a, err := do(ctx, out.http, http.MethodGet, out.url+"/v1/checkouts/"+cartID, nil, checkouttest.Buyer(p.view.CheckoutSecret), &v)
+			a, err := do(ctx, out.http, http.MethodGet, out.url+"/v1/checkouts/"+cartID, nil, out.client, &v)
 			if err == nil && (a.code != http.StatusOK || v.Status != shop.StatusConfirmed) {
 				err = fmt.Errorf("%d %q", a.code, v.Status)
 			}
@@ -348,6 +349,8 @@ func (r *scaleRun) startProduct(ctx context.Context, bin string) error {
 	env := []string{"TEMPORAL_ADDRESS=" + r.temporal, "TEMPORAL_NAMESPACE=default", "REDIS_URL=" + r.redisURL,
 		"DATABASE_URL=" + r.dbURL, "ADMIN_TOKEN=" + adminToken, "STRIPE_WEBHOOK_SECRET=" + webhookSecret,
 		"CHECKOUT_SECRET_KEY=" + checkouttest.CheckoutSecretKey,
+		// The load generator is the shop's backend: server to server.
+		"IDENTITY_MODE=server", "CLIENT_TOKENS=bench=" + clientToken,
 		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=error", "API_DRAIN_DELAY_SECONDS=0",
 		// The load generator is one address, and reuses customer ids: no limits.
 		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0", "RATE_LIMIT_PER_CUSTOMER=0",
@@ -462,7 +465,7 @@ func (r *scaleRun) losers(ctx context.Context, e *env, replicas []*stack, res *s
 			defer wg.Done()
 			c := replicas[w%2]
 			for time.Now().Before(stop) && ctx.Err() == nil {
-				a, err := do(ctx, c.http, http.MethodPost, c.url+"/v1/checkouts", body, nil, nil)
+				a, err := do(ctx, c.http, http.MethodPost, c.url+"/v1/checkouts", body, c.client, nil)
 				if err == nil && a.code == http.StatusConflict {
 					answered.Add(1)
 					continue

@@ -28,6 +28,9 @@ import (
 const (
 	adminToken    = checkouttest.AdminToken
 	webhookSecret = checkouttest.WebhookSecret
+	// clientToken is the shop backend's in the scale profile, whose `checkout api` replicas
+	// run server to server (IDENTITY_MODE=server).
+	clientToken = "bench-client-token-0123456789"
 )
 
 // newHTTPClient is the one load-generating client every HTTP phase uses: checkouttest's,
@@ -48,6 +51,8 @@ type stack struct {
 	inv   *inventory.Inventory
 	url   string
 	http  *http.Client
+	// client is sent with every checkout request: the shop backend's token (scale profile)
+	client map[string]string
 
 	closers []func()
 }
@@ -132,7 +137,7 @@ type postResult struct {
 // postCheckout posts a cart and, like a well-behaved client, retries a 503 after its
 // Retry-After (at most maxRetries times; the same cart id makes a retry safe).
 func (s *stack) postCheckout(ctx context.Context, cartID, customerID, sku string, maxRetries int) postResult {
-	c := checkouttest.Client{BaseURL: s.url, HTTP: s.http, MaxRetries: maxRetries}
+	c := checkouttest.Client{BaseURL: s.url, HTTP: s.http, MaxRetries: maxRetries, Header: s.client}
 	var r postResult
 	a, err := c.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: cartID, CustomerID: customerID,
 		Items: []api.RequestItem{{SKU: sku, Quantity: 1}}, PaymentTimeoutSeconds: ptr[int64](600)}, nil, &r.view)

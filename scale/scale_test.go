@@ -25,6 +25,8 @@ const (
 	adminToken        = "scale-suite-admin-token-0123456789"
 	webhookSecret     = "whsec_scale_suite_secret_0123456789"
 	checkoutSecretKey = "scale-suite-checkout-secret-key-0123456789"
+	// clientToken is the shop backend's: the replicas run server to server (IDENTITY_MODE).
+	clientToken = "scale-suite-client-token-0123456789"
 )
 
 // product is one process of the product's binary: `checkout worker` or `checkout api`.
@@ -80,6 +82,7 @@ func (s *shape) env() []string {
 		"TEMPORAL_ADDRESS=" + s.temporal.HostPort, "TEMPORAL_NAMESPACE=default",
 		"REDIS_URL=" + s.redisURL, "DATABASE_URL=" + s.dbURL,
 		"ADMIN_TOKEN=" + adminToken, "STRIPE_WEBHOOK_SECRET=" + webhookSecret, "CHECKOUT_SECRET_KEY=" + checkoutSecretKey,
+		"IDENTITY_MODE=server", "CLIENT_TOKENS=scale=" + clientToken,
 		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=info", "API_DRAIN_DELAY_SECONDS=0",
 		"WORKER_METRICS_ADDR=127.0.0.1:" + testenv.FreePort(s.t),
 		"API_METRICS_ADDR=127.0.0.1:" + testenv.FreePort(s.t),
@@ -144,6 +147,7 @@ func (s *shape) api(name string) *product {
 		p.url = "http://" + addr
 		p.client = checkouttest.NewClient(p.url)
 		p.client.MaxRetries = 0 // callers that want retries say how many
+		p.client.Header = checkouttest.ShopBackend(clientToken)
 		code, err := s.do(p, http.MethodGet, "/readyz", nil, nil)
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("/readyz answered %d", code)

@@ -30,6 +30,11 @@ const (
 	ErrTypeNotExtendable         = "NotExtendable"
 	ErrTypeInvalidSupportRequest = "InvalidSupportRequest"
 	ErrTypeNothingToRetry        = "NothingToRetry"
+
+	// Refused reservation updates: a request for the cart with another body, under its key
+	// (IdempotencyKeyReused) or another (CheckoutExists).
+	ErrTypeCheckoutExists       = "CheckoutExists"
+	ErrTypeIdempotencyKeyReused = "IdempotencyKeyReused"
 )
 
 // Errors the stores return and the API maps; test them with errors.Is.

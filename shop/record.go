@@ -51,8 +51,11 @@ type RecordedPayment struct {
 	Currency    string `json:"currency"`
 }
 
-// IdempotencyClaim is the body an Idempotency-Key belongs to.
+// IdempotencyClaim is the body an Idempotency-Key belongs to, within its caller's Scope.
 type IdempotencyClaim struct {
+	// Scope is the caller whose key it is (a client, a customer; "" when none is known): the
+	// same key of two callers is two keys.
+	Scope       string
 	Key         string
 	CartID      string
 	RequestHash string

@@ -11,9 +11,9 @@ import (
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// ClaimIdempotencyKey binds key to the cart and request hash of c unless it is already bound
-// to a body younger than retention, and returns the binding that holds afterwards: c itself,
-// or the body the key was first used with. A key older than retention counts as free even
+// ClaimIdempotencyKey binds c's key, within c's scope, to the cart and request hash of c unless
+// it is already bound to a body younger than retention, and returns the binding that holds
+// afterwards: c itself, or the body the key was first used with in that scope. A key older than retention counts as free even
 // before PruneIdempotencyKeys deletes it, so a key's life does not depend on when pruning ran.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, c shop.IdempotencyClaim, retention time.Duration) (shop.IdempotencyClaim, error) {
 	// Two statements, not one: a statement reads one snapshot, so when a concurrent request
@@ -21,18 +21,18 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, c shop.IdempotencyClaim
 	// makes the key free again; three rounds are plenty.
 	for range 3 {
 		tag, err := s.pool.Exec(ctx, `
-			INSERT INTO idempotency_keys (key, cart_id, request_hash) VALUES ($1, $2, $3)
-			ON CONFLICT (key) DO UPDATE SET cart_id = EXCLUDED.cart_id, request_hash = EXCLUDED.request_hash, created_at = now()
-			WHERE idempotency_keys.created_at < now() - make_interval(secs => $4)`,
-			c.Key, c.CartID, c.RequestHash, retention.Seconds())
+			INSERT INTO idempotency_keys (scope, key, cart_id, request_hash) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (scope, key) DO UPDATE SET cart_id = EXCLUDED.cart_id, request_hash = EXCLUDED.request_hash, created_at = now()
+			WHERE idempotency_keys.created_at < now() - make_interval(secs => $5)`,
+			c.Scope, c.Key, c.CartID, c.RequestHash, retention.Seconds())
 		if err != nil {
 			return shop.IdempotencyClaim{}, fmt.Errorf("claim idempotency key %s for cart %s: %w", c.Key, c.CartID, err)
 		}
 		if tag.RowsAffected() == 1 {
 			return c, nil
 		}
-		held := shop.IdempotencyClaim{Key: c.Key}
-		err = s.pool.QueryRow(ctx, `SELECT cart_id, request_hash FROM idempotency_keys WHERE key = $1`, c.Key).
+		held := shop.IdempotencyClaim{Scope: c.Scope, Key: c.Key}
+		err = s.pool.QueryRow(ctx, `SELECT cart_id, request_hash FROM idempotency_keys WHERE scope = $1 AND key = $2`, c.Scope, c.Key).
 			Scan(&held.CartID, &held.RequestHash)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
@@ -54,8 +54,8 @@ func (s *Store) PruneIdempotencyKeys(ctx context.Context, retention time.Duratio
 	var total int64
 	for {
 		tag, err := s.pool.Exec(ctx, `
-			DELETE FROM idempotency_keys WHERE key IN (
-				SELECT key FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)`,
+			DELETE FROM idempotency_keys WHERE (scope, key) IN (
+				SELECT scope, key FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)`,
 			retention.Seconds(), pruneBatch)
 		if err != nil {
 			return total, fmt.Errorf("prune idempotency keys older than %s: %w", retention, err)

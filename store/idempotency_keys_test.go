@@ -75,3 +75,31 @@ func TestIdempotencyKeyBindsToTheFirstBodyUntilRetention(t *testing.T) {
 		t.Errorf("keys after pruning = %v, want [%s]", left, key)
 	}
 }
+
+// A key is its caller's: the same key in two scopes binds two bodies, each answered to its own
+// caller, and pruning one scope's expired key leaves the other's.
+func TestIdempotencyKeysAreScopedByCaller(t *testing.T) {
+	pool, s := newStore(t)
+	ctx := t.Context()
+	key := testenv.RandomID("key-")
+	a := shop.IdempotencyClaim{Scope: "client/shop-a", Key: key, CartID: "a-1", RequestHash: "hash-a"}
+	b := shop.IdempotencyClaim{Scope: "client/shop-b", Key: key, CartID: key, RequestHash: "hash-b"}
+	for _, c := range []shop.IdempotencyClaim{a, b, a, b} {
+		if held, err := s.ClaimIdempotencyKey(ctx, c, time.Hour); err != nil || held != c {
+			t.Errorf("claim %+v = %+v, %v; want it bound to its own body", c, held, err)
+		}
+	}
+	other := shop.IdempotencyClaim{Scope: a.Scope, Key: key, CartID: "a-2", RequestHash: "hash-a2"}
+	if held, err := s.ClaimIdempotencyKey(ctx, other, time.Hour); err != nil || held != a {
+		t.Errorf("shop-a's key with another body = %+v, %v; want shop-a's first body %+v", held, err, a)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '2 hours' WHERE scope = $1 AND key = $2`, a.Scope, key); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneIdempotencyKeys(ctx, time.Hour); err != nil || n != 1 {
+		t.Errorf("prune = %d, %v; want 1 (shop-a's expired key)", n, err)
+	}
+	if held, err := s.ClaimIdempotencyKey(ctx, shop.IdempotencyClaim{Scope: b.Scope, Key: key, CartID: "b-2", RequestHash: "hash-b2"}, time.Hour); err != nil || held != b {
+		t.Errorf("shop-b's key after pruning = %+v, %v; want shop-b's body %+v kept", held, err, b)
+	}
+}

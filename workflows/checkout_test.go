@@ -597,3 +597,47 @@ func TestUnknownSKUFailsWithoutHolding(t *testing.T) {
 		t.Errorf("phone: %+v, want untouched", p)
 	}
 }
+
+// The reservation update refuses a request with another body (by its hash) before it enters
+// the history: under the saga's own key as IdempotencyKeyReused, under another as
+// CheckoutExists. The same body, and a request naming no body (an older API), are taken.
+func TestReservationOfAnotherBodyIsRefusedBeforeTheHistory(t *testing.T) {
+	f, _, in := phoneCheckout(t, 1)
+	in.IdempotencyKey = "key-1"
+	outcomes := map[string]string{}
+	send := func(at time.Duration, name string, req workflows.ReservationRequest) {
+		f.env.RegisterDelayedCallback(func() {
+			f.env.UpdateWorkflow(workflows.UpdateReservation, name, &testsuite.TestUpdateCallback{
+				OnAccept: func() { outcomes[name] = "accepted" },
+				OnReject: func(err error) {
+					var appErr *temporal.ApplicationError
+					if errors.As(err, &appErr) {
+						outcomes[name] = "refused " + appErr.Type()
+					} else {
+						outcomes[name] = "refused: " + err.Error()
+					}
+				},
+				OnComplete: func(any, error) {},
+			}, req)
+		}, at)
+	}
+	send(0, "first", workflows.ReservationRequest{RequestID: "req-1", RequestHash: in.RequestHash, IdempotencyKey: in.IdempotencyKey})
+	send(time.Minute, "retry", workflows.ReservationRequest{RequestID: "req-2", RequestHash: in.RequestHash, IdempotencyKey: "key-2"})
+	send(time.Minute, "older API", workflows.ReservationRequest{RequestID: "req-3"})
+	send(time.Minute, "other body, other key", workflows.ReservationRequest{RequestID: "req-4", RequestHash: "other", IdempotencyKey: "key-4"})
+	send(time.Minute, "other body, its key", workflows.ReservationRequest{RequestID: "req-5", RequestHash: "other", IdempotencyKey: in.IdempotencyKey})
+
+	if v := f.run(in); v.Status != shop.StatusExpired {
+		t.Fatalf("status %s, want expired (nobody paid)", v.Status)
+	}
+	want := map[string]string{
+		"first": "accepted", "retry": "accepted", "older API": "accepted",
+		"other body, other key": "refused " + shop.ErrTypeCheckoutExists,
+		"other body, its key":   "refused " + shop.ErrTypeIdempotencyKeyReused,
+	}
+	for name, w := range want {
+		if outcomes[name] != w {
+			t.Errorf("%s: %q, want %q", name, outcomes[name], w)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func ReservationUpdate(in Input) client.UpdateWorkflowOptions {
 	return client.UpdateWorkflowOptions{
 		UpdateID:     in.RequestID,
 		UpdateName:   UpdateReservation,
-		Args:         []any{ReservationRequest{RequestID: in.RequestID}},
+		Args:         []any{ReservationRequest{RequestID: in.RequestID, RequestHash: in.RequestHash, IdempotencyKey: in.IdempotencyKey}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
 }

@@ -26,7 +26,7 @@ func (c *checkout) registerHandlers(ctx workflow.Context) error {
 		handler any
 		opts    workflow.UpdateHandlerOptions
 	}{
-		{UpdateReservation, c.reservation, workflow.UpdateHandlerOptions{}},
+		{UpdateReservation, c.reservation, workflow.UpdateHandlerOptions{Validator: c.validateReservation}},
 		{UpdateCancel, c.cancel, workflow.UpdateHandlerOptions{Validator: c.validateCancel}},
 		{UpdateExtend, c.extend, workflow.UpdateHandlerOptions{Validator: c.validateExtend}},
 		{UpdateRetry, c.retry, workflow.UpdateHandlerOptions{Validator: c.validateRetry}},
@@ -49,6 +49,21 @@ func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (Re
 		View: c.view, Created: !c.adopted && req.RequestID != "" && req.RequestID == c.in.RequestID,
 		RequestHash: c.in.RequestHash, IdempotencyKey: c.in.IdempotencyKey, RejectCode: c.rejectCode,
 	}, nil
+}
+
+// validateReservation refuses a request for this cart with another body before it enters the
+// history. Temporal takes a workflow's updates up to a total (history.maxTotalUpdates, 2,000
+// by default), refused ones not counted: anyone posting the cart id with other contents under
+// fresh keys would otherwise spend them, and with them the buyer's cancel and support's
+// actions. A request that names no body (from an API older than the field) is taken, as before.
+func (c *checkout) validateReservation(ctx workflow.Context, req ReservationRequest) error {
+	if req.RequestHash == "" || c.in.RequestHash == "" || req.RequestHash == c.in.RequestHash {
+		return nil
+	}
+	if req.IdempotencyKey != "" && req.IdempotencyKey == c.in.IdempotencyKey {
+		return temporal.NewApplicationError("the Idempotency-Key was used with another request body", shop.ErrTypeIdempotencyKeyReused)
+	}
+	return temporal.NewApplicationError("the cart is already checking out with other contents", shop.ErrTypeCheckoutExists)
 }
 
 func (c *checkout) validateCancel(ctx workflow.Context, req CancelRequest) error {

@@ -94,9 +94,13 @@ type Input struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
-// ReservationRequest is the argument of the reservation update.
+// ReservationRequest is the argument of the reservation update. RequestHash and
+// IdempotencyKey are the request's (Input's): a request with another body is refused by the
+// update's validator, so it never enters the history. An API older than them sends neither.
 type ReservationRequest struct {
-	RequestID string `json:"request_id"`
+	RequestID      string `json:"request_id"`
+	RequestHash    string `json:"request_hash,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // ReservationResult answers the reservation update.

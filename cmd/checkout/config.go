@@ -84,6 +84,10 @@ type config struct {
 	// ClientTokens: CLIENT_TOKENS, client=token pairs; on, the checkout endpoints need a
 	// client's bearer token and a client sees only its own carts (token -> client)
 	ClientTokens map[string]string
+	// IdentityMode: IDENTITY_MODE, who the customer is: "server" (the client's customer_id),
+	// "browser" (the subject of IdentityTokens), or "" (the body's, the local stack only)
+	IdentityMode   string
+	IdentityTokens *api.IdentityVerifier
 	// CheckoutSecretKeys: CHECKOUT_SECRET_KEY, the keys of the buyers' checkout secrets,
 	// comma-separated during a rotation (the first signs, any verifies)
 	CheckoutSecretKeys []string
@@ -229,6 +233,10 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("CLIENT_TOKENS: %w", err))
 	}
 	cfg.ClientTokens = clients
+	cfg.IdentityMode, cfg.IdentityTokens, err = readIdentity(str, len(clients) > 0)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if dev {
 		if cfg.AdminToken == "" {
 			cfg.AdminToken = devAdminToken

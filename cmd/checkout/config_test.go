@@ -109,11 +109,14 @@ func TestCatalogCacheSizeIsACountOfAtLeastOne(t *testing.T) {
 	}
 }
 
-// realSecrets is an environment `checkout api` accepts; each case changes one value.
+// realSecrets is an environment `checkout api` accepts (server-to-server identity); each case
+// changes one value.
 var realSecrets = map[string]string{
 	"ADMIN_TOKEN":           "a-real-admin-token-0123456789",
 	"STRIPE_WEBHOOK_SECRET": "whsec_a_real_endpoint_secret_0123",
 	"CHECKOUT_SECRET_KEY":   "a-real-checkout-secret-key-0123456789abc",
+	"IDENTITY_MODE":         "server",
+	"CLIENT_TOKENS":         "shop=a-real-client-token-0123456789",
 }
 
 // `checkout api` signs buyers' checkout secrets with CHECKOUT_SECRET_KEY: unset, the local

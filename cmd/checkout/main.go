@@ -90,7 +90,7 @@ func run(ctx context.Context, command string, args []string) error {
 }
 
 // checkConfig judges the environment the way `checkout <command>` does before it connects to
-// anything (loadConfig, and for api the secrets), so a deployment's settings can be checked
+// anything (loadConfig, and for api the secrets and the identity mode), so a deployment's settings can be checked
 // where its services do not run: docker-compose.yml's test runs it with the file's environment.
 func checkConfig(args []string, out io.Writer) error {
 	if len(args) != 1 || !slices.Contains([]string{"api", "worker", "migrate", "dev", "setup-temporal", "audit"}, args[0]) {
@@ -102,7 +102,7 @@ func checkConfig(args []string, out io.Writer) error {
 		return err
 	}
 	if command == "api" {
-		if err := cfg.requireSecrets(); err != nil {
+		if err := errors.Join(cfg.requireSecrets(), cfg.requireIdentity()); err != nil {
 			return err
 		}
 	}

@@ -297,7 +297,7 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 }
 
 func runAPI(ctx context.Context, cfg config) error {
-	if err := cfg.requireSecrets(); err != nil {
+	if err := errors.Join(cfg.requireSecrets(), cfg.requireIdentity()); err != nil {
 		return err
 	}
 	logger := newLogger(cfg)
@@ -323,6 +323,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		DefaultPaymentTimeoutSeconds: cfg.PaymentTimeout,
 		MaxPaymentTimeoutSeconds:     cfg.MaxPaymentTimeout,
 		ClientTokens:                 cfg.ClientTokens,
+		IdentityTokens:               cfg.IdentityTokens,
 		TemporalUIURL:                cfg.TemporalUIURL,
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),

@@ -23,6 +23,9 @@ type Client struct {
 	HTTP    *http.Client
 	// MaxRetries bounds the retries of one request; 0 never retries.
 	MaxRetries int
+	// Header is sent with every request, under the request's own (which win): a shop
+	// backend's client token, say.
+	Header map[string]string
 }
 
 // NewClient returns a Client on baseURL with keep-alive connections for a wide burst and
@@ -104,6 +107,9 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, hea
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range c.Header {
+		req.Header.Set(k, v)
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -178,6 +184,12 @@ func cartOf(body any) string {
 	var r api.CheckoutRequest
 	_ = json.Unmarshal(raw, &r)
 	return r.CartID
+}
+
+// ShopBackend is the Authorization header of a shop backend whose client token is token
+// (CLIENT_TOKENS, IDENTITY_MODE=server).
+func ShopBackend(token string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + token}
 }
 
 // Admin is the Authorization header of the operator and support endpoints.

@@ -68,6 +68,7 @@ func composeEnv() map[string]string {
 		"ADMIN_TOKEN":           "test-admin-token",
 		"STRIPE_WEBHOOK_SECRET": "whsec_test_secret",
 		"CHECKOUT_SECRET_KEY":   "test-checkout-secret-key-0123456789abcdef",
+		"CLIENT_TOKENS":         "shop=test-client-token-0123456789",
 	}
 }
 

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/checkout-saga/checkout-saga/api"
+)
+
+// The identity modes of IDENTITY_MODE: who the customer of a checkout is (docs/security.md).
+// Unset is the local stack's: the body's customer_id as sent, which `checkout api` refuses.
+const (
+	// identityServer: the shop's backend calls with a client token (CLIENT_TOKENS), and the
+	// customer_id it sends is trusted.
+	identityServer = "server"
+	// identityBrowser: the buyer's browser calls with a token the shop's login signed
+	// (IDENTITY_JWT_*, IDENTITY_JWKS_FILE), and its subject is the customer.
+	identityBrowser = "browser"
+)
+
+// identitySettings maps the settings api.NewIdentityVerifier names to their variables.
+var identitySettings = map[string]string{
+	"hmac_secret": "IDENTITY_JWT_HMAC_SECRET",
+	"jwks":        "IDENTITY_JWKS_FILE",
+	"algorithms":  "IDENTITY_JWT_ALGORITHMS",
+	"issuer":      "IDENTITY_JWT_ISSUER",
+	"audience":    "IDENTITY_JWT_AUDIENCE",
+}
+
+// readIdentity reads IDENTITY_MODE and, in browser mode, how the identity tokens are verified:
+// IDENTITY_JWT_HMAC_SECRET (a secret shared with the shop's login) or IDENTITY_JWKS_FILE (a
+// JSON Web Key Set of its public keys, read once at start), IDENTITY_JWT_ALGORITHMS,
+// IDENTITY_JWT_ISSUER and IDENTITY_JWT_AUDIENCE. clientTokens says whether CLIENT_TOKENS is
+// set: server mode needs it, browser mode refuses it (both are the Authorization header's).
+func readIdentity(str func(name, def string) string, clientTokens bool) (string, *api.IdentityVerifier, error) {
+	mode := str("IDENTITY_MODE", "")
+	secret, jwksFile := str("IDENTITY_JWT_HMAC_SECRET", ""), str("IDENTITY_JWKS_FILE", "")
+	settings := api.IdentitySettings{
+		HMACSecret: []byte(secret), Algorithms: list(str("IDENTITY_JWT_ALGORITHMS", "")),
+		Issuer: str("IDENTITY_JWT_ISSUER", ""), Audience: str("IDENTITY_JWT_AUDIENCE", ""),
+	}
+	switch mode {
+	case "", identityServer:
+		var errs []error
+		for _, name := range []string{"IDENTITY_JWT_HMAC_SECRET", "IDENTITY_JWKS_FILE", "IDENTITY_JWT_ALGORITHMS", "IDENTITY_JWT_ISSUER", "IDENTITY_JWT_AUDIENCE"} {
+			if str(name, "") != "" {
+				errs = append(errs, fmt.Errorf("%s is set, but IDENTITY_MODE is %q: identity tokens are verified in browser mode only", name, mode))
+			}
+		}
+		if mode == identityServer && !clientTokens {
+			errs = append(errs, errors.New("IDENTITY_MODE=server: CLIENT_TOKENS must name the shop backends and their tokens (shop=<token>)"))
+		}
+		return mode, nil, errors.Join(errs...)
+	case identityBrowser:
+	default:
+		return "", nil, fmt.Errorf("IDENTITY_MODE=%q: must be %s or %s", mode, identityServer, identityBrowser)
+	}
+	switch {
+	case clientTokens:
+		return "", nil, errors.New("IDENTITY_MODE=browser and CLIENT_TOKENS: choose one mode (both are bearer tokens of the Authorization header); unset CLIENT_TOKENS, or use IDENTITY_MODE=server")
+	case secret == "" && jwksFile == "":
+		return "", nil, errors.New("IDENTITY_MODE=browser: set IDENTITY_JWT_HMAC_SECRET (a secret shared with the shop's login) or IDENTITY_JWKS_FILE (a JSON Web Key Set of its public keys)")
+	case secret != "" && jwksFile != "":
+		return "", nil, errors.New("IDENTITY_JWT_HMAC_SECRET and IDENTITY_JWKS_FILE: set one, not both")
+	case jwksFile != "":
+		raw, err := os.ReadFile(jwksFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("IDENTITY_JWKS_FILE: %w", err)
+		}
+		settings.JWKS = raw
+	}
+	v, err := api.NewIdentityVerifier(settings)
+	var bad *api.IdentitySettingError
+	if errors.As(err, &bad) {
+		return "", nil, fmt.Errorf("%s: %w", identitySettings[bad.Setting], bad.Err)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return mode, v, nil
+}
+
+// requireIdentity refuses to serve the API without an identity mode: a customer_id anyone can
+// write would make every per-customer limit count whatever a script invents.
+func (cfg config) requireIdentity() error {
+	if cfg.IdentityMode != "" {
+		return nil
+	}
+	return errors.New("IDENTITY_MODE is not set: server (the shop's backend calls with a CLIENT_TOKENS token and its customer_id is trusted) or browser (buyers' browsers call with the shop login's signed token: IDENTITY_JWT_HMAC_SECRET or IDENTITY_JWKS_FILE, IDENTITY_JWT_ISSUER, IDENTITY_JWT_AUDIENCE); see docs/security.md")
+}
