@@ -62,13 +62,15 @@ func (s *Server) readyz(c echo.Context) error {
 // meanwhile wait for rather than start their own. The round does not end with the request
 // that started it: the others are waiting for its answer.
 func (s *Server) readiness(ctx context.Context) readiness {
-	s.readyCache.mu.Lock()
-	last := s.readyCache.last
-	s.readyCache.mu.Unlock()
-	if !last.at.IsZero() && time.Since(last.at) < readyCacheTTL {
+	if last, fresh := s.readyCache.fresh(); fresh {
 		return last
 	}
 	r, _, _ := s.readyCache.flight.Do("ready", func() (any, error) {
+		// A probe that found the last round stale may get here just after another round
+		// ended: that one answers.
+		if last, fresh := s.readyCache.fresh(); fresh {
+			return last, nil
+		}
 		r := s.checkReady(context.WithoutCancel(ctx))
 		s.readyCache.mu.Lock()
 		s.readyCache.last = r
@@ -76,6 +78,13 @@ func (s *Server) readiness(ctx context.Context) readiness {
 		return r, nil
 	})
 	return r.(readiness)
+}
+
+// fresh returns the last round, and whether it is younger than readyCacheTTL.
+func (c *readyCache) fresh() (readiness, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last, !c.last.at.IsZero() && time.Since(c.last.at) < readyCacheTTL
 }
 
 // checkReady runs one round of checks.

@@ -27,7 +27,7 @@ import (
 type WaitingRoom interface {
 	// Enter asks for the cart to pass (mayPass and an empty line), be queued, or be told
 	// the room is full or its units are spoken for.
-	Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size int64) (shop.RoomAnswer, error)
+	Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error)
 	// Pop takes the head of the line under a lease; false when the line is empty.
 	Pop(ctx context.Context) (shop.RoomEntry, bool, error)
 	Leave(ctx context.Context, cartID string) error // its saga started
@@ -37,6 +37,10 @@ type WaitingRoom interface {
 	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
 	Served(ctx context.Context) (int64, error) // carts ever taken from the line
 }
+
+// DefaultWaitingPerCustomer is how many carts one customer may have in the waiting room at
+// once, as many as open checkouts (MAX_OPEN_CHECKOUTS_PER_CUSTOMER's default).
+const DefaultWaitingPerCustomer = 5
 
 // DefaultWaitingRoomSize holds a 70,000-buyer drop with room to spare: a waiting cart costs
 // Redis about 300 bytes.
@@ -66,7 +70,7 @@ func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry) (release func(), an
 	var a shop.RoomAnswer
 	if s.Room != nil {
 		release = s.admission.tryAcquire()
-		a, err = s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize)
+		a, err = s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize, s.cfg.WaitingPerCustomer)
 		if err != nil {
 			s.Logger.Warn("waiting room unreachable; admitting as without it", "checkout_id", e.CartID, "error", err)
 			a.Outcome = shop.RoomPass
@@ -91,6 +95,9 @@ func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry) (release func(), an
 		return nil, true, s.answerQueued(c, a.Entry, a.Position, e.IdempotencyKey, http.StatusAccepted)
 	case shop.RoomShort:
 		return nil, true, outOfStock(a.Shortages)
+	case shop.RoomBusy:
+		r := rejections[shop.RejectTooManyOpen]
+		return nil, true, problem(r.status, r.code, r.detail)
 	default: // shop.RoomFull
 		p := problem(http.StatusServiceUnavailable, "waiting_room_full", "the waiting room is full; retry shortly")
 		p.retryAfter = 5

@@ -39,7 +39,7 @@ func newRoomHarness(t *testing.T, onHand, blockerQty, size int64, configure func
 	sku := h.stockSKU(t, "ROOM", onHand, 500, 5, "usd")
 	blocker := shop.RoomEntry{CartID: "blocker", CustomerID: "u-0", Items: []shop.CartLine{{SKU: sku, Quantity: blockerQty}},
 		TimeoutSeconds: 900, IdempotencyKey: "blocker", RequestHash: "h"}
-	if a, err := room.Enter(t.Context(), blocker, false, size); err != nil || a.Outcome != shop.RoomQueued {
+	if a, err := room.Enter(t.Context(), blocker, false, size, 0); err != nil || a.Outcome != shop.RoomQueued {
 		t.Fatalf("the blocker enters the room: %+v %v", a, err)
 	}
 	return &roomHarness{harness: h, room: room, sku: sku}

@@ -108,6 +108,9 @@ type Config struct {
 	// WaitingRoomSize is how many carts may wait in the room; past it POST answers 503
 	// waiting_room_full. DefaultWaitingRoomSize when 0.
 	WaitingRoomSize int64
+	// WaitingPerCustomer is how many carts one customer may have in the room at once; one
+	// more is 429 too_many_open_checkouts. DefaultWaitingPerCustomer when 0, none when < 0.
+	WaitingPerCustomer int64
 	// CheckoutSecretKeys sign and check the checkout secrets a buyer's GET and cancel need
 	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
 	// DevCheckoutSecretKey, which only the local stack and tests may use.
@@ -212,6 +215,12 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if cfg.WaitingRoomSize <= 0 {
 		cfg.WaitingRoomSize = DefaultWaitingRoomSize
+	}
+	switch {
+	case cfg.WaitingPerCustomer == 0:
+		cfg.WaitingPerCustomer = DefaultWaitingPerCustomer
+	case cfg.WaitingPerCustomer < 0:
+		cfg.WaitingPerCustomer = 0 // no cap
 	}
 	if len(cfg.CheckoutSecretKeys) == 0 {
 		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}

@@ -142,7 +142,7 @@ func TestCartsWaitingOnAReplicaThatDiedAreServedOnceByAnother(t *testing.T) {
 	// A's dispatcher took the first cart and died with it.
 	first := shop.RoomEntry{CartID: "taken-" + run, CustomerID: "u-0", Items: []shop.CartLine{{SKU: sku, Quantity: 1}},
 		TimeoutSeconds: 600, IdempotencyKey: "taken-" + run, RequestHash: "h"}
-	if a, err := room.Enter(ctx, first, false, 100); err != nil || a.Outcome != shop.RoomQueued {
+	if a, err := room.Enter(ctx, first, false, 100, 0); err != nil || a.Outcome != shop.RoomQueued {
 		t.Fatalf("enter %s: %+v %v", first.CartID, a, err)
 	}
 	if e, ok, err := room.Pop(ctx); err != nil || !ok || e.CartID != first.CartID {

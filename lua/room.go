@@ -76,7 +76,7 @@ func (r *Room) key(part string) string { return "room:{" + r.name + "}:" + part 
 func (r *Room) endKey(cartID string) string { return r.key("end:" + cartID) }
 
 func (r *Room) keys(cartID string) []string {
-	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.endKey(cartID), r.leftKey(cartID)}
+	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.endKey(cartID), r.leftKey(cartID), r.key("customers")}
 }
 
 func (r *Room) leftKey(cartID string) string { return r.key("left:" + cartID) }
@@ -85,10 +85,11 @@ func (r *Room) leftKey(cartID string) string { return r.key("left:" + cartID) }
 // buyer sent as the cart left answers at once instead of waiting for the checkout's end.
 const leftTTL = 10 * time.Second
 
-// Enter asks the room to take the cart. mayPass says the caller can start the saga now: then an empty line lets it pass
-// (RoomPass). A cart already in line answers its place; a full line answers RoomFull; a cart
-// whose units are spoken for by the carts ahead answers RoomShort with what is left.
-func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size int64) (shop.RoomAnswer, error) {
+// Enter asks the room to take the cart. mayPass says the caller can start the saga now: then
+// an empty line lets it pass (RoomPass). A cart already in line answers its place; a full line
+// answers RoomFull; a customer with perCustomer carts in line already (0: no cap) RoomBusy;
+// a cart whose units are spoken for by the carts ahead RoomShort, with what is left.
+func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error) {
 	available, err := r.available(ctx, e.Items)
 	if err != nil {
 		return shop.RoomAnswer{}, err
@@ -101,11 +102,11 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size i
 	if mayPass {
 		pass = "1"
 	}
-	args := []any{e.CartID, string(raw), pass, size}
+	args := []any{e.CartID, string(raw), pass, size, e.CustomerID, perCustomer}
 	for _, it := range e.Items {
 		args = append(args, it.SKU, it.Quantity, available[it.SKU])
 	}
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving")}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers")}
 	res, err := roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {
 		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
@@ -153,7 +154,7 @@ func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string
 // Pop takes the head of the line under a lease, first putting back in line the carts whose
 // lease ran out. It reports false when the line is empty.
 func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served")}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers")}
 	raw, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
 		return shop.RoomEntry{}, false, nil

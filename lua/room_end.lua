@@ -1,6 +1,7 @@
 -- Ends a cart's stay in the waiting room (see room.go).
 --
--- KEYS: line, carts, demand, leaving, end (the cart's end marker), left (its left marker)
+-- KEYS: line, carts, demand, leaving, end (the cart's end marker), left (its left marker),
+--       customers
 -- ARGV: cart, how, end (JSON, for how = "refuse" or "cancel"), end_ttl (s), left_ttl (s)
 --   how = "leave":  its saga started; the room forgets it, but for a short-lived marker
 --                   that lets a GET ?wait sent just after answer at once.
@@ -10,7 +11,7 @@
 --   how = "cancel": cancelled while in line; the end is kept. Only a cart still in line can
 --                   be cancelled here.
 -- Returns "ok", or for cancel "leaving" (its saga is being started) or "none" (not in line).
-local line, carts, demand, leaving, endkey, left = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local line, carts, demand, leaving, endkey, left, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local cart, how, ended, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 
 if how == 'leave' then
@@ -35,9 +36,13 @@ elseif how == 'cancel' then
   end
   redis.call('ZREM', line, cart)
   redis.call('HDEL', carts, cart)
-  for _, it in ipairs(cjson.decode(raw).items) do
-    local left = redis.call('HINCRBY', demand, it.sku, -it.quantity)
-    if left <= 0 then redis.call('HDEL', demand, it.sku) end
+  local e = cjson.decode(raw)
+  for _, it in ipairs(e.items) do
+    local n = redis.call('HINCRBY', demand, it.sku, -it.quantity)
+    if n <= 0 then redis.call('HDEL', demand, it.sku) end
+  end
+  if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
+    redis.call('HDEL', customers, e.customer_id)
   end
   redis.call('SET', endkey, ended, 'EX', ttl)
 end

@@ -3,12 +3,16 @@
 -- replica.
 --
 -- KEYS: line (zset cart -> ticket), carts (hash cart -> entry), demand (hash sku -> units
---       asked by carts in line), seq (ticket counter), leaving (zset cart -> lease deadline)
+--       asked by carts in line), seq (ticket counter), leaving (zset cart -> lease deadline),
+--       customers (hash customer -> carts in line)
 -- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
---       size (the line's capacity), then per SKU: sku, quantity, available (read just before)
--- Returns {outcome, position, entry} or {"short", sku, requested, free, ...} or {"full"}.
-local line, carts, demand, seq, leaving = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+--       size (the line's capacity), customer, per_customer (the most carts one customer may
+--       have in line; 0: no cap), then per SKU: sku, quantity, available (read just before)
+-- Returns {outcome, position, entry}, {"short", sku, requested, free, ...}, {"full"} or
+-- {"busy"} (the customer has per_customer carts in line already).
+local line, carts, demand, seq, leaving, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local customer, per_customer = ARGV[5], tonumber(ARGV[6])
 
 -- A cart already in line (a retried POST) keeps its place.
 local rank = redis.call('ZRANK', line, cart)
@@ -28,12 +32,17 @@ end
 if waiting >= size then
   return {'full'}
 end
+-- A customer's carts in line speak for units as holds do: one customer may not fill the
+-- line (and its units) with carts the saga would refuse for its limits anyway.
+if per_customer > 0 and (tonumber(redis.call('HGET', customers, customer)) or 0) >= per_customer then
+  return {'busy'}
+end
 
 -- The units still free, less those the carts ahead asked for: a cart that cannot be served
 -- from what is left is told at once. The reserve script stays the judge of every hold; this
 -- only refuses early.
 local short = {'short'}
-for i = 5, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local sku, qty, available = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local free = available - (tonumber(redis.call('HGET', demand, sku)) or 0)
   if free < qty then
@@ -47,9 +56,10 @@ if #short > 1 then
   return short
 end
 
-for i = 5, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   redis.call('HINCRBY', demand, ARGV[i], ARGV[i + 1])
 end
+redis.call('HINCRBY', customers, customer, 1)
 local ticket = redis.call('INCR', seq)
 local e = cjson.decode(entry)
 e.ticket = ticket

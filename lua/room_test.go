@@ -26,7 +26,7 @@ func roomEntry(cart, sku string, qty int64) shop.RoomEntry {
 
 func enter(t *testing.T, r *Room, e shop.RoomEntry, size int64) shop.RoomAnswer {
 	t.Helper()
-	a, err := r.Enter(t.Context(), e, false, size)
+	a, err := r.Enter(t.Context(), e, false, size, 0)
 	if err != nil {
 		t.Fatalf("enter %s: %v", e.CartID, err)
 	}
@@ -70,18 +70,18 @@ func TestTheRoomServesCartsInTheOrderTheyArrived(t *testing.T) {
 
 func TestAnEmptyRoomLetsACartPassOnlyWhenTheCallerCanStartIt(t *testing.T) {
 	r, _, _, sku := testRoom(t, 100)
-	if a, err := r.Enter(t.Context(), roomEntry("a", sku, 1), true, 10); err != nil || a.Outcome != shop.RoomPass {
+	if a, err := r.Enter(t.Context(), roomEntry("a", sku, 1), true, 10, 0); err != nil || a.Outcome != shop.RoomPass {
 		t.Fatalf("empty line, may pass: %+v %v", a, err)
 	}
 	enter(t, r, roomEntry("b", sku, 1), 10)
 	// Someone waits: a newcomer with a free place still queues behind them.
-	if a, err := r.Enter(t.Context(), roomEntry("c", sku, 1), true, 10); err != nil || a.Outcome != shop.RoomQueued || a.Position != 2 {
+	if a, err := r.Enter(t.Context(), roomEntry("c", sku, 1), true, 10, 0); err != nil || a.Outcome != shop.RoomQueued || a.Position != 2 {
 		t.Fatalf("line of one, may pass: %+v %v", a, err)
 	}
 	// Nobody in line, but b and c are being started: a newcomer queues, and is next.
 	pop(t, r)
 	pop(t, r)
-	if a, err := r.Enter(t.Context(), roomEntry("d", sku, 1), true, 10); err != nil || a.Outcome != shop.RoomQueued || a.Position != 1 {
+	if a, err := r.Enter(t.Context(), roomEntry("d", sku, 1), true, 10, 0); err != nil || a.Outcome != shop.RoomQueued || a.Position != 1 {
 		t.Fatalf("empty line, two carts being started, may pass: %+v %v", a, err)
 	}
 }
@@ -302,5 +302,27 @@ func roomSchedule(t *testing.T, seed uint64) {
 		if n, _ := r.Waiting(t.Context()); n != int64(len(line)) {
 			t.Fatalf("step %d: %d in line in Redis, %d in the model", step, n, len(line))
 		}
+	}
+}
+
+func TestACustomerMayNotFillTheRoom(t *testing.T) {
+	r, _, _, sku := testRoom(t, 100)
+	for i := range 3 {
+		e := roomEntry(fmt.Sprint("c", i), sku, 1)
+		e.CustomerID = "hoarder"
+		want := shop.RoomQueued
+		if i == 2 {
+			want = shop.RoomBusy
+		}
+		if a, err := r.Enter(t.Context(), e, false, 100, 2); err != nil || a.Outcome != want {
+			t.Fatalf("hoarder's cart %d: %+v %v, want %s", i, a, err, want)
+		}
+	}
+	// Once one of them is taken for its saga, the customer may queue another.
+	pop(t, r)
+	e := roomEntry("c9", sku, 1)
+	e.CustomerID = "hoarder"
+	if a, err := r.Enter(t.Context(), e, false, 100, 2); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("hoarder's cart after one left: %+v %v", a, err)
 	}
 }

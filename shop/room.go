@@ -23,6 +23,7 @@ const (
 	RoomQueued = "queued" // in line (now or already), with a position
 	RoomFull   = "full"   // the line is at its size: 503
 	RoomShort  = "short"  // the units still free are spoken for by the carts ahead: 409
+	RoomBusy   = "busy"   // the customer has the most carts allowed in line already: 429
 )
 
 // RoomAnswer is what the room said to a cart that asked to enter.

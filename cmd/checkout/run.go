@@ -328,6 +328,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		Namespace:                    cfg.Namespace,
 		MaxStartingCheckouts:         int(cfg.MaxStarting),
 		WaitingRoomSize:              cfg.WaitingRoomSize,
+		WaitingPerCustomer:           waitingPerCustomer(cfg.MaxOpenPerCustomer),
 		AdmissionWait:                cfg.AdmissionWait,
 		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
@@ -371,6 +372,15 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	go (&ops.Monitor{Temporal: d.temporal, Audit: auditor, Logger: d.logger}).Run(ctx)
 	d.logger.Info("api listening", "addr", "http://"+cfg.APIAddr)
 	return api.Serve(ctx, e, api.NewHTTPServer(cfg.APIAddr, e), ready, cfg.DrainDelay, d.logger)
+}
+
+// waitingPerCustomer caps a customer's carts in the waiting room as their open checkouts
+// are capped (MAX_OPEN_CHECKOUTS_PER_CUSTOMER; 0 there is no cap, -1 here).
+func waitingPerCustomer(maxOpen int64) int64 {
+	if maxOpen == 0 {
+		return -1
+	}
+	return maxOpen
 }
 
 // pruneEvery is how often the API deletes expired Idempotency-Keys. Expiry itself is exact

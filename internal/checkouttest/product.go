@@ -70,6 +70,9 @@ type Options struct {
 	NoWorker bool
 	// NoAPI serves no API; ServeAPI starts one.
 	NoAPI bool
+	// NoWaitingRoom serves the API without its waiting room: past the admission bound a
+	// request waits, then is answered 503 (the API's behaviour when Redis cannot hold the room).
+	NoWaitingRoom bool
 	// Logger is the API's and the SDK clients' logger (Start: warnings to stderr).
 	Logger *slog.Logger
 	// UI serves the dev server's Web UI (Start only).
@@ -126,7 +129,11 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 		}
 	}
 	if !opts.NoAPI {
-		url := p.ServeAPI(opts.API, svc.Temporal, true)
+		o := APIOptions{Gate: true}
+		if !opts.NoWaitingRoom { // a room of its own: tests share one Redis
+			o.Room, o.Dispatch = lua.NewRoom(svc.Redis, "test-"+testenv.RandomID("")), true
+		}
+		url := p.ServeAPIWith(opts.API, svc.Temporal, o)
 		p.URL = url
 		p.Client = NewClient(url)
 		p.onClose(p.Client.HTTP.CloseIdleConnections)
