@@ -38,6 +38,12 @@ type flashResult struct {
 	paymentErrors                      int
 	sellOut, allAnswered, allConfirmed time.Duration // since the burst started
 	rejectLatency, holdLatency         latencies
+	// The buyer's wait: from the first POST to the final answer (201, or the 202 followed
+	// until the cart left the waiting room, or 409), retries and queueing included.
+	buyerWait, postLatency latencies
+	queued                 int           // carts answered 202 (the waiting room)
+	overtaken              int           // pairs where a buyer 200 ms later holds what an earlier one was refused
+	loserAfterSellOut      time.Duration // the last loser's answer after the last unit was held
 	cpu                                cpuSnapshot
 	// Timelines for the chart, in seconds since the burst started.
 	heldAt, rejectedAt, confirmedAt []float64
@@ -88,8 +94,16 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 	r.allAnswered = time.Since(t0)
 	r.answers = map[string]int{}
 	winnerIDs := map[string]bool{}
-	var rejectLat, holdLat []time.Duration
+	var rejectLat, holdLat, waits, posts []time.Duration
+	var lastLoser time.Time
 	for i, p := range results {
+		if p.err == nil {
+			waits = append(waits, p.answered.Sub(p.sent))
+			posts = append(posts, p.latency)
+		}
+		if p.queued {
+			r.queued++
+		}
 		for _, a := range p.attempts {
 			r.answers[a]++
 			if strings.HasPrefix(a, "5") && a != "503 overloaded" {
@@ -113,6 +127,9 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 		case p.code == http.StatusConflict, p.code == http.StatusOK && p.view.Status == shop.StatusOutOfStock:
 			r.rejected++
 			rejectLat = append(rejectLat, p.latency)
+			if p.answered.After(lastLoser) {
+				lastLoser = p.answered
+			}
 			r.rejectedAt = append(r.rejectedAt, at)
 		case p.code == http.StatusServiceUnavailable:
 			r.gaveUp++
@@ -121,6 +138,14 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 		}
 	}
 	r.rejectLatency, r.holdLatency = newLatencies(rejectLat), newLatencies(holdLat)
+	r.buyerWait, r.postLatency = newLatencies(waits), newLatencies(posts)
+	r.overtaken = overtaken(results, 200*time.Millisecond)
+	if !lastLoser.IsZero() {
+		r.loserAfterSellOut = max(0, lastLoser.Sub(t0)-r.sellOut)
+	}
+	progress("   buyers: wait p50 %s p99 %s max %s; POST answered p99 %s; %d waited in the room; %d overtaken; last loser %s after sell-out",
+		fmtDur(r.buyerWait.pct(50)), fmtDur(r.buyerWait.pct(99)), fmtDur(r.buyerWait.pct(100)), fmtDur(r.postLatency.pct(99)),
+		r.queued, r.overtaken, fmtDur(r.loserAfterSellOut))
 	progress("   burst answered in %s: %d held (%d of them learnt on a retry), %d rejected, %d gave up after %d retries, %d errors; answers %v",
 		r.allAnswered.Round(time.Millisecond), r.held, r.heldOnRetry, r.rejected, r.gaveUp, sz.flashRetries, r.errors, r.answers)
 
@@ -220,6 +245,29 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 		r.sold, r.units, r.orderLines, r.oversold, r.sellOut.Round(time.Millisecond), r.allConfirmed.Round(time.Millisecond),
 		r.cpu.self.Seconds(), r.cpu.devServer.Seconds(), r.cpu.redis.Seconds())
 	return r, nil
+}
+
+// overtaken counts the pairs of buyers where the later one, by more than gap, holds a unit
+// the earlier one was refused: first come, first served, broken.
+func overtaken(results []postResult, gap time.Duration) int {
+	var refused, held []time.Time
+	for _, p := range results {
+		switch {
+		case won(p):
+			held = append(held, p.sent)
+		case p.err == nil && (p.code == http.StatusConflict || p.view.Status == shop.StatusOutOfStock):
+			refused = append(refused, p.sent)
+		}
+	}
+	n := 0
+	for _, early := range refused {
+		for _, late := range held {
+			if late.Sub(early) > gap {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // won reports whether a POST ended holding stock: 201, or 200 when a retry attached to the

@@ -148,6 +148,17 @@ func (r results) targets() []target {
 			"(up to %s, api.DefaultAdmissionWait) and then the reservation's round trip through a dev server that is also "+
 			"running the other admitted checkouts and the winners' confirmations on the same 2 cores.", api.DefaultAdmissionWait),
 	})
+	answerP99 := f.postLatency.pct(99)
+	ts = append(ts, target{
+		name: fmt.Sprintf("Flash sale (%d requests): every POST answered (201, 202 or 409) within 250 ms p99; no buyer gives up; "+
+			"first come, first served (no buyer holds a unit one 200 ms earlier was refused)", f.requests),
+		measured: fmt.Sprintf("POST p99 %s; %d waited in the room; %d gave up; %d overtaken; a buyer's wait, first POST to final answer: p50 %s, p99 %s",
+			fmtDur(answerP99), f.queued, f.gaveUp, f.overtaken, fmtDur(f.buyerWait.pct(50)), fmtDur(f.buyerWait.pct(99))),
+		ratio: fmt.Sprintf("%.2f x 250 ms", answerP99.Seconds()/0.25),
+		met:   len(f.postLatency) > 0 && answerP99 <= 250*time.Millisecond && f.gaveUp == 0 && f.overtaken == 0,
+		why: "a cart that cannot start its saga at once waits in the waiting room and its POST is answered 202 at once; " +
+			"the buyer's wait then runs until the cart leaves the room (GET ?wait=10), which the wait figures include.",
+	})
 	return ts
 }
 
@@ -221,6 +232,9 @@ func (r results) table() string {
 	row("4 flash sale", "time to sell out (last 201) / all answered / all confirmed", fmt.Sprintf("%s / %s / %s", fmtDur(f.sellOut), fmtDur(f.allAnswered), fmtDur(f.allConfirmed)))
 	row("4 flash sale", "rejection (409) latency", fmt.Sprintf("p50 %s, p99 %s", fmtDur(f.rejectLatency.pct(50)), fmtDur(f.rejectLatency.pct(99))))
 	row("4 flash sale", "hold (201) latency", fmt.Sprintf("p50 %s, p99 %s", fmtDur(f.holdLatency.pct(50)), fmtDur(f.holdLatency.pct(99))))
+	row("4 flash sale", "POST answered (201, 202 or 409), per attempt", fmt.Sprintf("p50 %s, p99 %s, max %s", fmtDur(f.postLatency.pct(50)), fmtDur(f.postLatency.pct(99)), fmtDur(f.postLatency.pct(100))))
+	row("4 flash sale", "a buyer's wait, first POST to final answer (retries and the waiting room included)", fmt.Sprintf("p50 %s, p99 %s, max %s", fmtDur(f.buyerWait.pct(50)), fmtDur(f.buyerWait.pct(99)), fmtDur(f.buyerWait.pct(100))))
+	row("4 flash sale", "carts that waited in the waiting room (202) / buyers overtaken (by 200 ms) / last loser after sell-out", fmt.Sprintf("%d / **%d** / %s", f.queued, f.overtaken, fmtDur(f.loserAfterSellOut)))
 	cpuTotal := f.cpu.self + f.cpu.devServer
 	row("4 flash sale", "CPU s, bench process (client + API + worker) + dev server", fmt.Sprintf("%.1f + %.1f = %.1f s (Redis %.1f s more)", f.cpu.self.Seconds(), f.cpu.devServer.Seconds(), cpuTotal.Seconds(), f.cpu.redis.Seconds()))
 	row("4 flash sale", "CPU s per 1,000 checkout requests / per 1,000 units sold", fmt.Sprintf("%.2f / %.2f", cpuTotal.Seconds()*1000/float64(f.requests), cpuTotal.Seconds()*1000/float64(max(f.sold, 1))))

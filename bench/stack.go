@@ -128,20 +128,24 @@ type postResult struct {
 	problem  string        // of the final answer
 	attempts []string      // every answer: "201", "409", "503 overloaded", ...
 	shed     int           // 503 answers retried
-	latency  time.Duration // of the final attempt
-	answered time.Time     // when the final answer arrived
+	latency  time.Duration // of the POST attempt that was answered (201, 202, 409, ...)
+	sent     time.Time     // when the first POST left: the buyer pressed "buy"
+	answered time.Time     // when the final answer arrived (after the waiting room, if any)
+	queued   bool          // answered 202: the cart waited in the waiting room
 	view     api.CheckoutView
 	err      error
 }
 
 // postCheckout posts a cart and, like a well-behaved client, retries a 503 after its
-// Retry-After (at most maxRetries times; the same cart id makes a retry safe).
+// Retry-After (at most maxRetries times; the same cart id makes a retry safe), and follows a
+// 202 through the waiting room.
 func (s *stack) postCheckout(ctx context.Context, cartID, customerID, sku string, maxRetries int) postResult {
 	c := checkouttest.Client{BaseURL: s.url, HTTP: s.http, MaxRetries: maxRetries, Header: s.client}
-	var r postResult
-	a, err := c.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: cartID, CustomerID: customerID,
+	r := postResult{sent: time.Now()}
+	// A 202 (the waiting room) is followed with GET ?wait=10 until the cart left the room.
+	a, err := c.Checkout(ctx, api.CheckoutRequest{CartID: cartID, CustomerID: customerID,
 		Items: []api.RequestItem{{SKU: sku, Quantity: 1}}, PaymentTimeoutSeconds: ptr[int64](600)}, nil, &r.view)
-	r.code, r.problem, r.attempts, r.shed, r.latency, r.answered, r.err = a.Code, a.Problem, a.Attempts, a.Retried, a.Latency, a.Answered, err
+	r.code, r.problem, r.attempts, r.shed, r.latency, r.answered, r.queued, r.err = a.Code, a.Problem, a.Attempts, a.Retried, a.PostLatency, a.Answered, a.Queued, err
 	return r
 }
 

@@ -48,6 +48,9 @@ type Answer struct {
 	Latency    time.Duration // of the last attempt
 	Answered   time.Time     // when the last answer arrived
 	Queued     bool          // the cart waited in the waiting room (Checkout)
+	// PostLatency is the latency of the POST attempt that was answered (201, 202, 409...)
+	// when Checkout followed a 202 with GETs; Latency is then the last GET's.
+	PostLatency time.Duration
 }
 
 // JSON is the answer's body decoded as an object (nil if it is not one).
@@ -146,6 +149,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, hea
 func (c *Client) Checkout(ctx context.Context, body any, header map[string]string, out *api.CheckoutView) (Answer, error) {
 	var v api.CheckoutView
 	a, err := c.Do(ctx, http.MethodPost, "/v1/checkouts", body, header, &v)
+	postLatency := a.Latency
 	secret, queued, cart := v.CheckoutSecret, false, cartOf(body)
 	for err == nil && (a.Code == http.StatusAccepted || a.Code == http.StatusOK && v.Status == "queued") {
 		queued = true
@@ -158,7 +162,7 @@ func (c *Client) Checkout(ctx context.Context, body any, header map[string]strin
 		a, err = c.Do(ctx, http.MethodGet, "/v1/checkouts/"+cart+"?wait=10", nil, get, &v)
 		a.Attempts, a.Retried = append(attempts, a.Attempts...), retried+a.Retried
 	}
-	a.Queued = queued
+	a.Queued, a.PostLatency = queued, postLatency
 	if v.CheckoutSecret == "" {
 		v.CheckoutSecret = secret
 	}
