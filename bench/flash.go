@@ -44,7 +44,7 @@ type flashResult struct {
 	queued                 int           // carts answered 202 (the waiting room)
 	overtaken              int           // pairs where a buyer 200 ms later holds what an earlier one was refused
 	loserAfterSellOut      time.Duration // the last loser's answer after the last unit was held
-	cpu                                cpuSnapshot
+	cpu                    cpuSnapshot
 	// Timelines for the chart, in seconds since the burst started.
 	heldAt, rejectedAt, confirmedAt []float64
 	outOfStockHistory               int // history events of a checkout the saga refused, 0 if none
