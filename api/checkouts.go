@@ -385,9 +385,11 @@ func (s *Server) getCheckout(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if place := s.roomPlace(ctx, id); place.InRoom() || place.Left {
+	place, roomErr := s.lookupRoom(ctx, id)
+	if place.InRoom() || place.Left {
 		// A waiting cart: ?wait waits for it to leave the room, not for its end.
-		if answered, err := s.answerRoomGet(c, s.awaitRoom(ctx, id, place, wait)); answered {
+		place = s.awaitRoom(ctx, id, place, wait)
+		if answered, err := s.answerRoomGet(c, place); answered {
 			return err
 		}
 		wait = 0
@@ -399,7 +401,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 	}
 	v, err := s.view(ctx, id)
 	if err != nil {
-		return err
+		return s.unknownToSaga(c, err, place, roomErr)
 	}
 	return c.JSON(http.StatusOK, s.present(v))
 }
@@ -482,7 +484,8 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if answered, err := s.cancelInRoom(c, id); answered {
+	place, roomErr, answered, err := s.cancelInRoom(c, id)
+	if answered {
 		return err
 	}
 	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -499,9 +502,11 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	case err == nil:
 	case workflows.IsErrorType(err, shop.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is paid and cannot be cancelled")
+	case isNotFound(err) && place.Leaving:
+		return checkoutStarting()
 	case isNotFound(err):
 		if v, err = s.finishedView(ctx, id); err != nil {
-			return err
+			return s.unknownToSaga(c, err, place, roomErr)
 		}
 	default:
 		return temporalProblem(err)

@@ -173,15 +173,38 @@ func outOfStock(shortages []shop.Shortage) *Problem {
 // roomPlace is what the room knows of a cart; nothing without a room or when Redis cannot
 // answer (then the saga and Postgres answer, as for any cart).
 func (s *Server) roomPlace(ctx context.Context, cartID string) shop.RoomPlace {
+	place, _ := s.lookupRoom(ctx, cartID)
+	return place
+}
+
+// lookupRoom is roomPlace, with the error when Redis could not answer.
+func (s *Server) lookupRoom(ctx context.Context, cartID string) (shop.RoomPlace, error) {
 	if s.Room == nil {
-		return shop.RoomPlace{}
+		return shop.RoomPlace{}, nil
 	}
 	place, err := s.Room.Lookup(ctx, cartID)
 	if err != nil {
 		s.Logger.Warn("waiting room lookup", "checkout_id", cartID, "error", err)
-		return shop.RoomPlace{}
+		return shop.RoomPlace{}, err
 	}
-	return place
+	return place, nil
+}
+
+// unknownToSaga answers a GET or cancel of a cart that neither Temporal nor Postgres knows
+// (err is their answer): a cart taken from the line whose saga is not there yet is still
+// waiting; one the room could not be asked about may be waiting, so the caller retries.
+func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, roomErr error) error {
+	var p *Problem
+	if !errors.As(err, &p) || p.Status != http.StatusNotFound {
+		return err
+	}
+	switch {
+	case place.Leaving && place.Entry != nil:
+		return s.answerQueued(c, *place.Entry, 0, "", http.StatusOK)
+	case roomErr != nil:
+		return unavailable("redis", roomErr)
+	}
+	return err
 }
 
 // roomPoll is how often a GET that waits for a cart to leave the room looks again.
@@ -203,15 +226,15 @@ func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPl
 }
 
 // answerRoomGet answers a GET of a cart the room knows, once it waited; false when the cart
-// has left the line for its saga, which then answers.
+// has left the line for its saga, or is being started, which the saga then answers (a
+// replica that could not tell the room its start went through leaves the cart marked as
+// being started: the saga is the truth).
 func (s *Server) answerRoomGet(c echo.Context, place shop.RoomPlace) (bool, error) {
 	switch {
 	case place.End != nil:
 		return true, s.answerRoomEnd(c, *place.End)
 	case place.Queued && place.Entry != nil:
 		return true, s.answerQueued(c, *place.Entry, place.Position, "", http.StatusOK)
-	case place.Leaving && place.Entry != nil:
-		return true, s.answerQueued(c, *place.Entry, 0, "", http.StatusOK)
 	}
 	return false, nil
 }
@@ -386,27 +409,32 @@ func (s *Server) estimateWait(position int64) int64 {
 }
 
 // cancelInRoom cancels a cart that waits in the room, or answers the end it had there;
-// false when the room does not know the cart (its saga answers).
-func (s *Server) cancelInRoom(c echo.Context, cartID string) (bool, error) {
+// answered is false when the saga must answer: the room does not know the cart, is starting
+// its saga (place.Leaving), or could not be asked (roomErr).
+func (s *Server) cancelInRoom(c echo.Context, cartID string) (place shop.RoomPlace, roomErr error, answered bool, err error) {
 	if s.Room == nil {
-		return false, nil
+		return place, nil, false, nil
 	}
 	ctx := c.Request().Context()
-	end, cancelled, leaving, err := s.Room.Cancel(ctx, cartID)
+	end, cancelled, leaving, roomErr := s.Room.Cancel(ctx, cartID)
 	switch {
-	case err != nil:
-		s.Logger.Warn("waiting room cancel", "checkout_id", cartID, "error", err)
-		return false, nil
+	case roomErr != nil:
+		s.Logger.Warn("waiting room cancel", "checkout_id", cartID, "error", roomErr)
+		return place, roomErr, false, nil
 	case cancelled:
-		return true, c.JSON(http.StatusOK, s.present(roomView(end)))
-	case leaving:
-		// Its saga is being started this moment: the cancel goes to the saga once it runs.
-		p := problem(http.StatusServiceUnavailable, "checkout_starting", "the checkout is leaving the waiting room; retry shortly")
-		p.retryAfter = 1
-		return true, p
+		return place, nil, true, c.JSON(http.StatusOK, s.present(roomView(end)))
 	}
-	if place := s.roomPlace(ctx, cartID); place.End != nil {
-		return true, c.JSON(http.StatusOK, s.present(roomView(*place.End)))
+	place = s.roomPlace(ctx, cartID)
+	if place.End != nil {
+		return place, nil, true, c.JSON(http.StatusOK, s.present(roomView(*place.End)))
 	}
-	return false, nil
+	place.Leaving = place.Leaving || leaving
+	return place, nil, false, nil
+}
+
+// checkoutStarting answers a cancel of a cart whose saga is being started this moment.
+func checkoutStarting() *Problem {
+	p := problem(http.StatusServiceUnavailable, "checkout_starting", "the checkout is leaving the waiting room; retry shortly")
+	p.retryAfter = 1
+	return p
 }

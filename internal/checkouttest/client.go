@@ -142,33 +142,48 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, hea
 }
 
 // Checkout POSTs a cart as a browser does: when the cart waits in the waiting room (202),
-// it asks GET ?wait=10 with the 202's checkout_secret until the cart has left the room. The
-// answer is the final one: the view (201, or 200 for a cart that left the room or a retry),
-// a 409, or an error; Queued says the cart waited. out, if not nil, gets the view, with the
-// secret of the 202 kept.
+// it asks GET ?wait=10 with the 202's checkout_secret until the cart has left the room. A
+// waiting cart that the room lost (Redis lost its writes: GET answers 404) is POSTed again,
+// as docs/api.md asks. The answer is the final one: the view (201, or 200 for a cart that
+// left the room or a retry), a 409, or an error; Queued says the cart waited. out, if not
+// nil, gets the view, with the secret of the 202 kept.
 func (c *Client) Checkout(ctx context.Context, body any, header map[string]string, out *api.CheckoutView) (Answer, error) {
 	var v api.CheckoutView
 	a, err := c.Do(ctx, http.MethodPost, "/v1/checkouts", body, header, &v)
 	postLatency := a.Latency
-	secret, queued, cart := v.CheckoutSecret, false, cartOf(body)
-	for err == nil && (a.Code == http.StatusAccepted || a.Code == http.StatusOK && v.Status == "queued") {
-		queued = true
+	secret, queued, cart, reposts := v.CheckoutSecret, false, cartOf(body), 0
+	for err == nil {
 		attempts, retried := a.Attempts, a.Retried
-		get := map[string]string{api.CheckoutSecretHeader: secret}
-		for k, val := range header {
-			get[k] = val
+		switch {
+		case a.Code == http.StatusAccepted || a.Code == http.StatusOK && v.Status == "queued":
+			queued = true
+			if v.CheckoutSecret != "" {
+				secret = v.CheckoutSecret
+			}
+			get := map[string]string{api.CheckoutSecretHeader: secret}
+			for k, val := range header {
+				get[k] = val
+			}
+			v = api.CheckoutView{}
+			a, err = c.Do(ctx, http.MethodGet, "/v1/checkouts/"+cart+"?wait=10", nil, get, &v)
+		case queued && a.Code == http.StatusNotFound && reposts < 5:
+			reposts++
+			v = api.CheckoutView{}
+			a, err = c.Do(ctx, http.MethodPost, "/v1/checkouts", body, header, &v)
+			postLatency = a.Latency
+		default:
+			a.Queued, a.PostLatency = queued, postLatency
+			if v.CheckoutSecret == "" {
+				v.CheckoutSecret = secret
+			}
+			if out != nil {
+				*out = v
+			}
+			return a, nil
 		}
-		v = api.CheckoutView{}
-		a, err = c.Do(ctx, http.MethodGet, "/v1/checkouts/"+cart+"?wait=10", nil, get, &v)
 		a.Attempts, a.Retried = append(attempts, a.Attempts...), retried+a.Retried
 	}
 	a.Queued, a.PostLatency = queued, postLatency
-	if v.CheckoutSecret == "" {
-		v.CheckoutSecret = secret
-	}
-	if out != nil {
-		*out = v
-	}
 	return a, err
 }
 
