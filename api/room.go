@@ -311,7 +311,10 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		}
 		return false
 	}
-	if s.Gate != nil {
+	// Only a cart taken for the first time may be refused here: a cart taken again may have
+	// a saga that holds its units (a replica started it and could not tell the room, or Redis
+	// lost the word), and that saga answers, through update-with-start below.
+	if s.Gate != nil && e.Taken <= 1 {
 		items := make(map[string]int64, len(e.Items))
 		for _, it := range e.Items {
 			items[it.SKU] = it.Quantity

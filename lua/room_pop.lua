@@ -36,8 +36,13 @@ if #head == 0 then
 end
 local cart = head[1]
 redis.call('ZREM', line, cart)
-local raw = redis.call('HGET', carts, cart)
-ask(cjson.decode(raw), -1)
+local e = cjson.decode(redis.call('HGET', carts, cart))
+ask(e, -1)
+-- How many times the cart was taken: after the first, its saga may exist (a replica that
+-- started it and could not say so), and only the saga may answer for it.
+e.taken = (e.taken or 0) + 1
+local raw = cjson.encode(e)
+redis.call('HSET', carts, cart, raw)
 redis.call('ZADD', leaving, now + lease, cart)
 redis.call('INCR', served)
 return raw

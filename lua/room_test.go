@@ -138,8 +138,8 @@ func TestACartWhoseReplicaDiedIsTakenAgainAtItsPlace(t *testing.T) {
 		t.Fatalf("a while its start runs: %+v %v", place, err)
 	}
 	time.Sleep(150 * time.Millisecond)
-	if e, _ := pop(t, r); e.CartID != "a" {
-		t.Fatalf("took %s after a's lease ran out, want a", e.CartID)
+	if e, _ := pop(t, r); e.CartID != "a" || e.Taken != 2 {
+		t.Fatalf("took %s (taken %d times) after a's lease ran out, want a, taken twice", e.CartID, e.Taken)
 	}
 	if err := r.Retry(t.Context(), "a"); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,9 @@ type RoomEntry struct {
 	RequestHash    string     `json:"request_hash"`
 	// Ticket is the cart's place in the order of arrival (the room sets it).
 	Ticket int64 `json:"ticket,omitempty"`
+	// Taken counts the times the cart was taken from the line (the room sets it): after the
+	// first, its saga may already exist.
+	Taken int `json:"taken,omitempty"`
 }
 
 // Room outcomes for a cart that asks to enter (Room.Enter).
