@@ -319,7 +319,7 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		for _, it := range e.Items {
 			items[it.SKU] = it.Quantity
 		}
-		if pre, err := s.Gate.Precheck(ctx, e.CartID, items); err == nil && pre.SoldOut() && !pre.Seen {
+		if pre, err := s.Gate.Precheck(ctx, e.CartID, items); err == nil && pre.SoldOut() && !pre.Seen && !s.sagaMayExist(ctx, e.CartID) {
 			var short []shop.Shortage
 			for _, sh := range pre.Shortages {
 				short = append(short, shop.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
@@ -356,6 +356,15 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		log.Warn("waiting room: leave", "error", err) // its lease brings it back; a second start is harmless
 	}
 	return true
+}
+
+// sagaMayExist reports whether the cart may have a saga: Temporal knows its workflow, or
+// cannot say. Redis can lose the room's word that a cart was taken and started (a failover
+// that lost its last writes puts it back in line as new) together with its hold: a refusal
+// by the gate would then hide the saga that holds its units.
+func (s *Server) sagaMayExist(ctx context.Context, cartID string) bool {
+	_, err := s.Temporal.DescribeWorkflowExecution(ctx, shop.WorkflowID(cartID), "")
+	return !isNotFound(err)
 }
 
 // roomRate is the rate carts leave the room, across every replica, measured from the room's

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/mocks"
+
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
@@ -136,9 +140,14 @@ func TestAWaitingCartWhoseSKUSoldOutEndsWithoutASaga(t *testing.T) {
 	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)
 	}
-	// The dispatcher judges each cart at its turn from Redis: sold out, so no saga (the
-	// harness has no Temporal; reaching it would panic).
+	// The dispatcher judges each cart at its turn from Redis: sold out, and Temporal has no
+	// saga of it (a Temporal client that knows no workflow and starts none: a start would
+	// fail the test), so it ends without one.
 	h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
+	tc := mocks.NewClient(t)
+	tc.On("DescribeWorkflowExecution", mock.Anything, mock.Anything, "").
+		Return(nil, serviceerror.NewNotFound("workflow not found"))
+	h.srv.Temporal = tc
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { h.srv.RunWaitingRoom(ctx); close(done) }()
