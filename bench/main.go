@@ -70,7 +70,8 @@ func quickSizes() sizes {
 
 type options struct {
 	out, charts, temporalCLI, redisURL, postgresURL string
-	quick, scale                                    bool
+	quick, scale, scaleOnly                         bool
+	scaleShapes                                     string
 	e2eOnly, grpcGzip, devSARefresh                 bool
 	poll                                            time.Duration
 	partitions, e2eRounds                           int
@@ -95,6 +96,8 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 0, "make the end-to-end client poll GET /v1/checkouts/{id} this often (50ms was the client before ?wait) instead of one GET ?wait=10, to measure what polling costs")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (load generator, API and worker) to this file, for go tool pprof")
 	flag.BoolVar(&o.scale, "scale", true, "also run the scale profile (bench/profile.go): dev server vs Temporal on Postgres, one Redis vs a cluster")
+	flag.BoolVar(&o.scaleOnly, "scale-only", false, "run only the scale profile and print its table, for trying a change to its settings; writes no report")
+	flag.StringVar(&o.scaleShapes, "scale-shapes", defaultScaleShapes, "the scale profile's shapes, in order (a key may repeat): dev, pg1, pg4, cluster, and the cluster shape with the settings the profile turned away from: cluster-libpq, cluster-refresh, cluster-libpq-refresh")
 	flag.Parse()
 	o.sizes = defaultSizes()
 	if o.quick {
@@ -170,6 +173,18 @@ func run(ctx context.Context, o options) error {
 	if o.e2eOnly {
 		return runE2EOnly(ctx, e, logger, o.sizes)
 	}
+	if o.scaleOnly {
+		progress("scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
+		scale, err := benchScaleProfile(ctx, o, e)
+		if err != nil {
+			return fmt.Errorf("scale profile: %w", err)
+		}
+		fmt.Print(scaleMarkdown(scale, o.sizes))
+		if t, ok := scaleTarget(scale); ok {
+			fmt.Printf("\n%s: %s, %s: %s\n", t.name, t.measured, t.ratio, yes(t.met))
+		}
+		return nil
+	}
 
 	progress("1/5 the seed's race: %d buyers, %d units", o.sizes.raceBuyers, o.sizes.raceUnits)
 	if r.race, err = e.benchRace(ctx, o.sizes); err != nil {
@@ -204,10 +219,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("sold-out gate: %w", err)
 	}
 
-	var scale []shapeResult
 	if o.scale {
-		progress("6/6 scale profile: %d shapes, %d checkouts each", len(scaleShapes), o.sizes.e2eCheckouts)
-		if scale, err = benchScaleProfile(ctx, o, e); err != nil {
+		progress("6/6 scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
+		if r.scale, err = benchScaleProfile(ctx, o, e); err != nil {
 			return fmt.Errorf("scale profile: %w", err)
 		}
 	}
@@ -233,7 +247,7 @@ func run(ctx context.Context, o options) error {
 	for i := range charts {
 		charts[i].path = rel(charts[i].path)
 	}
-	if err := os.WriteFile(o.out, []byte(r.markdown(o, charts)+scaleMarkdown(scale, o.sizes)), 0o644); err != nil {
+	if err := os.WriteFile(o.out, []byte(r.markdown(o, charts)+scaleMarkdown(r.scale, o.sizes)), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	progress("wrote %s and %d charts in %s (run took %s)", o.out, len(charts), o.charts, r.elapsed.Round(time.Second))

@@ -26,6 +26,7 @@ type results struct {
 	e2e    e2eResult
 	flash  flashResult
 	gate   gateResult
+	scale  []shapeResult
 }
 
 // target is one of the benchmark's targets, evaluated on this run's figures.
