@@ -12,8 +12,9 @@ STRIPE_MOCK := .tools/stripe-mock
 
 .PHONY: run test tools build vet
 # The scale profile: the full Temporal server on the local Postgres, its SQL schema
-# tool and the Web UI server, pinned in tools/temporal-server/go.mod (server 1.29.1, UI 2.42.1,
-# the versions the CLI bundles). About 2 minutes and 1.6 GB cold, seconds warm; ~130 MB each.
+# tool and the Web UI server, pinned in tools/temporal-server/go.mod (server 1.30.8, newer than
+# the CLI's 1.29.2, which cannot build with 1.30; UI 2.42.1, the CLI's). About 2 minutes and
+# 1.6 GB cold, seconds warm; ~135 MB each.
 TEMPORAL_SERVER := .tools/temporal-server
 TEMPORAL_SQL_TOOL := .tools/temporal-sql-tool
 TEMPORAL_UI_SERVER := .tools/temporal-ui-server

@@ -70,7 +70,8 @@ func quickSizes() sizes {
 
 type options struct {
 	out, charts, temporalCLI, redisURL, postgresURL string
-	quick, scale                                    bool
+	quick, scale, scaleOnly                         bool
+	scaleShapes                                     string
 	e2eOnly, grpcGzip, devSARefresh                 bool
 	poll                                            time.Duration
 	partitions, e2eRounds                           int
@@ -95,6 +96,8 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 0, "make the end-to-end client poll GET /v1/checkouts/{id} this often (50ms was the client before ?wait) instead of one GET ?wait=10, to measure what polling costs")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (load generator, API and worker) to this file, for go tool pprof")
 	flag.BoolVar(&o.scale, "scale", true, "also run the scale profile (bench/profile.go): dev server vs Temporal on Postgres, one Redis vs a cluster")
+	flag.BoolVar(&o.scaleOnly, "scale-only", false, "run only the scale profile and print its table, for trying a change to its settings; writes no report")
+	flag.StringVar(&o.scaleShapes, "scale-shapes", defaultScaleShapes, "the scale profile's shapes, in order (a key may repeat): dev, pg1, pg4, cluster, and the cluster shape with the settings the profile turned away from: cluster-libpq, cluster-refresh, cluster-libpq-refresh")
 	flag.Parse()
 	o.sizes = defaultSizes()
 	if o.quick {
@@ -170,6 +173,18 @@ func run(ctx context.Context, o options) error {
 	if o.e2eOnly {
 		return runE2EOnly(ctx, e, logger, o.sizes)
 	}
+	if o.scaleOnly {
+		progress("scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
+		scale, err := benchScaleProfile(ctx, o, e)
+		if err != nil {
+			return fmt.Errorf("scale profile: %w", err)
+		}
+		fmt.Print(scaleMarkdown(scale, o.sizes))
+		if t, ok := scaleTarget(scale); ok {
+			fmt.Printf("\n%s: %s, %s: %s\n", t.name, t.measured, t.ratio, yes(t.met))
+		}
+		return nil
+	}
 
 	progress("1/5 the seed's race: %d buyers, %d units", o.sizes.raceBuyers, o.sizes.raceUnits)
 	if r.race, err = e.benchRace(ctx, o.sizes); err != nil {
@@ -191,7 +206,7 @@ func run(ctx context.Context, o options) error {
 	if r.rounds, err = st.benchEnd2End(ctx, o.sizes); err != nil {
 		return err
 	}
-	k, _ := medianRound(r.rounds, e2eRound.cpuRatio)
+	k, _ := medianRound(r.rounds, e2eRound.cpuFloorRatio)
 	r.empty, r.floor, r.e2e = k.empty, k.floor, k.e2e
 
 	progress("4/5 flash sale: %d units, %d requests, %d clients", o.sizes.flashUnits, o.sizes.flashRequests, o.sizes.flashConcurrency)
@@ -199,15 +214,19 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("flash sale: %w", err)
 	}
 
+	// The flash sale's workflow tasks leave timers too; the gate's two sides run one after the
+	// other, so without the wait they would fire into the second one only.
+	if err := st.settle(ctx); err != nil {
+		return err
+	}
 	progress("5/5 sold-out gate beside a bare Echo handler")
 	if r.gate, err = st.benchGate(ctx, o.sizes); err != nil {
 		return fmt.Errorf("sold-out gate: %w", err)
 	}
 
-	var scale []shapeResult
 	if o.scale {
-		progress("6/6 scale profile: %d shapes, %d checkouts each", len(scaleShapes), o.sizes.e2eCheckouts)
-		if scale, err = benchScaleProfile(ctx, o, e); err != nil {
+		progress("6/6 scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
+		if r.scale, err = benchScaleProfile(ctx, o, e); err != nil {
 			return fmt.Errorf("scale profile: %w", err)
 		}
 	}
@@ -233,7 +252,7 @@ func run(ctx context.Context, o options) error {
 	for i := range charts {
 		charts[i].path = rel(charts[i].path)
 	}
-	if err := os.WriteFile(o.out, []byte(r.markdown(o, charts)+scaleMarkdown(scale, o.sizes)), 0o644); err != nil {
+	if err := os.WriteFile(o.out, []byte(r.markdown(o, charts)+scaleMarkdown(r.scale, o.sizes)), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	progress("wrote %s and %d charts in %s (run took %s)", o.out, len(charts), o.charts, r.elapsed.Round(time.Second))
@@ -260,13 +279,19 @@ func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) erro
 	for i, k := range rounds {
 		progress("round %d: CPU s per 1,000 empty workflows: %s", i+1, perK(k.empty.cpu, k.empty.workflows))
 		progress("round %d: CPU s per 1,000 floor workflows: %s (%.2f x empty)", i+1, perK(k.floor.cpu, k.floor.workflows), k.floorRatio())
-		progress("round %d: CPU s per 1,000 confirmed checkouts: %s", i+1, perK(k.e2e.cpu, k.e2e.checkouts))
+		progress("round %d: CPU s per 1,000 confirmed checkouts: %s (%.2f x floor)", i+1, perK(k.e2e.cpu, k.e2e.checkouts), k.cpuFloorRatio())
 	}
-	cpu, cpus := medianRound(rounds, e2eRound.cpuRatio)
+	cpu, cpus := medianRound(rounds, e2eRound.cpuFloorRatio)
+	post, posts := medianRound(rounds, e2eRound.postFloorRatio)
+	progress("targets: CPU per checkout %.2f x the floor's (target <= 1.3)%s. POST p99 %.2f x the floor's update-with-start p99 (target <= 1.1)%s",
+		cpu.cpuFloorRatio(), roundsNote(cpus, "%.2f"), post.postFloorRatio(), roundsNote(posts, "%.2f"))
+	cpu, cpus = medianRound(rounds, e2eRound.cpuRatio)
 	rate, rates := medianRound(rounds, e2eRound.rateRatio)
-	post, posts := medianRound(rounds, e2eRound.postRatio)
-	progress("ratios: CPU per checkout %.2f x empty (target <= 2)%s. Checkouts/s %.2f x empty (target >= 0.5)%s. POST p99 %.1f x StartWorkflow p99 (target <= 3)%s",
-		cpu.cpuRatio(), roundsNote(cpus, "%.2f"), rate.rateRatio(), roundsNote(rates, "%.2f"), post.postRatio(), roundsNote(posts, "%.1f"))
+	post, posts = medianRound(rounds, e2eRound.postRatio)
+	res, ress := medianRound(rounds, e2eRound.postResultRatio)
+	progress("information: CPU per checkout %.2f x empty (old bound 2)%s. Checkouts/s %.2f x empty (old bound 0.5)%s. POST p99 %.1f x StartWorkflow p99 (old bound 3)%s, %.1f x the empty workflow's start to result p99%s",
+		cpu.cpuRatio(), roundsNote(cpus, "%.2f"), rate.rateRatio(), roundsNote(rates, "%.2f"), post.postRatio(), roundsNote(posts, "%.1f"),
+		res.postResultRatio(), roundsNote(ress, "%.1f"))
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
 // TestConcurrentReserveNeverOversells races 1,000 reserves for distinct
@@ -156,17 +159,77 @@ func BenchmarkReserve(b *testing.B) {
 // reports holds/s so a change to reserve.lua can be compared before and after:
 //
 //	go test -run '^$' -bench BenchmarkHoldRate -benchtime 20000x ./lua/
+//
+// Beside the shared Redis it runs a master of its own with one replica, where each hold is
+// followed by WAIT 1 (the hold acknowledged by the replica before the caller goes on, so a
+// failover to that replica keeps it) or not, at 2 and 64 callers: what WAIT would cost a hold.
 func BenchmarkHoldRate(b *testing.B) {
-	s, sku := benchStock(b)
+	b.Run("shared", func(b *testing.B) {
+		s, sku := benchStock(b)
+		holdRate(b, 1, func() (*Stock, func(context.Context) error, func()) { return s, nil, func() {} }, sku)
+	})
+	master := testenv.StartRedisServer(b)
+	testenv.StartRedisReplica(b, master)
+	rdb := master.Client()
+	for _, callers := range []int{1, 32} { // x GOMAXPROCS goroutines
+		for _, wait := range []bool{false, true} {
+			name := fmt.Sprintf("replica/parallelism-%d/no-wait", callers)
+			if wait {
+				name = fmt.Sprintf("replica/parallelism-%d/wait-1", callers)
+			}
+			b.Run(name, func(b *testing.B) {
+				sku := testSKU(b, rdb)
+				if _, err := New(rdb).SetStock(b.Context(), sku, 1_000_000_000, 1); err != nil {
+					b.Fatalf("set stock: %v", err)
+				}
+				var unacked atomic.Int64
+				holdRate(b, callers, func() (*Stock, func(context.Context) error, func()) {
+					// WAIT counts the writes of its own connection: the hold and its WAIT share one.
+					conn := rdb.Conn()
+					afterHold := func(ctx context.Context) error {
+						n, err := conn.Do(ctx, "WAIT", 1, holdWaitTimeout.Milliseconds()).Int()
+						if err == nil && n < 1 {
+							unacked.Add(1)
+						}
+						return err
+					}
+					if !wait {
+						afterHold = nil
+					}
+					return New(conn).WithTombstoneTTL(time.Minute), afterHold, func() { _ = conn.Close() }
+				}, sku)
+				b.ReportMetric(float64(unacked.Load()), "unacked")
+			})
+		}
+	}
+}
+
+// holdWaitTimeout bounds a WAIT after a hold: a hold the replica has not acknowledged by then
+// is counted (unacked) rather than waited for.
+const holdWaitTimeout = 100 * time.Millisecond
+
+// holdRate reserves one unit of sku per call for a new checkout, from parallelism x
+// GOMAXPROCS goroutines, each with the Stock open returns (and, when afterHold is not nil,
+// calling it after each hold), and reports holds/s.
+func holdRate(b *testing.B, parallelism int, open func() (s *Stock, afterHold func(context.Context) error, done func()), sku string) {
 	ctx := b.Context()
 	var next atomic.Int64
+	b.SetParallelism(parallelism)
 	start := time.Now()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		s, afterHold, done := open()
+		defer done()
 		for pb.Next() {
 			if _, err := s.Reserve(ctx, sku, fmt.Sprintf("h-%d", next.Add(1)), 1); err != nil {
 				b.Errorf("reserve: %v", err)
 				return
+			}
+			if afterHold != nil {
+				if err := afterHold(ctx); err != nil {
+					b.Errorf("after the hold: %v", err)
+					return
+				}
 			}
 		}
 	})

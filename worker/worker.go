@@ -19,7 +19,16 @@ const StopTimeout = 15 * time.Second
 // New returns a worker with the Checkout workflow and every activity registered. The caller
 // starts it (Run or Start) and stops it.
 func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
-	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+	w := sdkworker.New(c, workflows.TaskQueue, Options(localActivityLimit(acts)))
+	Register(w, acts)
+	return w
+}
+
+// Options are the checkout worker's settings, with at most localActivities local activities
+// at once (the Postgres pool's size). The benchmark runs its baseline workflows with them too,
+// so a checkout is compared with workflows polled and cached the same way.
+func Options(localActivities int) sdkworker.Options {
+	return sdkworker.Options{
 		// A flash sale starts hundreds of sagas at once; the SDK's default of two pollers per
 		// task type leaves them queued on the server while the worker idles, and a fixed
 		// eight keeps polls open (server work) while the shop is quiet. Autoscaling follows
@@ -34,10 +43,8 @@ func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
 		// of them on Postgres. The SDK's default of 1000 at once queued them behind the pool,
 		// where the wait ate their 5 s and 10 s budgets and the retries added load; one per
 		// connection lets each start only when it can run.
-		MaxConcurrentLocalActivityExecutionSize: localActivityLimit(acts),
-	})
-	Register(w, acts)
-	return w
+		MaxConcurrentLocalActivityExecutionSize: localActivities,
+	}
 }
 
 // pollers autoscales the pollers of one task type between 1 and 32, from 8.

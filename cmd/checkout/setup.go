@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -79,7 +80,50 @@ func setupTemporal(ctx context.Context, cfg config) error {
 		return fmt.Errorf("add search attributes: %w", err)
 	}
 	logger.Info("search attributes registered", "namespace", cfg.Namespace, "count", len(missing))
-	return nil
+	return awaitSearchAttributes(ctx, ws, cfg.Namespace)
+}
+
+// awaitSearchAttributes returns once the server answers a visibility query naming every
+// search attribute of the contract. On SQL visibility a new attribute is an alias in the
+// namespace's record, which each service serves from a namespace cache refreshed every few
+// seconds (system.namespaceCacheRefreshInterval, 2 s by default): until then a saga's start
+// with the attribute is refused ("no mapping defined"), so a worker and API started right
+// after setup would refuse their first buyers.
+func awaitSearchAttributes(ctx context.Context, ws workflowservice.WorkflowServiceClient, namespace string) error {
+	var terms []string
+	for _, k := range workflows.SearchAttributes {
+		terms = append(terms, k.GetName()+" = "+probeValue(k.GetValueType()))
+	}
+	query := strings.Join(terms, " AND ")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := ws.CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: query})
+		if err == nil {
+			return nil
+		}
+		if !errors.As(err, new(*serviceerror.InvalidArgument)) || time.Now().After(deadline) {
+			return fmt.Errorf("search attributes registered but not usable: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// probeValue is a literal of the type, for a query that only has to be understood.
+func probeValue(t enumspb.IndexedValueType) string {
+	switch t {
+	case enumspb.INDEXED_VALUE_TYPE_INT, enumspb.INDEXED_VALUE_TYPE_DOUBLE:
+		return "0"
+	case enumspb.INDEXED_VALUE_TYPE_BOOL:
+		return "true"
+	case enumspb.INDEXED_VALUE_TYPE_DATETIME:
+		return "'2000-01-01T00:00:00Z'"
+	default: // keyword, keyword list, text
+		return "'probe'"
+	}
 }
 
 // hostPortOf returns the host:port of a URL, with the scheme's default port if none is given.

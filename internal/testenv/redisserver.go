@@ -2,11 +2,13 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +24,7 @@ type RedisServer struct {
 	cmd   *exec.Cmd
 	t     testing.TB
 	saves int
+	args  []string // more redis-server arguments (a replica's --replicaof)
 }
 
 // StartRedisServer starts a RedisServer; it stops when the test ends.
@@ -33,6 +36,30 @@ func StartRedisServer(t testing.TB) *RedisServer {
 	r := &RedisServer{Addr: "127.0.0.1:" + FreePort(t), dir: t.TempDir(), t: t}
 	r.start()
 	t.Cleanup(r.stop)
+	return r
+}
+
+// StartRedisReplica starts a RedisServer that replicates master (asynchronously, as Redis
+// does) and returns once its link to the master is up and the first sync is done; it stops
+// when the test ends.
+func StartRedisReplica(t testing.TB, master *RedisServer) *RedisServer {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(master.Addr)
+	r := &RedisServer{Addr: "127.0.0.1:" + FreePort(t), dir: t.TempDir(), t: t, args: []string{"--replicaof", host, port}}
+	r.start()
+	t.Cleanup(r.stop)
+	waitFor(t, "replica "+r.Addr+" of "+master.Addr+" in sync", func() error {
+		c := redis.NewClient(&redis.Options{Addr: r.Addr})
+		defer c.Close()
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "master_link_status:up") || strings.Contains(info, "master_sync_in_progress:1") {
+			return fmt.Errorf("not in sync yet:\n%s", info)
+		}
+		return nil
+	})
 	return r
 }
 
@@ -75,8 +102,9 @@ func (r *RedisServer) RestartFrom(path string) {
 func (r *RedisServer) start() {
 	r.t.Helper()
 	_, port, _ := net.SplitHostPort(r.Addr)
-	r.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", r.dir,
-		"--dbfilename", "dump.rdb", "--save", "", "--appendonly", "no", "--logfile", filepath.Join(r.dir, "redis.log"))
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", r.dir, "--dbfilename", "dump.rdb",
+		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(r.dir, "redis.log")}, r.args...)
+	r.cmd = exec.Command("redis-server", args...)
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server on %s: %v", r.Addr, err)
 	}

@@ -34,6 +34,22 @@ type TemporalServerOptions struct {
 	AdminURL   string // Postgres as admin, to create and drop the databases
 	Dir        string // the server's log goes here (temporal-server.log)
 	KeepSchema bool   // reuse the databases when they exist (make run-scale's second run)
+	// SQLPlugin is the server's and the SQL tool's Postgres driver: "" for the profile's
+	// postgres12_pgx, or postgres12 (lib/pq), which the benchmark measures beside it.
+	SQLPlugin string
+	// DynamicConfig is the server's dynamic config file; "" for the profile's
+	// (tools/scale/config/dynamicconfig/scale.yaml).
+	DynamicConfig string
+}
+
+// DefaultSQLPlugin is the scale profile's Postgres driver for the server and its SQL tool.
+const DefaultSQLPlugin = "postgres12_pgx"
+
+func (o TemporalServerOptions) sqlPlugin() string {
+	if o.SQLPlugin == "" {
+		return DefaultSQLPlugin
+	}
+	return o.SQLPlugin
 }
 
 // TemporalServerProcess is a running Temporal server on Postgres.
@@ -130,12 +146,16 @@ func StartTemporalServer(ctx context.Context, o TemporalServerOptions) (*Tempora
 		return nil, err
 	}
 	configRoot := filepath.Join(o.Root, "tools", "scale")
+	dynamicConfig := o.DynamicConfig
+	if dynamicConfig == "" {
+		dynamicConfig = filepath.Join(configRoot, "config", "dynamicconfig", "scale.yaml")
+	}
 	cmd := exec.Command(o.Server, "--root", configRoot, "--config", "config", "--env", "scale", "--allow-no-auth", "start")
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_PORT_BASE="+strconv.Itoa(o.PortBase), "TEMPORAL_SHARDS="+strconv.Itoa(o.Shards),
 		"TEMPORAL_DB="+o.Database, "TEMPORAL_VISIBILITY_DB="+o.Database+"_visibility",
 		fmt.Sprintf("TEMPORAL_PG_ADDR=%s:%d", pg.Host, pg.Port),
-		"TEMPORAL_DYNAMIC_CONFIG="+filepath.Join(configRoot, "config", "dynamicconfig", "scale.yaml"))
+		"TEMPORAL_SQL_PLUGIN="+o.sqlPlugin(), "TEMPORAL_DYNAMIC_CONFIG="+dynamicConfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a Ctrl-C of the caller is not ours
 	if err := cmd.Start(); err != nil {
@@ -182,7 +202,7 @@ func (p *TemporalServerProcess) Stop() error {
 // setupSchema creates database name and applies the schema embedded in the SQL tool to it.
 // With KeepSchema, an existing database is migrated forward (update-schema is idempotent).
 func setupSchema(ctx context.Context, o TemporalServerOptions, pg *pgx.ConnConfig, name, schema string) error {
-	base := []string{"--ep", pg.Host, "-p", strconv.Itoa(int(pg.Port)), "-u", pg.User, "--pl", "postgres12", "--db", name}
+	base := []string{"--ep", pg.Host, "-p", strconv.Itoa(int(pg.Port)), "-u", pg.User, "--pl", o.sqlPlugin(), "--db", name}
 	if pg.Password != "" {
 		base = append(base, "--pw", pg.Password)
 	}
