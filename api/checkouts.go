@@ -270,6 +270,10 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if err != nil {
 		return s.unknownToSaga(c, err, place, roomErr)
 	}
+	if place.Leaving && v.Status == shop.StatusReserving && place.Entry != nil {
+		// Taken from the line, its reservation not answered yet: it has not left the room.
+		return s.answerQueued(c, *place.Entry, 0, "", http.StatusOK)
+	}
 	return c.JSON(http.StatusOK, s.present(v))
 }
 

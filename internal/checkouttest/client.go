@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Client is a well-behaved client of the API: it retries a 503 or 429 after its
@@ -155,7 +156,8 @@ func (c *Client) Checkout(ctx context.Context, body any, header map[string]strin
 	for err == nil {
 		attempts, retried := a.Attempts, a.Retried
 		switch {
-		case a.Code == http.StatusAccepted || a.Code == http.StatusOK && v.Status == "queued":
+		case a.Code == http.StatusAccepted || a.Code == http.StatusOK && (v.Status == "queued" || queued && v.Status == shop.StatusReserving):
+			// Still waiting: in line, or its saga's reservation not answered yet.
 			queued = true
 			if v.CheckoutSecret != "" {
 				secret = v.CheckoutSecret
