@@ -49,11 +49,6 @@ import (
 // acts is used only to name activity methods; the worker registers the real instance.
 var acts *activities.Activities
 
-// endStepsChange names the workflow.GetVersion change that made the ending steps regular
-// activities (the outcome record, then every release or forfeit at once) instead of local
-// activities in turn.
-const endStepsChange = "end-steps-as-activities"
-
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
 func Checkout(ctx workflow.Context, in Input) (shop.View, error) {
 	c := &checkout{
@@ -262,11 +257,6 @@ func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error)
 	return false, nil
 }
 
-// pendingPaymentsChange names the workflow.GetVersion change that takes the payments already
-// waiting in the channel before the timer or a cancel update (see awaitPayment). It is asked
-// for only when the two are ready together, so only sagas that meet that race carry its marker.
-const pendingPaymentsChange = "pending-payments-before-an-end"
-
 // pendingPaymentsFirst reports whether payments are waiting to be taken before the end the
 // saga is about to act on. Sagas that met the race before pendingPaymentsChange replay the
 // old choice.
@@ -318,7 +308,7 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 	}
 	c.setState(ctx, v.Status, "")
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Ended as %s earlier (recorded in Postgres); this run only answers with that end", v.Status))
-	if len(rec.Payments) > 0 && workflow.GetVersion(ctx, "adopt-refunds-orphans", workflow.DefaultVersion, 1) == 1 {
+	if len(rec.Payments) > 0 && workflow.GetVersion(ctx, adoptRefundsOrphansChange, workflow.DefaultVersion, 1) == 1 {
 		// Payments that came before a checkout that had already ended (or was refused just
 		// now) are not its order's: refunded, like any payment after the end.
 		c.applyOrphans(ctx, rec.Payments)
@@ -578,13 +568,6 @@ func (c *checkout) onPayment(ctx workflow.Context, p shop.Payment) {
 	}
 	c.applyPayment(ctx, p)
 }
-
-// paymentKeysChange names the workflow.GetVersion change that keys the saga's memory of
-// payments (seenEvents, seenPaid) by provider and id, as Postgres keys payment events. Event
-// ids and payment refs are each provider's own: two providers that number them alike would
-// have one's payment dropped as a repeat of the other's. It is asked for at the first payment
-// a saga meets, so sagas that met one before the change keep keying by id alone.
-const paymentKeysChange = "payment-keys-by-provider"
 
 // paymentKey is how the saga remembers a payment's event id or ref: with its provider, and
 // "\x00" between them, which no provider name holds (api.ParseStandardWebhookSecrets).
