@@ -6,7 +6,7 @@ import "context"
 // and the absolute load of benchmarks and tests (SetStock).
 
 // ChangeHoldID is the holder id under which stage_change.lua holds an operator's change of
-// on_hand. The "~" cannot start a checkout id (ValidID), so the two never collide; Release,
+// on_hand. The "~" cannot start a checkout id (shop.ValidID), so the two never collide; Release,
 // Commit and Forfeit accept it to finish or undo the change.
 func ChangeHoldID(changeID string) string { return "~" + changeID }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Sentinels, for errors.Is. The errors this package returns wrap them in a
@@ -210,12 +212,12 @@ const idRule = "must be 1 to 64 characters of A-Z a-z 0-9 . _ -"
 
 // validate checks every argument the operation uses.
 func (c call) validate() error {
-	if !ValidID(c.sku) {
+	if !shop.ValidID(c.sku) {
 		return c.argError("sku", strconv.Quote(truncate(c.sku)), idRule)
 	}
 	switch c.op {
 	case opReserve:
-		if !ValidID(c.checkoutID) {
+		if !shop.ValidID(c.checkoutID) {
 			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
 		}
 	case opRelease, opCommit, opForfeit, opStage:
@@ -224,7 +226,7 @@ func (c call) validate() error {
 		if !isChange {
 			id = c.checkoutID
 		}
-		if !ValidID(id) || c.op == opStage && !isChange {
+		if !shop.ValidID(id) || c.op == opStage && !isChange {
 			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
 		}
 	}

@@ -1,6 +1,10 @@
 package lua
 
-import "context"
+import (
+	"context"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+)
 
 // Resyncing a SKU from Postgres: Rebuild when Redis lost it, Reconcile when its counters or
 // holds drifted (a restart from an older snapshot, a failover, a lost release).
@@ -8,7 +12,7 @@ import "context"
 // UnsoldHoldID names, among the settled holders Rebuild and Reconcile take, a checkout that
 // ended without a sale in Postgres while Redis still holds for it (its release was lost, as
 // in a failover to a lagging replica): its hold is released, not committed. The "!" cannot
-// start a checkout id (ValidID).
+// start a checkout id (shop.ValidID).
 func UnsoldHoldID(checkoutID string) string { return "!" + checkoutID }
 
 // Hold is one checkout's hold of a SKU, as Postgres knows it.
@@ -57,7 +61,7 @@ func settledHolds(settled []string, ttl int64, args []any) []any {
 // openHolds appends each open checkout's id and quantity to args.
 func (c call) openHolds(open []Hold, args []any) ([]any, error) {
 	for _, h := range open {
-		if !ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
+		if !shop.ValidID(h.CheckoutID) || h.Quantity < 1 || h.Quantity > maxQuantity {
 			return nil, c.argError("open hold", h.CheckoutID, "needs a valid checkout id and a quantity of 1 to 1000000")
 		}
 		args = append(args, h.CheckoutID, h.Quantity)

@@ -396,18 +396,6 @@ func TestInvalidArgumentsDoNotTouchRedis(t *testing.T) {
 	}
 }
 
-func TestValidIDAcceptsOnlyKeySafeCharacters(t *testing.T) {
-	for s, want := range map[string]bool{
-		"PHONE-X": true, "a.b_c-9": true, strings.Repeat("z", 64): true,
-		"": false, strings.Repeat("z", 65): false, "a{b": false, "a}b": false,
-		"a:b": false, "a b": false, "a*b": false, "ü": false,
-	} {
-		if got := ValidID(s); got != want {
-			t.Errorf("ValidID(%q) = %v, want %v", s, got, want)
-		}
-	}
-}
-
 // The scripts check ARGV themselves and answer INVALID_ARGUMENT rather than
 // raise a Lua error, for callers that skip the Go wrappers.
 func TestScriptsRejectBadArgv(t *testing.T) {
