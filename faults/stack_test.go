@@ -20,6 +20,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -106,7 +107,7 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	} else {
 		s.rdb, s.redisURL = cluster, clusterURL(cluster)
 	}
-	if s.tc, err = client.Dial(client.Options{HostPort: s.temporal.addr, Namespace: "default", Logger: quietLogger{}}); err != nil {
+	if s.tc, err = client.Dial(client.Options{HostPort: s.temporal.addr, Namespace: "default", Logger: testenv.QuietLogger}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.tc.Close)
@@ -144,7 +145,7 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 		}
 	})
 	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	apiClient, err := client.Dial(client.Options{HostPort: s.proxy.Addr(), Namespace: "default", Logger: quietLogger{}})
+	apiClient, err := client.Dial(client.Options{HostPort: s.proxy.Addr(), Namespace: "default", Logger: testenv.QuietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func (s *stack) useTemporal(ts *temporalServer) {
 	s.worker = s.newWorker(fmt.Sprintf("worker-on-%s", strings.ReplaceAll(ts.addr, ":", "-")))
 	s.worker.start()
 	s.proxy.Retarget(ts.addr)
-	tc, err := client.Dial(client.Options{HostPort: ts.addr, Namespace: "default", Logger: quietLogger{}})
+	tc, err := client.Dial(client.Options{HostPort: ts.addr, Namespace: "default", Logger: testenv.QuietLogger})
 	if err != nil {
 		s.t.Fatal(err)
 	}
