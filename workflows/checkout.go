@@ -174,7 +174,7 @@ func (c *checkout) openPaymentWindow(ctx workflow.Context) {
 	c.holdStarted = workflow.Now(ctx)
 	// Rounded up to the second: the buyer never gets less than the window they were promised.
 	c.expiresAt = c.holdStarted.Add(paymentTimeout(c.in.PaymentTimeoutSeconds) + time.Second - 1).UTC().Truncate(time.Second)
-	c.view.ExpiresAt = ptr(c.expiresAt)
+	c.view.ExpiresAt = new(c.expiresAt)
 	c.setState(ctx, shop.StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
 }
 
@@ -318,7 +318,7 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 			// The order stands (it is in Postgres); a hold that cannot be committed means
 			// Redis and Postgres disagree, which support must reconcile.
 			c.flag(dctx)
-			c.view.Reason = ptr("commit hold: " + reasonOf(err))
+			c.view.Reason = new("commit hold: " + reasonOf(err))
 		}
 	}
 	c.setState(ctx, shop.StatusConfirmed, "")
@@ -376,5 +376,3 @@ func (c *checkout) upsert(ctx workflow.Context, updates ...temporal.SearchAttrib
 		workflow.GetLogger(ctx).Warn("upsert search attributes", "error", err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
