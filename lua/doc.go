@@ -85,7 +85,8 @@
 //
 // Each script returns an array of integers {code, value, extra, gen} and
 // never nil or false (go-redis would turn either into redis.Nil). The codes
-// are numbered once for all scripts; each Go wrapper maps its own script's codes as the
+// are numbered and named once for all scripts, in common.lua, and the scripts
+// reply by those names (errors.go reads the same numbers); each Go wrapper maps its own script's codes as the
 // script's header lists them (Stock.Reserve, releaseCodes, commitCodes, ...), and only
 // ROLLED_BACK and INVALID_ARGUMENT, which mean the same from every script, are mapped in
 // one place (call.shared in errors.go):
