@@ -56,7 +56,7 @@ func (s *Stock) StageChange(ctx context.Context, sku, changeID string, delta, ma
 
 // SetStock loads sku's on-hand count and per-order limit as an absolute value (benchmarks
 // and tests; operators' changes go through StageChange). Live holds are kept: available
-// becomes onHand - held. It fails with ErrOnHandBelowHeld, changing nothing, when
+// becomes onHand - held. It fails with shop.ErrOnHandBelowHeld, changing nothing, when
 // onHand < held.
 func (s *Stock) SetStock(ctx context.Context, sku string, onHand, maxPerOrder int64) (Level, error) {
 	c := call{op: opSetStock, sku: sku, onHand: onHand, maxPerOrder: maxPerOrder}

@@ -97,11 +97,11 @@
 //	2     HOLD_ENDED          ErrHoldEnded          -                     -                   - / ErrHoldEnded
 //	3     ALREADY_HELD        success, no change    -                     -                   - / success, no change
 //	4     OVER_LIMIT          ErrOverLimit          -                     -                   -
-//	5     OUT_OF_STOCK        ErrOutOfStock         -                     -                   - / ErrInsufficientStock
+//	5     OUT_OF_STOCK        ErrOutOfStock         -                     -                   - / shop.ErrInsufficientStock
 //	6     ALREADY_RELEASED    -                     success, no-op        ErrHoldReleased     -
 //	7     ALREADY_COMMITTED   -                     ErrHoldCommitted      success, no-op      -
 //	8     NO_HOLD             -                     success, tombstone    ErrNoHold           -
-//	9     ON_HAND_BELOW_HELD  -                     -                     -                   ErrOnHandBelowHeld / -
+//	9     ON_HAND_BELOW_HELD  -                     -                     -                   shop.ErrOnHandBelowHeld / -
 //	10    INVALID_ARGUMENT    ErrInvalidArgument    ErrInvalidArgument    ErrInvalidArgument  ErrInvalidArgument
 //	11    ALREADY_STOCKED     (rebuild.lua only: the SKU is in Redis; nothing changes)
 //	12    ROLLED_BACK         ErrRolledBack         ErrRolledBack         ErrRolledBack       - / ErrRolledBack
