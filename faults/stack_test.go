@@ -57,12 +57,17 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
+// go-redis's logger is global: set once, before the tests run their stacks at once.
+func init() { redis.SetLogger(quietRedisLog{}) }
+
+// newStack starts a stack of the test's own: its own Redis, Postgres cluster, Temporal server,
+// worker process and API. The suite's tests share nothing, so each runs in parallel with the
+// others (t.Parallel): the suite takes about as long as its longest test.
 func newStack(t *testing.T) *stack { return newStackOn(t, nil) }
 
 // newStackOn is newStack on a Redis Cluster instead of the suite's own Redis (nil: that one);
 // s.redis is then nil.
 func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
-	redis.SetLogger(quietRedisLog{})
 	started := time.Now()
 	dir := t.TempDir()
 	keep := os.Getenv("FAULTS_KEEP") // debugging: keep logs and db files
