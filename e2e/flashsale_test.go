@@ -1,6 +1,10 @@
 // Package e2e runs the product end to end: a real Temporal dev server started from the
 // pinned CLI build on free ports, the worker and the HTTP API in this test binary, real
 // Redis and a fresh Postgres database.
+//
+// Every test starts a product of its own (checkouttest.Start: its own dev server and
+// database, its own SKUs in Redis), so the tests share nothing and run in parallel: most of
+// their time is spent waiting on timers, retries and the dev server, not on the CPU.
 package e2e
 
 import (
@@ -69,6 +73,7 @@ type cart struct {
 // cancelled. Afterwards nothing may be oversold, every paid checkout must be confirmed in
 // Postgres, every other checkout's holds released, and available + held == on_hand.
 func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
+	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{})
 	ctx := t.Context()
 	run := testenv.RandomID("")
