@@ -22,12 +22,24 @@ TEMPORAL_UI_SERVER := .tools/temporal-ui-server
 run: $(TEMPORAL) build
 	./bin/checkout dev
 
-# scale runs alone, after the rest: its Temporal server and four product processes need
-# more Postgres connections than max_connections (100) leaves beside the other packages.
+# make test runs three things at once, and fails if any fails:
+#   - every package with -race, two at a time (go test -p, the cores). scale runs among
+#     them: its Temporal server (32 at most) and four product processes (8 each) stay under
+#     70 Postgres connections, and no other package needs more than about 10 of
+#     max_connections (100); the fault suite runs Postgres clusters of its own;
+#   - the saga explorer's 10,000 seeds without -race. The -race run above explores the
+#     first EXPLORE_RACE_SEEDS of them: the race detector needs a few schedules, the search
+#     needs many, and -race makes each three times slower (docs/testing.md);
+#   - tools/compose, a module of its own.
+EXPLORE_RACE_SEEDS := 1000
+TEST_ENV := TEMPORAL_CLI=$(CURDIR)/$(TEMPORAL) STRIPE_MOCK=$(CURDIR)/$(STRIPE_MOCK)
+
 test: tools vet
-	TEMPORAL_CLI=$(CURDIR)/$(TEMPORAL) STRIPE_MOCK=$(CURDIR)/$(STRIPE_MOCK) go test -count=1 -race -timeout 30m $$(go list ./... | grep -v '/scale$$')
-	TEMPORAL_CLI=$(CURDIR)/$(TEMPORAL) STRIPE_MOCK=$(CURDIR)/$(STRIPE_MOCK) go test -count=1 -race -timeout 30m ./scale/
-	cd tools/compose && go test -count=1 ./...
+	@echo "go test -race ./... (EXPLORE_SEEDS=$(EXPLORE_RACE_SEEDS)), the explorer's 10,000 seeds and tools/compose, at once"
+	@$(TEST_ENV) EXPLORE_SEEDS=$(EXPLORE_RACE_SEEDS) go test -count=1 -race -timeout 30m ./... & race=$$!; \
+	$(TEST_ENV) go test -count=1 -timeout 30m -run '^TestExploreSagaInterleavings$$' ./workflows/ & explore=$$!; \
+	(cd tools/compose && go test -count=1 ./...) & compose=$$!; \
+	status=0; for job in $$race $$explore $$compose; do wait $$job || status=1; done; exit $$status
 
 # workflowcheck (the SDK's contrib tool, pinned) fails on non-deterministic calls in workflow
 # code: time.Now, goroutines, map iteration, I/O. About 20 s.

@@ -15,12 +15,6 @@ import (
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
-// Error types of payment activities.
-const (
-	ErrTypeRefundRefused     = shop.ErrTypeRefundRefused
-	ErrTypeNoPaymentProvider = shop.ErrTypeNoPaymentProvider
-)
-
 // RefundPaymentInput asks for one refund.
 type RefundPaymentInput struct {
 	Provider       string `json:"provider"`
@@ -232,15 +226,11 @@ type ClaimStaleOrphansInput struct {
 	Limit            int   `json:"limit"`
 }
 
-// StaleOrphan is a successful payment no checkout claimed: it must be refunded
-// (shop.StaleOrphan).
-type StaleOrphan = shop.StaleOrphan
-
 // ClaimStaleOrphans marks successful orphan payments that no checkout claimed in time as
 // being refunded (disposition orphan_refund) and returns them. The claim and a checkout's
 // own claim (queueMatchOrphans) update the same row, so Postgres lets exactly one of them have
 // it: a payment is either refunded or kept by its checkout, never both.
-func (a *Activities) ClaimStaleOrphans(ctx context.Context, in ClaimStaleOrphansInput) ([]StaleOrphan, error) {
+func (a *Activities) ClaimStaleOrphans(ctx context.Context, in ClaimStaleOrphansInput) ([]shop.StaleOrphan, error) {
 	claimed, err := a.Store.ClaimStaleOrphans(ctx, in.OlderThanSeconds, in.Limit)
 	if err != nil {
 		return nil, err

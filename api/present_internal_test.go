@@ -18,10 +18,10 @@ func TestPublicViewHidesInternalErrors(t *testing.T) {
 		wantText string // "" : the saga's own text is kept
 	}{
 		{shop.View{Status: shop.StatusFailed, Reason: &raw, NeedsAttention: true, Attention: raw}, "checkout_failed", "support has been told"},
-		{shop.View{Status: shop.StatusOutOfStock, Reason: ptr(shop.RejectCustomerLimit)}, "customer_limit", "per-customer limit"},
-		{shop.View{Status: shop.StatusOutOfStock, Reason: ptr(raw)}, "out_of_stock", "could not be held"},
-		{shop.View{Status: shop.StatusExpired, Reason: ptr("no payment before 2026-12-01T10:00:00Z")}, "payment_window_expired", ""},
-		{shop.View{Status: shop.StatusCancelled, Reason: ptr("cancelled by support")}, "cancelled", ""},
+		{shop.View{Status: shop.StatusOutOfStock, Reason: new(shop.RejectCustomerLimit)}, "customer_limit", "per-customer limit"},
+		{shop.View{Status: shop.StatusOutOfStock, Reason: new(raw)}, "out_of_stock", "could not be held"},
+		{shop.View{Status: shop.StatusExpired, Reason: new("no payment before 2026-12-01T10:00:00Z")}, "payment_window_expired", ""},
+		{shop.View{Status: shop.StatusCancelled, Reason: new("cancelled by support")}, "cancelled", ""},
 	} {
 		got := s.present(tc.v)
 		if got.ReasonCode == nil || *got.ReasonCode != tc.code || got.Reason == nil {
@@ -36,5 +36,3 @@ func TestPublicViewHidesInternalErrors(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -400,5 +400,4 @@ const (
 	ctxCheckoutID  = "checkout_id"
 	ctxWorkflowID  = "workflow_id"
 	ctxProblemCode = "problem_code"
-	ctxErrorCause  = "error_cause"
 )

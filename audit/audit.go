@@ -83,20 +83,11 @@ func New(pool *pgxpool.Pool, rdb redis.UniversalClient, temporal client.Client, 
 	return &Auditor{pool: pool, rdb: rdb, stock: lua.New(rdb), temporal: temporal, grace: grace}
 }
 
-// The report's types are the vocabulary's (package shop), so the API and the operator
-// monitor present a report without importing this package and its Postgres and Redis clients.
-type (
-	Report     = shop.AuditReport
-	Violation  = shop.AuditViolation
-	IDs        = shop.AuditIDs
-	CheckError = shop.AuditCheckError
-)
-
-// Run runs every check. A check that cannot run is listed in Report.Errors and returned
+// Run runs every check. A check that cannot run is listed in the report's Errors and returned
 // joined as the error; the other checks still run, so one store down hides nothing else.
-func (a *Auditor) Run(ctx context.Context) (Report, error) {
-	rep := Report{CheckedAt: time.Now().UTC(), Checks: Checks, Violations: []Violation{}}
-	checks := map[string]func(context.Context) ([]Violation, error){
+func (a *Auditor) Run(ctx context.Context) (shop.AuditReport, error) {
+	rep := shop.AuditReport{CheckedAt: time.Now().UTC(), Checks: Checks, Violations: []shop.AuditViolation{}}
+	checks := map[string]func(context.Context) ([]shop.AuditViolation, error){
 		CheckPayments:       a.payments,
 		CheckVerifiedOrders: a.verifiedOrders,
 		CheckLedger:         a.ledger,
@@ -111,7 +102,7 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 		if err != nil {
 			err = fmt.Errorf("check %s: %w", name, err)
 			errs = append(errs, err)
-			rep.Errors = append(rep.Errors, CheckError{Check: name, Error: err.Error()})
+			rep.Errors = append(rep.Errors, shop.AuditCheckError{Check: name, Error: err.Error()})
 			continue
 		}
 		rep.Violations = append(rep.Violations, vs...)

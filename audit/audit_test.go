@@ -135,11 +135,11 @@ func (s *stack) redis(cmds ...func(redis.Pipeliner)) {
 }
 
 // key names a violation by its check and the ids it carries.
-func key(v audit.Violation) string {
+func key(v shop.AuditViolation) string {
 	return strings.Join([]string{v.Check, v.CheckoutID, v.SKU, v.OrderID, v.PaymentRef}, "|")
 }
 
-func (s *stack) audit() (audit.Report, []string) {
+func (s *stack) audit() (shop.AuditReport, []string) {
 	s.t.Helper()
 	rep, err := s.auditor().Run(s.t.Context())
 	if err != nil {
@@ -243,7 +243,7 @@ func TestAuditNamesEachBrokenPromise(t *testing.T) {
 
 	// The API serves the same report to the admin token only.
 	code, raw := s.do(http.MethodGet, "/v1/admin/audit", nil, map[string]string{"Authorization": "Bearer " + checkouttest.AdminToken})
-	var rep audit.Report
+	var rep shop.AuditReport
 	if err := json.Unmarshal(raw, &rep); code != http.StatusOK || err != nil || len(rep.Violations) != len(want) {
 		t.Errorf("GET /v1/admin/audit: %d %s, want 200 with %d violations", code, raw, len(want))
 	}

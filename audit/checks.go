@@ -24,7 +24,7 @@ var succeededEventTypes = []string{"payment_intent.succeeded", "payment.succeede
 // the refund's status: a stuck refund is flagged in Temporal with NeedsAttention). A payment is
 // judged once its first event is older than the grace, so a saga confirming it now is not a
 // violation. Reads payment_events, orders, refunds.
-func (a *Auditor) payments(ctx context.Context) ([]Violation, error) {
+func (a *Auditor) payments(ctx context.Context) ([]shop.AuditViolation, error) {
 	rows, err := a.pool.Query(ctx, `
 		WITH paid AS (
 			SELECT provider, coalesce(payment_ref, '') AS payment_ref,
@@ -48,11 +48,11 @@ func (a *Auditor) payments(ctx context.Context) ([]Violation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read successful payments: %w", err)
 	}
-	var vs []Violation
-	var ids IDs
+	var vs []shop.AuditViolation
+	var ids shop.AuditIDs
 	var orders []string
 	_, err = pgx.ForEachRow(rows, []any{&ids.Provider, &ids.PaymentRef, &ids.EventIDs, &ids.CheckoutID, &orders, &ids.RefundKeys}, func() error {
-		v := Violation{Check: CheckPayments, AuditIDs: ids}
+		v := shop.AuditViolation{Check: CheckPayments, AuditIDs: ids}
 		v.AuditIDs.EventIDs = append([]string(nil), ids.EventIDs...)
 		v.AuditIDs.RefundKeys = append([]string(nil), ids.RefundKeys...)
 		if len(orders) > 0 {
@@ -85,7 +85,7 @@ func (a *Auditor) payments(ctx context.Context) ([]Violation, error) {
 // successful payment event of its checkout, for its amount. The saga confirms nothing else
 // (activities.ConfirmOrder); an order without one was written around it (a forged payment
 // on a product from before that check, or a direct write). Reads orders, payment_events.
-func (a *Auditor) verifiedOrders(ctx context.Context) ([]Violation, error) {
+func (a *Auditor) verifiedOrders(ctx context.Context) ([]shop.AuditViolation, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT o.order_id, o.checkout_id, o.payment_provider, o.payment_ref FROM orders o
 		WHERE NOT EXISTS (SELECT 1 FROM payment_events e
@@ -95,13 +95,13 @@ func (a *Auditor) verifiedOrders(ctx context.Context) ([]Violation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read orders: %w", err)
 	}
-	var vs []Violation
+	var vs []shop.AuditViolation
 	var orderID, checkoutID, provider, ref string
 	_, err = pgx.ForEachRow(rows, []any{&orderID, &checkoutID, &provider, &ref}, func() error {
-		vs = append(vs, Violation{Check: CheckVerifiedOrders,
+		vs = append(vs, shop.AuditViolation{Check: CheckVerifiedOrders,
 			Detail: fmt.Sprintf("order %s of checkout %s was paid by %s payment %s, which no verified event recorded for it: goods for money nobody saw",
 				orderID, checkoutID, provider, ref),
-			AuditIDs: IDs{CheckoutID: checkoutID, WorkflowID: shop.WorkflowID(checkoutID), OrderID: orderID, Provider: provider, PaymentRef: ref}})
+			AuditIDs: shop.AuditIDs{CheckoutID: checkoutID, WorkflowID: shop.WorkflowID(checkoutID), OrderID: orderID, Provider: provider, PaymentRef: ref}})
 		return nil
 	})
 	if err != nil {
@@ -114,7 +114,7 @@ func (a *Auditor) verifiedOrders(ctx context.Context) ([]Violation, error) {
 // delta_sold, so on_hand + sold is the sum of every change ever made. Every write of either
 // column appends its ledger row in the same transaction, so no grace is needed. Reads skus,
 // inventory_ledger.
-func (a *Auditor) ledger(ctx context.Context) ([]Violation, error) {
+func (a *Auditor) ledger(ctx context.Context) ([]shop.AuditViolation, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT s.sku, s.on_hand, s.sold, coalesce(l.on_hand, 0), coalesce(l.sold, 0)
 		FROM skus s LEFT JOIN (
@@ -125,11 +125,11 @@ func (a *Auditor) ledger(ctx context.Context) ([]Violation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read skus and ledger: %w", err)
 	}
-	var vs []Violation
+	var vs []shop.AuditViolation
 	var sku string
 	var onHand, sold, ledgerOnHand, ledgerSold int64
 	_, err = pgx.ForEachRow(rows, []any{&sku, &onHand, &sold, &ledgerOnHand, &ledgerSold}, func() error {
-		vs = append(vs, Violation{Check: CheckLedger, AuditIDs: IDs{SKU: sku}, Detail: fmt.Sprintf(
+		vs = append(vs, shop.AuditViolation{Check: CheckLedger, AuditIDs: shop.AuditIDs{SKU: sku}, Detail: fmt.Sprintf(
 			"sku %s has on_hand %d and sold %d (total %d), but its ledger sums to on_hand %d and sold %d (total %d)",
 			sku, onHand, sold, onHand+sold, ledgerOnHand, ledgerSold, ledgerOnHand+ledgerSold)})
 		return nil
@@ -144,7 +144,7 @@ func (a *Auditor) ledger(ctx context.Context) ([]Violation, error) {
 // checkout Postgres knows (the saga records its checkout before it reserves) that has not
 // ended (checkouts.ended_at), or that ended less than the grace ago (its release or commit is
 // on its way). Reads skus, checkouts; Redis holds:{sku}.
-func (a *Auditor) endedHolds(ctx context.Context) ([]Violation, error) {
+func (a *Auditor) endedHolds(ctx context.Context) ([]shop.AuditViolation, error) {
 	skus, err := a.skus(ctx)
 	if err != nil {
 		return nil, err
@@ -184,9 +184,9 @@ func (a *Auditor) endedHolds(ctx context.Context) ([]Violation, error) {
 	if _, err := pgx.ForEachRow(rows, []any{&id, &r.status, &r.ended}, func() error { records[id] = r; return nil }); err != nil {
 		return nil, fmt.Errorf("read checkouts of live holds: %w", err)
 	}
-	var vs []Violation
+	var vs []shop.AuditViolation
 	for _, h := range holds {
-		v := Violation{Check: CheckEndedHolds, AuditIDs: IDs{SKU: h.sku, CheckoutID: h.CheckoutID, WorkflowID: shop.WorkflowID(h.CheckoutID)}}
+		v := shop.AuditViolation{Check: CheckEndedHolds, AuditIDs: shop.AuditIDs{SKU: h.sku, CheckoutID: h.CheckoutID, WorkflowID: shop.WorkflowID(h.CheckoutID)}}
 		if r, known := records[h.CheckoutID]; known && r.ended {
 			v.Detail = fmt.Sprintf("checkout %s ended %s but still holds %d x %s in Redis", h.CheckoutID, r.status, h.Quantity, h.sku)
 		} else if !known {
@@ -203,7 +203,7 @@ func (a *Auditor) endedHolds(ctx context.Context) ([]Violation, error) {
 // its saga, workflow checkout-<id>, running in Temporal. A saga that closed without Postgres
 // learning its end, or one Temporal never had or dropped, leaves the checkout (and any hold or
 // payment of it) with nobody to finish it. Reads checkouts; Temporal DescribeWorkflowExecution.
-func (a *Auditor) sagas(ctx context.Context) ([]Violation, error) {
+func (a *Auditor) sagas(ctx context.Context) ([]shop.AuditViolation, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT checkout_id FROM checkouts
 		WHERE ended_at IS NULL AND created_at < now() - make_interval(secs => $1)
@@ -215,7 +215,7 @@ func (a *Auditor) sagas(ctx context.Context) ([]Violation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read open checkouts: %w", err)
 	}
-	var vs []Violation
+	var vs []shop.AuditViolation
 	for _, id := range open {
 		wid := shop.WorkflowID(id)
 		resp, err := a.temporal.DescribeWorkflowExecution(ctx, wid, "")
@@ -232,7 +232,7 @@ func (a *Auditor) sagas(ctx context.Context) ([]Violation, error) {
 			}
 		}
 		if detail != "" {
-			vs = append(vs, Violation{Check: CheckSagas, Detail: detail, AuditIDs: IDs{CheckoutID: id, WorkflowID: wid}})
+			vs = append(vs, shop.AuditViolation{Check: CheckSagas, Detail: detail, AuditIDs: shop.AuditIDs{CheckoutID: id, WorkflowID: wid}})
 		}
 	}
 	return vs, nil
@@ -243,7 +243,7 @@ func (a *Auditor) sagas(ctx context.Context) ([]Violation, error) {
 // grace its hold has ended: holds:{sku} no longer lists the checkout (the commit ran). Only
 // orders younger than the tombstone TTL can still be judged; older tombstones have expired.
 // Reads orders, order_lines; Redis hold-ends:{sku} and holds:{sku}.
-func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
+func (a *Auditor) confirmedHolds(ctx context.Context) ([]shop.AuditViolation, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT o.order_id, o.checkout_id, l.sku, o.created_at < now() - make_interval(secs => $2)
 		FROM orders o JOIN order_lines l USING (order_id)
@@ -276,15 +276,15 @@ func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
 			return nil, fmt.Errorf("read holds of confirmed orders: %w", err)
 		}
 	}
-	var vs []Violation
+	var vs []shop.AuditViolation
 	for _, l := range lines {
-		ids := IDs{OrderID: l.orderID, CheckoutID: l.checkoutID, WorkflowID: shop.WorkflowID(l.checkoutID), SKU: l.sku}
+		ids := shop.AuditIDs{OrderID: l.orderID, CheckoutID: l.checkoutID, WorkflowID: shop.WorkflowID(l.checkoutID), SKU: l.sku}
 		if end, _ := l.end.Result(); lua.HoldEndOutcome(end) == "released" {
-			vs = append(vs, Violation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
+			vs = append(vs, shop.AuditViolation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
 				"order %s of checkout %s is confirmed but its hold on %s was released: the units it sold went back to stock",
 				l.orderID, l.checkoutID, l.sku)})
 		} else if live, _ := l.live.Result(); live && l.judged {
-			vs = append(vs, Violation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
+			vs = append(vs, shop.AuditViolation{Check: CheckConfirmedHolds, AuditIDs: ids, Detail: fmt.Sprintf(
 				"order %s of checkout %s is confirmed but its hold on %s is still live: the commit never ran",
 				l.orderID, l.checkoutID, l.sku)})
 		}
@@ -298,7 +298,7 @@ func (a *Auditor) confirmedHolds(ctx context.Context) ([]Violation, error) {
 // lost it, and the next reserve rebuilds it from Postgres. SKUs with checkouts in flight are
 // not judged, because a confirm lowers on_hand in Postgres a moment before its commit lowers
 // held in Redis. Reads skus, checkout_items, checkouts; Redis stock:{sku} and holds:{sku}.
-func (a *Auditor) stockAtRest(ctx context.Context) ([]Violation, error) {
+func (a *Auditor) stockAtRest(ctx context.Context) ([]shop.AuditViolation, error) {
 	rows, err := a.pool.Query(ctx, `
 		SELECT s.sku, s.on_hand FROM skus s
 		WHERE s.updated_at < now() - make_interval(secs => $1)
@@ -317,7 +317,7 @@ func (a *Auditor) stockAtRest(ctx context.Context) ([]Violation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read skus at rest: %w", err)
 	}
-	var vs []Violation
+	var vs []shop.AuditViolation
 	for _, s := range skus {
 		level, err := a.stock.Level(ctx, s.Name)
 		if err != nil {
@@ -335,7 +335,7 @@ func (a *Auditor) stockAtRest(ctx context.Context) ([]Violation, error) {
 			inHolds += h.Quantity
 		}
 		if level.Available+level.Held != s.OnHand || level.Held != inHolds {
-			vs = append(vs, Violation{Check: CheckStockAtRest, AuditIDs: IDs{SKU: s.Name}, Detail: fmt.Sprintf(
+			vs = append(vs, shop.AuditViolation{Check: CheckStockAtRest, AuditIDs: shop.AuditIDs{SKU: s.Name}, Detail: fmt.Sprintf(
 				"sku %s at rest: Redis has available %d + held %d = %d and %d units in live holds, Postgres has on_hand %d",
 				s.Name, level.Available, level.Held, level.Available+level.Held, inHolds, s.OnHand)})
 		}

@@ -16,6 +16,7 @@ import (
 // timer in one workflow task; the payment came first in history, so it confirms. Before the
 // fix (f5df5a1) this checkout ended expired, with no order and no refund.
 func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
+	t.Parallel()
 	paidWhileTheWorkerIsDown(t, func(id string) [][]byte {
 		return [][]byte{stripeEvent("evt_"+id, "payment_intent.succeeded", id, "pi_"+id, unitPrice)}
 	})
@@ -27,6 +28,7 @@ func TestPaymentInsideTheWindowWhileTheWorkerIsDownConfirms(t *testing.T) {
 // ready. Before the fix of 2026-12-03 (pendingPaymentsFirst) the saga took the timer and
 // ended payment_failed, refunding the payment as late.
 func TestPaymentBehindADeclinedCardWhileTheWorkerIsDownConfirms(t *testing.T) {
+	t.Parallel()
 	paidWhileTheWorkerIsDown(t, func(id string) [][]byte {
 		return [][]byte{
 			checkouttest.Declined(id, unitPrice).Body(),

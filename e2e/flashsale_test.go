@@ -1,6 +1,10 @@
 // Package e2e runs the product end to end: a real Temporal dev server started from the
 // pinned CLI build on free ports, the worker and the HTTP API in this test binary, real
 // Redis and a fresh Postgres database.
+//
+// Every test starts a product of its own (checkouttest.Start: its own dev server and
+// database, its own SKUs in Redis), so the tests share nothing and run in parallel: most of
+// their time is spent waiting on timers, retries and the dev server, not on the CPU.
 package e2e
 
 import (
@@ -69,6 +73,7 @@ type cart struct {
 // cancelled. Afterwards nothing may be oversold, every paid checkout must be confirmed in
 // Postgres, every other checkout's holds released, and available + held == on_hand.
 func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
+	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{})
 	ctx := t.Context()
 	run := testenv.RandomID("")
@@ -103,7 +108,7 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 			// Retry-After, as a well-behaved client does; the same cart id makes it safe.
 			// A cart that waits in the waiting room (202) is followed until it leaves it.
 			a, err := p.Client.Checkout(ctx, api.CheckoutRequest{CartID: c.id, CustomerID: "u-" + run,
-				Items: c.items, PaymentTimeoutSeconds: ptr(c.role.timeout())}, nil, &c.view)
+				Items: c.items, PaymentTimeoutSeconds: new(c.role.timeout())}, nil, &c.view)
 			if err != nil {
 				t.Errorf("POST checkout %s: %v", c.id, err)
 			}
@@ -146,7 +151,7 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 	retry := winners[0]
 	var again api.CheckoutView
 	a, err := p.Client.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: retry.id, CustomerID: "u-" + run,
-		Items: retry.items, PaymentTimeoutSeconds: ptr(retry.role.timeout())}, nil, &again)
+		Items: retry.items, PaymentTimeoutSeconds: new(retry.role.timeout())}, nil, &again)
 	if err != nil || a.Code != http.StatusOK || again.WorkflowID != retry.view.WorkflowID {
 		t.Errorf("retried POST of %s: %d %v %+v; want 200 with the same saga", retry.id, a.Code, err, again)
 	}
@@ -256,5 +261,3 @@ func TestFlashSaleSellsExactlyTheStockOverHTTP(t *testing.T) {
 		carts, burst.Round(time.Millisecond), shed.Load(), len(winners), rejected,
 		counts[shop.StatusConfirmed], counts[shop.StatusExpired], counts[shop.StatusCancelled], settled.Round(time.Millisecond))
 }
-
-func ptr[T any](v T) *T { return &v }

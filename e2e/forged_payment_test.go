@@ -15,6 +15,7 @@ import (
 // provider recorded pays: this one confirms nothing, refunds nothing (it names a real
 // buyer's payment of another checkout), and is flagged.
 func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
+	t.Parallel()
 	s := newPayStack(t)
 	ctx := t.Context()
 	id := "c-forged-" + testenv.RandomID("")

@@ -19,6 +19,7 @@ import (
 // API, each a different cart: exactly 2 are held (201) and every other one is 409
 // customer_limit, with nothing held for it.
 func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T) {
+	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{API: api.Config{DefaultPaymentTimeoutSeconds: 600}})
 	sku := testenv.RandomID("LIMIT-")
 	if _, err := p.Inventory.Set(t.Context(), shop.Product{SKU: sku, OnHand: 500, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
@@ -75,6 +76,7 @@ func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T)
 // With client tokens, the shop backend that started a cart reads and cancels it, and another
 // one cannot even see it.
 func TestClientTokensKeepCartsApartEndToEnd(t *testing.T) {
+	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
 	tokens, err := api.ParseClientTokens("shop-a=token-of-shop-a-0001,shop-b=token-of-shop-b-0002")
 	if err != nil {

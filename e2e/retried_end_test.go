@@ -16,6 +16,7 @@ import (
 // hold-end tombstone is swept after a week, both are lost with Redis's data), answers its
 // end, not the sold-out gate's 409.
 func TestARetriedConfirmedCartAnswersItsEndAfterRedisForgotIt(t *testing.T) {
+	t.Parallel()
 	s := newPayStack(t)
 	ctx := t.Context()
 	id := "c-retry-" + testenv.RandomID("")

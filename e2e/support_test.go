@@ -263,6 +263,7 @@ func item(sku string, qty int64) api.RequestItem { return api.RequestItem{SKU: s
 // server's Web UI, the summaries, details and current details recorded for it, and how a
 // finished checkout is answered by the API.
 func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
+	t.Parallel()
 	e := newSupportEnv(t, true)
 	queries := runbookQueries(t)
 	run := testenv.RandomID("")
@@ -473,6 +474,7 @@ func sameString(a, b *string) bool {
 // token: extend (and its validator's refusals), cancel by support (stock released), retry
 // with nothing stuck, and every action on a finished or unknown checkout.
 func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
+	t.Parallel()
 	e := newSupportEnv(t, false)
 	run := testenv.RandomID("")
 	phone := "PHONE-" + run

@@ -20,6 +20,7 @@ import (
 // it failed and its hold is released; a payment that arrived meanwhile is refunded once by
 // the orphan sweep, and one that arrives afterwards is refunded by its webhook.
 func TestATerminatedSagaIsEndedItsHoldReleasedAndItsPaymentsRefunded(t *testing.T) {
+	t.Parallel()
 	s := newPayStack(t)
 	ctx := t.Context()
 	id := "c-term-" + testenv.RandomID("")

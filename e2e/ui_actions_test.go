@@ -32,6 +32,7 @@ var uiSeed = flag.Uint64("ui.seed", 0, "seed of TestSupportActionsInTheWebUILeav
 //
 // Replay a failure with -ui.seed=N (the seed is logged).
 func TestSupportActionsInTheWebUILeaveNoMoneyOrStockBehind(t *testing.T) {
+	t.Parallel()
 	s := newPayStack(t)
 	seed := *uiSeed
 	if seed == 0 {

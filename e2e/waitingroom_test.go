@@ -63,6 +63,7 @@ func buy(ctx context.Context, cl *checkouttest.Client, b *roomBuyer, sku string)
 // wait in the room. Every buyer gets an answer; exactly the 12 units are held; and no buyer
 // holds a unit that an earlier buyer (by more than 200 ms) was refused.
 func TestTheWaitingRoomServesFirstComeFirstServedAcrossTwoReplicas(t *testing.T) {
+	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
 	ctx := t.Context()
 	run := testenv.RandomID("")
@@ -128,6 +129,7 @@ func TestTheWaitingRoomServesFirstComeFirstServedAcrossTwoReplicas(t *testing.T)
 // serves every one of them, the taken cart once its lease ran out, each with one saga and
 // one hold.
 func TestCartsWaitingOnAReplicaThatDiedAreServedOnceByAnother(t *testing.T) {
+	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
 	ctx := t.Context()
 	run := testenv.RandomID("")

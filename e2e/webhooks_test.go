@@ -320,6 +320,7 @@ type webhookCase struct {
 // TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga runs every webhook case end to end over HTTP on one dev server: real
 // Postgres, Redis and Temporal, the worker refunding through a local scripted Stripe API.
 func TestWebhooksAreVerifiedRecordedOnceAndReachTheirSaga(t *testing.T) {
+	t.Parallel()
 	started := time.Now()
 	s := newPayStack(t)
 	t.Logf("stack up in %s", time.Since(started).Round(time.Millisecond))

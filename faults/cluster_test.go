@@ -22,6 +22,7 @@ import (
 // invariants (never oversold; available + held == on_hand; holds of live checkouts only)
 // and the audit clean.
 func TestSalesOnARedisCluster(t *testing.T) {
+	t.Parallel() // its own cluster and stack (newStackOn)
 	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
 	s := newStackOn(t, rdb)
 

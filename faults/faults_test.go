@@ -28,6 +28,7 @@ const (
 var saleUnits = []skuUnits{{"PHONE", 40}, {"CASE", 15}}
 
 func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
+	t.Parallel() // its own stack (newStack)
 	s := newStack(t)
 
 	t.Run("worker SIGKILL", func(t *testing.T) {

@@ -292,7 +292,7 @@ func (s *temporalServer) tryStart() error {
 			return nil
 		default:
 		}
-		c, err := client.Dial(client.Options{HostPort: s.addr, Namespace: "default", Logger: quietLogger{}})
+		c, err := client.Dial(client.Options{HostPort: s.addr, Namespace: "default", Logger: testenv.QuietLogger})
 		if err != nil {
 			return err
 		}
@@ -397,11 +397,3 @@ func (w *workerProcess) stop() {
 	stopProcess(w.cmd, w.exited, syscall.SIGTERM, 15*time.Second)
 	w.cmd = nil
 }
-
-// quietLogger drops the SDK's log lines of the suite's own clients.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}

@@ -20,6 +20,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -56,12 +57,17 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
+// go-redis's logger is global: set once, before the tests run their stacks at once.
+func init() { redis.SetLogger(quietRedisLog{}) }
+
+// newStack starts a stack of the test's own: its own Redis, Postgres cluster, Temporal server,
+// worker process and API. The suite's tests share nothing, so each runs in parallel with the
+// others (t.Parallel): the suite takes about as long as its longest test.
 func newStack(t *testing.T) *stack { return newStackOn(t, nil) }
 
 // newStackOn is newStack on a Redis Cluster instead of the suite's own Redis (nil: that one);
 // s.redis is then nil.
 func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
-	redis.SetLogger(quietRedisLog{})
 	started := time.Now()
 	dir := t.TempDir()
 	keep := os.Getenv("FAULTS_KEEP") // debugging: keep logs and db files
@@ -106,7 +112,7 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	} else {
 		s.rdb, s.redisURL = cluster, clusterURL(cluster)
 	}
-	if s.tc, err = client.Dial(client.Options{HostPort: s.temporal.addr, Namespace: "default", Logger: quietLogger{}}); err != nil {
+	if s.tc, err = client.Dial(client.Options{HostPort: s.temporal.addr, Namespace: "default", Logger: testenv.QuietLogger}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.tc.Close)
@@ -144,7 +150,7 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 		}
 	})
 	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	apiClient, err := client.Dial(client.Options{HostPort: s.proxy.Addr(), Namespace: "default", Logger: quietLogger{}})
+	apiClient, err := client.Dial(client.Options{HostPort: s.proxy.Addr(), Namespace: "default", Logger: testenv.QuietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +218,7 @@ func (s *stack) useTemporal(ts *temporalServer) {
 	s.worker = s.newWorker(fmt.Sprintf("worker-on-%s", strings.ReplaceAll(ts.addr, ":", "-")))
 	s.worker.start()
 	s.proxy.Retarget(ts.addr)
-	tc, err := client.Dial(client.Options{HostPort: ts.addr, Namespace: "default", Logger: quietLogger{}})
+	tc, err := client.Dial(client.Options{HostPort: ts.addr, Namespace: "default", Logger: testenv.QuietLogger})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 // stock) and the invariants of sale.violations (sold + on_hand == the ledger's sum == units
 // stocked, available + held == on_hand at rest, no hold left by an ended checkout).
 func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
+	t.Parallel() // its own stack (newStack)
 	s := newStack(t)
 
 	t.Run("redis rolled back to a snapshot mid-sale", func(t *testing.T) {

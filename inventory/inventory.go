@@ -162,10 +162,7 @@ func requestHash(a shop.Adjustment) string {
 // not take it (a PUT's row moved on); the stage is undone then.
 func (inv *Inventory) change(ctx context.Context, ch store.StockChange, maxPerOrder int64) (bool, error) {
 	if err := inv.stage(ctx, ch, maxPerOrder); err != nil {
-		if errors.Is(err, lua.ErrInsufficientStock) {
-			// Redis refused the stage: say it in the vocabulary the API maps.
-			err = fmt.Errorf("%w: %w", shop.ErrInsufficientStock, err)
-		}
+		// Redis's refusal (*lua.InsufficientStockError) unwraps to shop.ErrInsufficientStock.
 		return false, err
 	}
 	applied, err := inv.Store.ApplyChange(ctx, ch)

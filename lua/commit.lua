@@ -24,7 +24,7 @@ if refusal then
 end
 
 if quantity == nil then
-  return {8, 0, 0, gen}
+  return {NO_HOLD, 0, 0, gen}
 end
 
 return drop_hold(KEYS, checkout, quantity, 0, 'committed', ttl, gen)

@@ -7,6 +7,13 @@
 -- in a Redis Cluster a script that declares a missing key gets TRYAGAIN for as long as its
 -- slot migrates, while every declared key that exists moves with the slot.
 
+-- The reply codes, the first value of every script's reply, named once for all scripts.
+-- errors.go reads them by the same numbers (codeOK, ...); doc.go's table says what each
+-- means to each script, and every script's header lists the ones it returns.
+local OK, NOT_STOCKED, HOLD_ENDED, ALREADY_HELD, OVER_LIMIT = 0, 1, 2, 3, 4
+local OUT_OF_STOCK, ALREADY_RELEASED, ALREADY_COMMITTED, NO_HOLD = 5, 6, 7, 8
+local ON_HAND_BELOW_HELD, INVALID_ARGUMENT, ALREADY_STOCKED, ROLLED_BACK = 9, 10, 11, 12
+
 -- node_id names the Redis process running the script: its run_id, new at every start, and
 -- its master_replid, new when a replica is promoted. Redis goes back in time only by
 -- starting again from an older snapshot or AOF, or by a failover to a lagging replica, and
@@ -25,6 +32,21 @@ end
 local function other_node(stock)
   local node = redis.call('HGET', stock, 'node')
   return node ~= node_id() and redis.call('EXISTS', stock) == 1
+end
+
+-- check_gen is what every script that moves units checks before it judges: the stock hash's
+-- gen is not below seen (the highest the caller has seen), and the SKU was last resynced on
+-- this node (see node_id). It returns the ROLLED_BACK reply to refuse with (its extra value
+-- seen, or -1 for another node); or nil and the gen.
+local function check_gen(stock, seen)
+  local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
+  if gen < seen then
+    return {ROLLED_BACK, gen, seen, gen}
+  end
+  if other_node(stock) then
+    return {ROLLED_BACK, gen, -1, gen}
+  end
+  return nil, gen
 end
 
 -- int_arg parses a decimal integer argument from min to max, or returns nil.
@@ -116,11 +138,11 @@ end
 local function holder_args(max)
   local holder = ARGV[1]
   if type(holder) ~= 'string' or #holder == 0 then
-    return {10, 1, 0, 0}
+    return {INVALID_ARGUMENT, 1, 0, 0}
   end
   local args, bad = int_args({{1, max}, 'gen'}, 2)
   if bad then
-    return {10, bad, 0, 0}
+    return {INVALID_ARGUMENT, bad, 0, 0}
   end
   return nil, holder, args[1], args[2]
 end
@@ -135,18 +157,15 @@ local function end_args(stock, holds, ends)
   if refusal then
     return refusal
   end
-  local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
-  if gen < seen then
-    return {12, gen, seen, gen}
-  end
-  if other_node(stock) then
-    return {12, gen, -1, gen}
+  local rolled_back, gen = check_gen(stock, seen)
+  if rolled_back then
+    return rolled_back
   end
   local ended = hold_end(ends, holder)
   if ended == 'released' then
-    return {6, 0, 0, gen}
+    return {ALREADY_RELEASED, 0, 0, gen}
   elseif ended == 'committed' then
-    return {7, 0, 0, gen}
+    return {ALREADY_COMMITTED, 0, 0, gen}
   end
   return nil, holder, ttl, gen, tonumber(redis.call('HGET', holds, holder))
 end
@@ -170,7 +189,7 @@ local function drop_hold(keys, holder, quantity, back, how, ttl, gen)
   end
   redis.call('HDEL', keys[2], holder)
   end_hold(keys[3], holder, how, ttl)
-  return {0, quantity, available, gen}
+  return {OK, quantity, available, gen}
 end
 
 -- release_hold is the body of release.lua and forfeit.lua: it ends the caller's hold as
@@ -186,7 +205,7 @@ local function release_hold(give_back)
   end
   if quantity == nil then
     end_hold(KEYS[3], checkout, 'released', ttl)
-    return {8, 0, 0, gen}
+    return {NO_HOLD, 0, 0, gen}
   end
   local back = 0
   if give_back then
@@ -201,21 +220,18 @@ end
 -- holder's marker (nil or 'rebuilt').
 local function start_hold(stock, ends, holder, seen)
   if redis.call('EXISTS', stock) == 0 then
-    return {1, 0, 0, 0}
+    return {NOT_STOCKED, 0, 0, 0}
   end
-  local gen = tonumber(redis.call('HGET', stock, 'gen')) or 0
-  if gen < seen then
-    return {12, gen, seen, gen}
-  end
-  if other_node(stock) then
-    return {12, gen, -1, gen}
+  local rolled_back, gen = check_gen(stock, seen)
+  if rolled_back then
+    return rolled_back
   end
   keep_ends(ends)
   local ended = hold_end(ends, holder)
   if ended == 'released' then
-    return {2, 1, 0, gen}
+    return {HOLD_ENDED, 1, 0, gen}
   elseif ended == 'committed' then
-    return {2, 2, 0, gen}
+    return {HOLD_ENDED, 2, 0, gen}
   end
   return nil, gen, ended
 end

@@ -85,7 +85,8 @@
 //
 // Each script returns an array of integers {code, value, extra, gen} and
 // never nil or false (go-redis would turn either into redis.Nil). The codes
-// are numbered once for all scripts; each Go wrapper maps its own script's codes as the
+// are numbered and named once for all scripts, in common.lua, and the scripts
+// reply by those names (errors.go reads the same numbers); each Go wrapper maps its own script's codes as the
 // script's header lists them (Stock.Reserve, releaseCodes, commitCodes, ...), and only
 // ROLLED_BACK and INVALID_ARGUMENT, which mean the same from every script, are mapped in
 // one place (call.shared in errors.go):
@@ -96,11 +97,11 @@
 //	2     HOLD_ENDED          ErrHoldEnded          -                     -                   - / ErrHoldEnded
 //	3     ALREADY_HELD        success, no change    -                     -                   - / success, no change
 //	4     OVER_LIMIT          ErrOverLimit          -                     -                   -
-//	5     OUT_OF_STOCK        ErrOutOfStock         -                     -                   - / ErrInsufficientStock
+//	5     OUT_OF_STOCK        ErrOutOfStock         -                     -                   - / shop.ErrInsufficientStock
 //	6     ALREADY_RELEASED    -                     success, no-op        ErrHoldReleased     -
 //	7     ALREADY_COMMITTED   -                     ErrHoldCommitted      success, no-op      -
 //	8     NO_HOLD             -                     success, tombstone    ErrNoHold           -
-//	9     ON_HAND_BELOW_HELD  -                     -                     -                   ErrOnHandBelowHeld / -
+//	9     ON_HAND_BELOW_HELD  -                     -                     -                   shop.ErrOnHandBelowHeld / -
 //	10    INVALID_ARGUMENT    ErrInvalidArgument    ErrInvalidArgument    ErrInvalidArgument  ErrInvalidArgument
 //	11    ALREADY_STOCKED     (rebuild.lua only: the SKU is in Redis; nothing changes)
 //	12    ROLLED_BACK         ErrRolledBack         ErrRolledBack         ErrRolledBack       - / ErrRolledBack

@@ -4,10 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Sentinels, for errors.Is. The errors this package returns wrap them in a
-// typed error carrying the ids and numbers involved.
+// typed error carrying the ids and numbers involved. Two refusals an operator's change
+// can meet unwrap to the vocabulary's sentinels, which the API maps:
+// *OnHandBelowHeldError to shop.ErrOnHandBelowHeld and *InsufficientStockError to
+// shop.ErrInsufficientStock.
 var (
 	// ErrNotStocked: reserve on a SKU that set_stock never loaded.
 	ErrNotStocked = errors.New("sku not stocked")
@@ -24,9 +29,6 @@ var (
 	ErrHoldEnded = errors.New("hold already ended")
 	// ErrNoHold: commit for a checkout that holds nothing.
 	ErrNoHold = errors.New("no hold")
-	// ErrOnHandBelowHeld: set stock to fewer units than live holds keep.
-	// See *OnHandBelowHeldError.
-	ErrOnHandBelowHeld = errors.New("on hand below held")
 	// ErrInvalidArgument: an argument failed validation; Redis was not called.
 	// See *ArgumentError.
 	ErrInvalidArgument = errors.New("invalid argument")
@@ -34,9 +36,6 @@ var (
 	// went back in time and may have lost holds; nothing changed. Resync the SKU from
 	// Postgres (rebuild or reconcile) and try again. See *RolledBackError.
 	ErrRolledBack = errors.New("redis went back in time")
-	// ErrInsufficientStock: a staged decrease of on_hand beyond the units not held.
-	// See *InsufficientStockError.
-	ErrInsufficientStock = errors.New("insufficient stock")
 )
 
 // RolledBackError is a script refused because Redis's gen of the SKU is below one seen, or
@@ -67,7 +66,7 @@ func (e *InsufficientStockError) Error() string {
 	return fmt.Sprintf("take %d from on hand of %s: insufficient stock (%d not held)", -e.Delta, e.SKU, e.Available)
 }
 
-func (e *InsufficientStockError) Unwrap() error { return ErrInsufficientStock }
+func (e *InsufficientStockError) Unwrap() error { return shop.ErrInsufficientStock }
 
 // OutOfStockError is a reserve refused because too few units are available.
 type OutOfStockError struct {
@@ -122,7 +121,7 @@ func (e *OnHandBelowHeldError) Error() string {
 	return fmt.Sprintf("set stock of %s to %d on hand: on hand below held (%d held)", e.SKU, e.OnHand, e.Held)
 }
 
-func (e *OnHandBelowHeldError) Unwrap() error { return ErrOnHandBelowHeld }
+func (e *OnHandBelowHeldError) Unwrap() error { return shop.ErrOnHandBelowHeld }
 
 // HoldError is a refusal that carries nothing beyond its ids: Err is
 // ErrNotStocked, ErrHoldReleased, ErrHoldCommitted or ErrNoHold. Op is
@@ -210,12 +209,12 @@ const idRule = "must be 1 to 64 characters of A-Z a-z 0-9 . _ -"
 
 // validate checks every argument the operation uses.
 func (c call) validate() error {
-	if !ValidID(c.sku) {
+	if !shop.ValidID(c.sku) {
 		return c.argError("sku", strconv.Quote(truncate(c.sku)), idRule)
 	}
 	switch c.op {
 	case opReserve:
-		if !ValidID(c.checkoutID) {
+		if !shop.ValidID(c.checkoutID) {
 			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
 		}
 	case opRelease, opCommit, opForfeit, opStage:
@@ -224,7 +223,7 @@ func (c call) validate() error {
 		if !isChange {
 			id = c.checkoutID
 		}
-		if !ValidID(id) || c.op == opStage && !isChange {
+		if !shop.ValidID(id) || c.op == opStage && !isChange {
 			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
 		}
 	}

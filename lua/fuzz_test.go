@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // FuzzReserveRelease throws arbitrary ids and quantities at the wrappers on a real Redis.
@@ -30,7 +32,7 @@ func FuzzReserveRelease(f *testing.F) {
 	f.Fuzz(func(t *testing.T, checkoutID string, quantity int64, release bool) {
 		ctx := t.Context()
 		_, err := s.Reserve(ctx, sku, checkoutID, quantity)
-		valid := ValidID(checkoutID) && quantity >= 1 && quantity <= maxQuantity
+		valid := shop.ValidID(checkoutID) && quantity >= 1 && quantity <= maxQuantity
 		if !valid && !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("reserve(%q, %d): %v; want ErrInvalidArgument", checkoutID, quantity, err)
 		}

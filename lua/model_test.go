@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // The model check drives the real scripts on real Redis beside a small reference model of
@@ -372,14 +373,14 @@ func (m *model) change(ctx context.Context, delta int64) {
 	}
 	stage := func() error { _, err := m.s.StageChange(ctx, m.sku, id, delta, modelMaxPerOrder); return err }
 	err := m.retried(ctx, stage)
-	if errors.Is(err, ErrInsufficientStock) {
+	if errors.Is(err, shop.ErrInsufficientStock) {
 		// Redis may undersell until the reconciler ran (a hold committed after a resync
 		// counted it, a hold an older snapshot brought back); the operator's retry after it
 		// must be judged exactly.
 		m.reconciler(ctx)
 		err = stage()
 	}
-	if errors.Is(err, ErrInsufficientStock) {
+	if errors.Is(err, shop.ErrInsufficientStock) {
 		// Refusing is right while the open checkouts (which may hold placeholders) leave
 		// too little; wrong when even all of them leave room.
 		var open int64

@@ -12,19 +12,13 @@ import (
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// Shortage and Precheck are the vocabulary's (package shop): the gate answers in the terms
-// the API's Gate interface declares, so the API needs no adapter and never imports lua.
-type (
-	Shortage = shop.Shortage
-	Precheck = shop.Precheck
-)
-
 // Precheck reads, in one pipelined round trip, whether each SKU could be held now. It only
 // reads: the reserve script stays the judge, and a Precheck that says "available" may
 // still lose the race. It lets the API turn most of a sold-out crowd away at the cost of one
 // Redis round trip instead of a saga each, and lets buyers in again as soon as holds are
-// released.
-func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[string]int64) (Precheck, error) {
+// released. It answers in the vocabulary's terms (shop.Precheck), as the API's Gate
+// interface declares them, so the API needs no adapter and never imports lua.
+func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[string]int64) (shop.Precheck, error) {
 	type reads struct {
 		available *redis.SliceCmd
 		holds     *redis.BoolCmd
@@ -41,9 +35,9 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Precheck{}, fmt.Errorf("precheck checkout %s: %w", checkoutID, err)
+		return shop.Precheck{}, fmt.Errorf("precheck checkout %s: %w", checkoutID, err)
 	}
-	p := Precheck{Known: true, Seen: started.Val() > 0}
+	p := shop.Precheck{Known: true, Seen: started.Val() > 0}
 	for sku, q := range items {
 		r := cmds[sku]
 		if r.holds.Val() || r.ended.Val() {
@@ -61,7 +55,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 			continue
 		}
 		if available < q {
-			p.Shortages = append(p.Shortages, Shortage{SKU: sku, Requested: q, Available: available})
+			p.Shortages = append(p.Shortages, shop.Shortage{SKU: sku, Requested: q, Available: available})
 		}
 	}
 	return p, nil

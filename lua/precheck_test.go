@@ -2,6 +2,8 @@ package lua
 
 import (
 	"testing"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 func TestPrecheckRefusesShortCartsAndLetsRetriesThrough(t *testing.T) {
@@ -17,7 +19,7 @@ func TestPrecheckRefusesShortCartsAndLetsRetriesThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err = s.Precheck(ctx, "c-new", map[string]int64{sku: 2})
-	if err != nil || !p.SoldOut() || len(p.Shortages) != 1 || p.Shortages[0] != (Shortage{SKU: sku, Requested: 2, Available: 1}) {
+	if err != nil || !p.SoldOut() || len(p.Shortages) != 1 || p.Shortages[0] != (shop.Shortage{SKU: sku, Requested: 2, Available: 1}) {
 		t.Errorf("2 wanted, 1 available: %+v, %v; want sold out with one shortage", p, err)
 	}
 	// The holder's retry must reach its saga whatever the stock says.

@@ -36,14 +36,14 @@ if args then
   n, bad = holds_args(5)
 end
 if bad then
-  return {10, bad, 0, 0}
+  return {INVALID_ARGUMENT, bad, 0, 0}
 end
 local on_hand, max_per_order, floor, ttl = args[1], args[2], args[3], args[4]
 local pairs_from = 6 + n
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local cur = redis.call('HMGET', KEYS[1], 'available', 'held', 'gen')
-  return {11, tonumber(cur[1]) or 0, tonumber(cur[2]) or 0, tonumber(cur[3]) or 0}
+  return {ALREADY_STOCKED, tonumber(cur[1]) or 0, tonumber(cur[2]) or 0, tonumber(cur[3]) or 0}
 end
 
 for i = 1, n do
@@ -57,4 +57,4 @@ local held, unbacked = count_held(KEYS[2])
 local available = on_hand - (held - unbacked)
 local gen = floor + 1
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'gen', gen, 'node', node_id())
-return {0, available, held, gen}
+return {OK, available, held, gen}

@@ -39,12 +39,12 @@ if args then
   n, bad = holds_args(4)
 end
 if bad then
-  return {10, bad, 0, 0, 0, 0}
+  return {INVALID_ARGUMENT, bad, 0, 0, 0, 0}
 end
 local on_hand, floor, ttl = args[1], args[2], args[3]
 local pairs_from = 5 + n
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {1, 0, 0, 0, 0, 0}
+  return {NOT_STOCKED, 0, 0, 0, 0, 0}
 end
 
 local settled = {}
@@ -75,4 +75,4 @@ end
 local after = on_hand - (held - unbacked)
 gen = math.max(gen, floor) + 1
 redis.call('HSET', KEYS[1], 'available', after, 'held', held, 'gen', gen, 'node', node_id())
-return {0, before, after, gen, restored, rolled_back}
+return {OK, before, after, gen, restored, rolled_back}

@@ -57,23 +57,23 @@ local available = tonumber(fields[1]) or 0
 
 local already = tonumber(redis.call('HGET', KEYS[2], checkout))
 if already ~= nil then
-  return {3, already, available, gen}
+  return {ALREADY_HELD, already, available, gen}
 end
 
 -- An absent max_per_order means no per-order limit.
 local max_per_order = tonumber(fields[2])
 if max_per_order ~= nil and quantity > max_per_order then
-  return {4, max_per_order, available, gen}
+  return {OVER_LIMIT, max_per_order, available, gen}
 end
 
 -- The check and the decrement run in one script, so available never goes
 -- below zero however many reserves race.
 if available < quantity then
-  return {5, available, available, gen}
+  return {OUT_OF_STOCK, available, available, gen}
 end
 
 local after = redis.call('HINCRBY', KEYS[1], 'available', -quantity)
 redis.call('HINCRBY', KEYS[1], 'held', quantity)
 redis.call('HSET', KEYS[2], checkout, quantity)
 gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
-return {0, quantity, after, gen}
+return {OK, quantity, after, gen}

@@ -1,7 +1,10 @@
 package lua
 
 import (
+	"context"
 	"embed"
+	"errors"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -59,4 +62,53 @@ func ScriptSource(name string) string {
 		}
 	}
 	return ""
+}
+
+// Preload loads every script into the script cache of the server, or of every node of a
+// cluster (go-redis' ClusterClient.ScriptLoad), so the first calls run by EVALSHA. The
+// product calls it at start; a NOSCRIPT answer later (a failover, a restarted node) calls
+// it again.
+func (s *Stock) Preload(ctx context.Context) error {
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("preload %s script: %w", sc.name, err)
+		}
+	}
+	return nil
+}
+
+// eval runs sc by EVALSHA, never inside a pipeline: there go-redis cannot fall back from
+// NOSCRIPT. NOSCRIPT means a node lost its script cache (a restart, a failover to a replica
+// that never loaded the scripts, SCRIPT FLUSH), so every script is loaded again on every
+// node (Preload), not only this one, and the call runs again; Run still falls back to EVAL
+// should the slot have moved to yet another node meanwhile.
+func (s *Stock) eval(ctx context.Context, sc script, keys []string, args ...any) *redis.Cmd {
+	cmd := sc.EvalSha(ctx, s.rdb, keys, args...)
+	if !errors.Is(cmd.Err(), redis.ErrNoScript) && !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return cmd
+	}
+	_ = s.Preload(ctx) // on failure Run falls back to EVAL, and the next NOSCRIPT tries again
+	return sc.Run(ctx, s.rdb, keys, args...)
+}
+
+// run runs sc and returns its reply, or the error of a reply every script shares (see
+// call.shared); the caller maps the rest. Every reply's fourth value is the SKU's
+// gen, which this Stock remembers (see gens).
+func (s *Stock) run(ctx context.Context, sc script, c call, keys []string, args ...any) (reply, error) {
+	vals, err := s.eval(ctx, sc, keys, args...).Int64Slice()
+	if err != nil {
+		return reply{}, fmt.Errorf("%s: run %s script: %w", c, sc.name, err)
+	}
+	want := 4
+	if sc.name == reconcileScript.name {
+		want = 6
+	}
+	if len(vals) != want {
+		return reply{}, fmt.Errorf("%s: %s script returned %d values, want %d", c, sc.name, len(vals), want)
+	}
+	r := reply{code: vals[0], value: vals[1], extra: vals[2], gen: vals[3], more: vals[4:]}
+	if r.code != codeRolledBack && r.code != codeInvalidArgument {
+		s.gens.observe(c.sku, r.gen)
+	}
+	return r, c.shared(r)
 }

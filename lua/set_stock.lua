@@ -17,7 +17,7 @@
 
 local args, bad = int_args({{0, 1000000000}, {1, 1000000}})
 if bad then
-  return {10, bad, 0, 0}
+  return {INVALID_ARGUMENT, bad, 0, 0}
 end
 local on_hand, max_per_order = args[1], args[2]
 
@@ -32,11 +32,11 @@ if held == nil then
 end
 
 if on_hand < held then
-  return {9, held, held, 0}
+  return {ON_HAND_BELOW_HELD, held, held, 0}
 end
 
 local available = on_hand - held
 keep_ends(KEYS[3])
 redis.call('HSET', KEYS[1], 'available', available, 'held', held, 'max_per_order', max_per_order, 'node', node_id())
 local gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
-return {0, available, held, gen}
+return {OK, available, held, gen}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // DefaultSoldOutBound is how long SoldOutFlag trusts what it read of a sold-out SKU.
@@ -59,7 +61,7 @@ func NewSoldOutFlag(s *Stock, bound time.Duration) *SoldOutFlag {
 // Precheck answers from memory when every SKU of the cart is flagged short for its quantity
 // and the checkout never held any of them; otherwise it is Stock.Precheck, and a sold-out
 // answer from Redis (re)flags its short SKUs.
-func (f *SoldOutFlag) Precheck(ctx context.Context, checkoutID string, items map[string]int64) (Precheck, error) {
+func (f *SoldOutFlag) Precheck(ctx context.Context, checkoutID string, items map[string]int64) (shop.Precheck, error) {
 	if p, ok := f.fromMemory(checkoutID, items); ok {
 		return p, nil
 	}
@@ -92,23 +94,23 @@ func (f *SoldOutFlag) MarkStarted(ctx context.Context, checkoutID string) error 
 // past it they are forgotten at once (their holds are in the flag's read of Redis).
 const maxRemembered = 100_000
 
-func (f *SoldOutFlag) fromMemory(checkoutID string, items map[string]int64) (Precheck, bool) {
+func (f *SoldOutFlag) fromMemory(checkoutID string, items map[string]int64) (shop.Precheck, bool) {
 	if len(items) == 0 {
-		return Precheck{}, false
+		return shop.Precheck{}, false
 	}
 	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.started[checkoutID]; ok {
-		return Precheck{}, false
+		return shop.Precheck{}, false
 	}
-	p := Precheck{Known: true, Shortages: make([]Shortage, 0, len(items))}
+	p := shop.Precheck{Known: true, Shortages: make([]shop.Shortage, 0, len(items))}
 	for sku, q := range items {
 		fl := f.skus[sku]
 		if fl == nil || now.Sub(fl.at) >= f.bound || fl.available >= q || fl.seen[checkoutID] {
-			return Precheck{}, false
+			return shop.Precheck{}, false
 		}
-		p.Shortages = append(p.Shortages, Shortage{SKU: sku, Requested: q, Available: fl.available})
+		p.Shortages = append(p.Shortages, shop.Shortage{SKU: sku, Requested: q, Available: fl.available})
 	}
 	return p, true
 }

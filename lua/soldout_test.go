@@ -12,6 +12,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // flagOn returns a SoldOutFlag on s whose clock the test moves, and that clock.
@@ -45,7 +47,7 @@ func TestSoldOutFlagAnswersLosersFromMemory(t *testing.T) {
 	log := &commandLog{}
 	rdb.AddHook(log)
 	p, err := f.Precheck(ctx, "c-loser-2", map[string]int64{sku: 1})
-	if err != nil || !p.SoldOut() || len(p.Shortages) != 1 || p.Shortages[0] != (Shortage{SKU: sku, Requested: 1, Available: 0}) {
+	if err != nil || !p.SoldOut() || len(p.Shortages) != 1 || p.Shortages[0] != (shop.Shortage{SKU: sku, Requested: 1, Available: 0}) {
 		t.Fatalf("second loser = %+v, %v; want sold out, 1 requested 0 available", p, err)
 	}
 	if got := log.commands(); len(got) != 0 {
@@ -135,7 +137,7 @@ func BenchmarkSoldOutAnswers(b *testing.B) {
 		} `json:"items"`
 	}
 	gated := func(g interface {
-		Precheck(ctx context.Context, id string, items map[string]int64) (Precheck, error)
+		Precheck(ctx context.Context, id string, items map[string]int64) (shop.Precheck, error)
 	}) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			var req cart

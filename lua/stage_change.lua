@@ -31,28 +31,28 @@
 
 local id = ARGV[1]
 if type(id) ~= 'string' or #id < 2 or string.sub(id, 1, 1) ~= '~' then
-  return {10, 1, 0, 0}
+  return {INVALID_ARGUMENT, 1, 0, 0}
 end
 local s = ARGV[2]
 if type(s) ~= 'string' or #s > 11 or not string.match(s, '^-?[0-9]+$') then
-  return {10, 2, 0, 0}
+  return {INVALID_ARGUMENT, 2, 0, 0}
 end
 local delta = tonumber(s)
 if delta < -1000000000 or delta > 1000000000 then
-  return {10, 2, 0, 0}
+  return {INVALID_ARGUMENT, 2, 0, 0}
 end
 local max_per_order = int_arg(ARGV[3], 1, 1000000)
 if max_per_order == nil then
-  return {10, 3, 0, 0}
+  return {INVALID_ARGUMENT, 3, 0, 0}
 end
 -- reconcile.lua and rebuild.lua read a change's direction from its id.
 local dir = string.sub(id, 2, 2)
 if delta > 0 and dir ~= 'i' or delta < 0 and dir ~= 'd' then
-  return {10, 1, 0, 0}
+  return {INVALID_ARGUMENT, 1, 0, 0}
 end
 local seen = gen_arg(ARGV[4])
 if seen == nil then
-  return {10, 4, 0, 0}
+  return {INVALID_ARGUMENT, 4, 0, 0}
 end
 
 local refusal, gen = start_hold(KEYS[1], KEYS[3], id, seen)
@@ -62,10 +62,10 @@ end
 local available = tonumber(redis.call('HGET', KEYS[1], 'available')) or 0
 local already = tonumber(redis.call('HGET', KEYS[2], id))
 if already ~= nil then
-  return {3, already, available, gen}
+  return {ALREADY_HELD, already, available, gen}
 end
 if delta < 0 and available < -delta then
-  return {5, available, available, gen}
+  return {OUT_OF_STOCK, available, available, gen}
 end
 
 redis.call('HSET', KEYS[1], 'max_per_order', max_per_order)
@@ -78,4 +78,4 @@ if units > 0 then
   redis.call('HSET', KEYS[2], id, units)
 end
 gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
-return {0, units, available, gen}
+return {OK, units, available, gen}

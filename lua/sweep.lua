@@ -14,7 +14,7 @@ local now = tonumber(redis.call('TIME')[1])
 local deleted = 0
 for i = 1, #ARGV do
   if type(ARGV[i]) ~= 'string' or #ARGV[i] == 0 then
-    return {10, i, 0, 0}
+    return {INVALID_ARGUMENT, i, 0, 0}
   end
   local v = redis.call('HGET', KEYS[1], ARGV[i])
   local expiry = v and tonumber(string.match(v, '^[a-z]+:([0-9]+)$'))
@@ -23,4 +23,4 @@ for i = 1, #ARGV do
     deleted = deleted + 1
   end
 end
-return {0, deleted, 0, 0}
+return {OK, deleted, 0, 0}

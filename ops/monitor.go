@@ -17,6 +17,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // How often the monitor looks. Counting is two visibility queries, so every 30 s is cheap and
@@ -53,7 +54,7 @@ var AttentionQueries = map[string]string{
 
 // Auditor runs the product's audit (audit.Auditor).
 type Auditor interface {
-	Run(ctx context.Context) (audit.Report, error)
+	Run(ctx context.Context) (shop.AuditReport, error)
 }
 
 // Monitor keeps the operator gauges current. Counting from Temporal's visibility store, not

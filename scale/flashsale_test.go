@@ -69,7 +69,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			replica := apis[i%2]
-			body, _ := json.Marshal(api.CheckoutRequest{CartID: b.id, CustomerID: "u-" + b.id, Items: []api.RequestItem{{SKU: sku, Quantity: 1}}, PaymentTimeoutSeconds: ptr[int64](600)})
+			body, _ := json.Marshal(api.CheckoutRequest{CartID: b.id, CustomerID: "u-" + b.id, Items: []api.RequestItem{{SKU: sku, Quantity: 1}}, PaymentTimeoutSeconds: new(int64(600))})
 			// A well-behaved client retries a 503 (shed, or a step retried past the request's
 			// timeout while the killed worker's tasks time out) with the same cart id, after
 			// its Retry-After (checkouttest.Client); a transport error is retried too.
@@ -188,5 +188,3 @@ func (s *shape) payment(p *product, b *buyer) (int, error) {
 	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
 	return s.do(p, http.MethodPost, "/v1/webhooks/stripe", body, nil, "Stripe-Signature", signed.Header)
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -16,7 +16,7 @@ func TestValidIDIsTheContractsIDSyntax(t *testing.T) {
 		want bool
 	}{
 		{"cart-1", true}, {"A.b_C-9", true}, {strings.Repeat("x", 64), true},
-		{"", false}, {strings.Repeat("x", 65), false}, {"a{b}", false}, {"a:b", false}, {"a b", false}, {"é", false}, {"~change", false},
+		{"", false}, {strings.Repeat("x", 65), false}, {"a{b}", false}, {"a{b", false}, {"a}b", false}, {"a:b", false}, {"a b", false}, {"a*b", false}, {"é", false}, {"~change", false},
 		{".", false}, {"..", false}, {"...", true}, {".a", true}, {"a..b", true},
 	} {
 		if got := shop.ValidID(tt.id); got != tt.want {

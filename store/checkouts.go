@@ -128,7 +128,7 @@ func (s *Store) overCustomerLimits(ctx context.Context, tx pgx.Tx, c shop.Checko
 		return "", nil // a retry: judged the first time
 	}
 	if s.MaxOpenPerCustomer > 0 && open >= s.MaxOpenPerCustomer {
-		return ReasonTooManyOpen, nil
+		return shop.RejectTooManyOpen, nil
 	}
 	for _, it := range c.Items {
 		limit, ok := limits[it.SKU]
@@ -143,7 +143,7 @@ func (s *Store) overCustomerLimits(ctx context.Context, tx pgx.Tx, c shop.Checko
 			return "", fmt.Errorf("count units of %s of customer %s: %w", it.SKU, c.CustomerID, err)
 		}
 		if units+it.Quantity > limit {
-			return ReasonCustomerLimit, nil
+			return shop.RejectCustomerLimit, nil
 		}
 	}
 	return "", nil

@@ -14,8 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Store is the Postgres side of the product: the catalog, checkouts, orders, payment events
@@ -23,16 +21,9 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	// MaxOpenPerCustomer caps a customer's open checkouts (0: no cap); RecordCheckout ends a
-	// checkout over it as refused, with reason ReasonTooManyOpen.
+	// checkout over it as refused, with reason shop.RejectTooManyOpen.
 	MaxOpenPerCustomer int
 }
-
-// Reasons RecordCheckout records on a checkout it refuses for a per-customer limit; the
-// checkout ends as out_of_stock (nothing was held) with one of them as its reason.
-const (
-	ReasonCustomerLimit = shop.RejectCustomerLimit
-	ReasonTooManyOpen   = shop.RejectTooManyOpen
-)
 
 // New wraps a pgx pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }

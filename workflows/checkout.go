@@ -29,14 +29,15 @@
 //
 // run() is the order of these steps, each a named method. What an unconfirmed end gives back
 // (holds and money) is the undo stack in undo.go; whether the checkout is decided is answered
-// in decision.go. States never move backwards (Status.rank); a late or repeated event cannot
+// in decision.go; the payment wait and what each payment does are in payment.go; a step that
+// keeps failing waits for support in stuck.go; every workflow.GetVersion change id is listed
+// in versions.go. States never move backwards (Status.rank); a late or repeated event cannot
 // reopen a finished checkout.
 package workflows
 
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -48,11 +49,6 @@ import (
 
 // acts is used only to name activity methods; the worker registers the real instance.
 var acts *activities.Activities
-
-// endStepsChange names the workflow.GetVersion change that made the ending steps regular
-// activities (the outcome record, then every release or forfeit at once) instead of local
-// activities in turn.
-const endStepsChange = "end-steps-as-activities"
 
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
 func Checkout(ctx workflow.Context, in Input) (shop.View, error) {
@@ -178,7 +174,7 @@ func (c *checkout) openPaymentWindow(ctx workflow.Context) {
 	c.holdStarted = workflow.Now(ctx)
 	// Rounded up to the second: the buyer never gets less than the window they were promised.
 	c.expiresAt = c.holdStarted.Add(paymentTimeout(c.in.PaymentTimeoutSeconds) + time.Second - 1).UTC().Truncate(time.Second)
-	c.view.ExpiresAt = ptr(c.expiresAt)
+	c.view.ExpiresAt = new(c.expiresAt)
 	c.setState(ctx, shop.StatusAwaitingPayment, "", AttrHoldExpiresAt.ValueSet(c.expiresAt), AttrAmountCents.ValueSet(c.view.AmountCents))
 }
 
@@ -199,97 +195,6 @@ func (c *checkout) finish(ctx workflow.Context, timedOut bool, err error) {
 		c.end(ctx, shop.StatusPaymentFailed, "payment failed ("+c.lastFailure.EventID+") and no payment succeeded before "+c.expiresAt.Format(time.RFC3339))
 	case timedOut:
 		c.end(ctx, shop.StatusExpired, "no payment before "+c.expiresAt.Format(time.RFC3339))
-	}
-}
-
-// awaitPayment waits until the checkout is decided or the payment timer fires. The timer is
-// restarted when support extends the hold.
-//
-// The wait is one selector over the payment channel, the timer, the update wake-up and the
-// workflow's cancellation. A selector that is waiting takes whichever becomes ready first in
-// history order, so a payment recorded before the timer fired wins even when both reach the
-// worker in one workflow task (a worker that was down across the deadline), and a payment
-// recorded after it stays in the channel, to be refunded once the checkout has ended.
-//
-// That order holds only for the first event of a workflow task. Once the saga has handled it
-// (a failed card, a wrong amount, a cancel update), the events behind it in the same task are
-// already there when the saga looks again, and a selector takes the first ready case in the
-// order its cases were added, history or not: the timer, before a payment recorded before it.
-// So payments already waiting are taken before the saga acts on the timer or on a cancel
-// (pendingPaymentsFirst): they reached the saga while it held every unit for the buyer.
-func (c *checkout) awaitPayment(ctx workflow.Context) (timedOut bool, err error) {
-	for !c.decided() {
-		c.waitingDetails(ctx)
-		c.extended = false
-		// A timer left behind (paid, cancelled, extended) is not cancelled: cancelling costs
-		// an event, and one that fires later only wakes the saga for nothing.
-		timer := workflow.NewTimerWithOptions(ctx, max(c.expiresAt.Sub(workflow.Now(ctx)), 0),
-			workflow.TimerOptions{Summary: "Payment window until " + c.expiresAt.Format(time.RFC3339)})
-		var fired, cancelled bool
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(timer, func(f workflow.Future) {
-			fired = true
-			cancelled = temporal.IsCanceledError(f.Get(ctx, nil))
-		})
-		sel.AddReceive(c.payments, func(ch workflow.ReceiveChannel, _ bool) {
-			var p shop.Payment
-			ch.Receive(ctx, &p)
-			c.onPayment(ctx, p)
-		})
-		sel.AddReceive(c.wake, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
-		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
-		for !fired && !cancelled && !c.decided() && !c.extended {
-			if timer.IsReady() && c.pendingPaymentsFirst(ctx) {
-				c.drainPayments(ctx)
-				continue
-			}
-			sel.Select(ctx)
-		}
-		if c.decision() == cancelAsked && c.pendingPaymentsFirst(ctx) {
-			c.drainPayments(ctx) // a payment that came with the cancel still wins (decision.go)
-		}
-		switch {
-		case c.decided():
-			return false, nil
-		case cancelled:
-			return false, temporal.NewCanceledError()
-		case c.extended:
-			continue // support moved the deadline: wait again with the new one
-		case fired:
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// pendingPaymentsChange names the workflow.GetVersion change that takes the payments already
-// waiting in the channel before the timer or a cancel update (see awaitPayment). It is asked
-// for only when the two are ready together, so only sagas that meet that race carry its marker.
-const pendingPaymentsChange = "pending-payments-before-an-end"
-
-// pendingPaymentsFirst reports whether payments are waiting to be taken before the end the
-// saga is about to act on. Sagas that met the race before pendingPaymentsChange replay the
-// old choice.
-func (c *checkout) pendingPaymentsFirst(ctx workflow.Context) bool {
-	return c.payments.Len() > 0 && workflow.GetVersion(ctx, pendingPaymentsChange, workflow.DefaultVersion, 1) == 1
-}
-
-// drainPayments applies every payment waiting in the channel, in the order they arrived.
-func (c *checkout) drainPayments(ctx workflow.Context) {
-	for {
-		var p shop.Payment
-		if !c.payments.ReceiveAsync(&p) {
-			return
-		}
-		c.onPayment(ctx, p)
-	}
-}
-
-// applyOrphans applies the payments that were recorded for this checkout before it existed.
-func (c *checkout) applyOrphans(ctx workflow.Context, orphans []shop.RecordedPayment) {
-	for _, o := range orphans {
-		c.onPayment(ctx, shop.Payment{Provider: o.Provider, EventID: o.EventID, Outcome: shop.PaymentKind(o.Outcome),
-			PaymentRef: o.PaymentRef, AmountCents: o.AmountCents, Currency: o.Currency})
 	}
 }
 
@@ -318,22 +223,11 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 	}
 	c.setState(ctx, v.Status, "")
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("Ended as %s earlier (recorded in Postgres); this run only answers with that end", v.Status))
-	if len(rec.Payments) > 0 && workflow.GetVersion(ctx, "adopt-refunds-orphans", workflow.DefaultVersion, 1) == 1 {
+	if len(rec.Payments) > 0 && workflow.GetVersion(ctx, adoptRefundsOrphansChange, workflow.DefaultVersion, 1) == 1 {
 		// Payments that came before a checkout that had already ended (or was refused just
 		// now) are not its order's: refunded, like any payment after the end.
 		c.applyOrphans(ctx, rec.Payments)
 	}
-}
-
-func (c *checkout) waitingDetails(ctx workflow.Context) {
-	details := fmt.Sprintf("Waiting for payment of %s until %s", money(c.view.AmountCents, c.view.Currency), c.expiresAt.Format(time.RFC3339))
-	if c.lastFailure != nil {
-		details += fmt.Sprintf(". Last attempt failed (%s); the buyer may retry", c.lastFailure.EventID)
-	}
-	if c.flagged && c.view.Reason != nil {
-		details = "NEEDS ATTENTION: " + *c.view.Reason + ". The payment is being refunded (see refunds); acknowledge with the acknowledge action once handled. " + details
-	}
-	workflow.SetCurrentDetails(ctx, details)
 }
 
 // record prices the cart and writes the checkout to Postgres.
@@ -424,7 +318,7 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 			// The order stands (it is in Postgres); a hold that cannot be committed means
 			// Redis and Postgres disagree, which support must reconcile.
 			c.flag(dctx)
-			c.view.Reason = ptr("commit hold: " + reasonOf(err))
+			c.view.Reason = new("commit hold: " + reasonOf(err))
 		}
 	}
 	c.setState(ctx, shop.StatusConfirmed, "")
@@ -462,38 +356,6 @@ func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) 
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ended as %s: %s", status, reason))
 }
 
-// persist runs a step that must not be dropped. When its retry policy gives up, the
-// checkout is flagged for support with what is wrong and what to do, and the step is tried
-// again when support sends the retry update, or by itself after stuckRetryInterval, a wait
-// that doubles each round up to stuckRetryMax, so a long outage adds few events a day. Only
-// a non-retryable error (a definite "no") is returned.
-func (c *checkout) persist(ctx workflow.Context, summary string, step func(workflow.Context) error) error {
-	wait := stuckRetryInterval
-	for {
-		err := step(ctx)
-		var appErr *temporal.ApplicationError
-		if err == nil || errors.As(err, &appErr) && appErr.NonRetryable() || temporal.IsCanceledError(err) {
-			if c.stuck != "" {
-				c.stuck, c.view.Attention = "", ""
-				c.refreshAttention(ctx)
-			}
-			return err
-		}
-		c.stuck = summary
-		c.view.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause (Redis, Postgres or the payment provider); the step is retried by itself in %s, or at once with the retry action (POST /v1/admin/checkouts/%s/retry).",
-			summary, errorText(err), wait, c.in.CheckoutID)
-		c.refreshAttention(ctx)
-		workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+c.view.Attention)
-		workflow.GetLogger(ctx).Error("step stuck", "step", summary, "error", err)
-		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-			Timeout:      wait,
-			TimerOptions: workflow.TimerOptions{Summary: "Retry " + summary},
-		}, func() bool { return c.retryRequested })
-		c.retryRequested = false
-		wait = min(2*wait, stuckRetryMax)
-	}
-}
-
 // setState moves the checkout forward and keeps the search attributes current. A move to
 // an earlier or equal state is ignored: states never move backwards.
 func (c *checkout) setState(ctx workflow.Context, s shop.Status, reason string, extra ...temporal.SearchAttributeUpdate) {
@@ -509,173 +371,8 @@ func (c *checkout) setState(ctx workflow.Context, s shop.Status, reason string, 
 		AttrNeedsAttention.ValueSet(c.view.NeedsAttention))...)
 }
 
-// flag marks the checkout for support.
-func (c *checkout) flag(ctx workflow.Context) {
-	c.flagged = true
-	c.refreshAttention(ctx)
-}
-
-// refreshAttention keeps NeedsAttention (view and search attribute) equal to "flagged or stuck".
-func (c *checkout) refreshAttention(ctx workflow.Context) {
-	needs := c.flagged || c.stuck != ""
-	if needs != c.view.NeedsAttention {
-		c.view.NeedsAttention = needs
-		c.upsert(ctx, AttrNeedsAttention.ValueSet(needs))
-	}
-}
-
 func (c *checkout) upsert(ctx workflow.Context, updates ...temporal.SearchAttributeUpdate) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert search attributes", "error", err)
 	}
 }
-
-// failureStatus maps a step's error to the end state.
-func (c *checkout) failureStatus(err error) shop.Status {
-	if temporal.IsCanceledError(err) {
-		return shop.StatusCancelled
-	}
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		return shop.StatusFailed
-	}
-	r, ok := refusals[appErr.Type()]
-	if !ok {
-		return shop.StatusFailed
-	}
-	c.rejectCode = r.code
-	return r.status
-}
-
-// refusals maps the error types of a step that refused the checkout to the reject code the
-// buyer sees and the end state. shop.ErrTypeHoldEnded is this saga's own compensation: a
-// workflow task that reserved, was refused, released, and was lost with its worker before it
-// completed is run again and finds its tombstone. The lost run was refused; so is this one.
-var refusals = map[string]struct {
-	code   string
-	status shop.Status
-}{
-	shop.ErrTypeOutOfStock:    {shop.RejectOutOfStock, shop.StatusOutOfStock},
-	shop.ErrTypeNotStocked:    {shop.RejectOutOfStock, shop.StatusOutOfStock},
-	shop.ErrTypeHoldEnded:     {shop.RejectOutOfStock, shop.StatusOutOfStock},
-	shop.ErrTypeOverLimit:     {shop.RejectOverLimit, shop.StatusOutOfStock},
-	shop.ErrTypeUnknownSKU:    {shop.RejectUnknownSKU, shop.StatusFailed},
-	shop.ErrTypeMixedCurrency: {shop.RejectMixedCurrency, shop.StatusFailed},
-}
-
-// onPayment applies one verified payment event. Repeats (the same provider's event id, or
-// the same successful payment seen through another channel) are ignored.
-func (c *checkout) onPayment(ctx workflow.Context, p shop.Payment) {
-	logger := workflow.GetLogger(ctx)
-	event, ref := c.paymentKey(ctx, p.Provider, p.EventID), c.paymentKey(ctx, p.Provider, p.PaymentRef)
-	if c.seenEvents[event] || p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[ref] {
-		logger.Info("duplicate payment event ignored", "provider", p.Provider, "event_id", p.EventID, "payment_ref", p.PaymentRef)
-		return
-	}
-	c.seenEvents[event] = true
-	if p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" {
-		c.seenPaid[ref] = true
-	}
-	c.applyPayment(ctx, p)
-}
-
-// paymentKeysChange names the workflow.GetVersion change that keys the saga's memory of
-// payments (seenEvents, seenPaid) by provider and id, as Postgres keys payment events. Event
-// ids and payment refs are each provider's own: two providers that number them alike would
-// have one's payment dropped as a repeat of the other's. It is asked for at the first payment
-// a saga meets, so sagas that met one before the change keep keying by id alone.
-const paymentKeysChange = "payment-keys-by-provider"
-
-// paymentKey is how the saga remembers a payment's event id or ref: with its provider, and
-// "\x00" between them, which no provider name holds (api.ParseStandardWebhookSecrets).
-func (c *checkout) paymentKey(ctx workflow.Context, provider, id string) string {
-	if workflow.GetVersion(ctx, paymentKeysChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return id
-	}
-	return provider + "\x00" + id
-}
-
-// applyPayment decides what a new payment event does to the checkout.
-func (c *checkout) applyPayment(ctx workflow.Context, p shop.Payment) {
-	logger := workflow.GetLogger(ctx)
-	// A cancel request accepted in the same workflow task as an earlier payment does not close
-	// it: the payment came first, with the holds in place (see takesPayment).
-	open := c.takesPayment()
-	switch {
-	case p.Outcome != shop.PaymentSucceeded && !open:
-		logger.Info("payment event after the checkout was decided ignored", "event_id", p.EventID, "status", c.state)
-	case p.Outcome == shop.PaymentFailed:
-		c.lastFailure = &p
-		if c.state == shop.StatusAwaitingPayment {
-			c.waitingDetails(ctx)
-		}
-	case p.Outcome == shop.PaymentCanceled:
-		c.canceledPay = &p
-	case !open:
-		// Money for a checkout that can no longer take it: give it back.
-		c.refund(p, fmt.Sprintf("payment arrived after the checkout was %s", c.state))
-		logger.Warn("late payment will be refunded", "event_id", p.EventID, "status", c.state)
-	case p.AmountCents != c.view.AmountCents || !strings.EqualFold(p.Currency, c.view.Currency):
-		reason := fmt.Sprintf("payment %s of %s does not match the checkout's %s", p.EventID,
-			money(p.AmountCents, strings.ToLower(p.Currency)), money(c.view.AmountCents, c.view.Currency))
-		c.view.Reason = &reason
-		c.flag(ctx)
-		c.refund(p, reason)
-		if c.state == shop.StatusAwaitingPayment {
-			c.waitingDetails(ctx)
-		}
-		logger.Warn("payment amount mismatch; refunding it", "event_id", p.EventID)
-	default:
-		c.paid = &p
-	}
-}
-
-func withSummary(o workflow.ActivityOptions, summary string) workflow.ActivityOptions {
-	o.Summary = summary
-	return o
-}
-
-func withLocalSummary(o workflow.LocalActivityOptions, summary string) workflow.LocalActivityOptions {
-	o.Summary = summary
-	return o
-}
-
-// IsErrorType tells whether err is, or wraps, an application error of type t: one of the
-// saga's refusals (shop.ErrType...), as the activities raise them and the update handlers
-// answer them.
-func IsErrorType(err error, t string) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == t
-}
-
-// reasonOf is the human reason stored for an end and shown to the buyer. A named refusal
-// (a non-retryable application error an activity chose) carries our own message. Anything
-// else is an infrastructure failure whose text names hosts, users and drivers: the reason
-// says only that the step kept failing, and the full error stays in the saga's history and
-// the worker's log.
-func reasonOf(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.NonRetryable() && appErr.Type() != "" {
-		return appErr.Error()
-	}
-	if temporal.IsCanceledError(err) {
-		return "cancelled"
-	}
-	return "a step kept failing (timeouts or an unreachable Redis, Postgres or payment provider); the saga's history has the error"
-}
-
-// errorText is an error as support reads it (attention, logs): the innermost application
-// error's message, raw.
-func errorText(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Error()
-	}
-	return err.Error()
-}
-
-func money(cents int64, currency string) string {
-	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
-}
-
-func ptr[T any](v T) *T { return &v }

@@ -254,7 +254,7 @@ func (w *world) reconcileStock(context.Context, activities.ReconcileStockInput) 
 	return activities.ReconcileStockResult{}, w.notModelled("ReconcileStock")
 }
 
-func (w *world) claimStaleOrphans(context.Context, activities.ClaimStaleOrphansInput) ([]activities.StaleOrphan, error) {
+func (w *world) claimStaleOrphans(context.Context, activities.ClaimStaleOrphansInput) ([]shop.StaleOrphan, error) {
 	return nil, w.notModelled("ClaimStaleOrphans")
 }
 

@@ -114,3 +114,13 @@ var endOptions = workflow.ActivityOptions{
 // harmless, so they stay local activities), and the ending steps of sagas started before
 // endStepsChange. The same budget as mustFinishOptions.
 var undoOptions = mustFinishOptions
+
+func withSummary(o workflow.ActivityOptions, summary string) workflow.ActivityOptions {
+	o.Summary = summary
+	return o
+}
+
+func withLocalSummary(o workflow.LocalActivityOptions, summary string) workflow.LocalActivityOptions {
+	o.Summary = summary
+	return o
+}

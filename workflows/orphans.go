@@ -43,7 +43,7 @@ func RefundOrphans(ctx workflow.Context, in RefundOrphansInput) (RefundOrphansRe
 		in.OlderThanSeconds = int64(OrphanRefundAfter / time.Second)
 	}
 	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
-	var orphans []activities.StaleOrphan
+	var orphans []shop.StaleOrphan
 	if err := workflow.ExecuteActivity(ctx, acts.ClaimStaleOrphans, activities.ClaimStaleOrphansInput{
 		OlderThanSeconds: in.OlderThanSeconds, Limit: orphanSweepLimit,
 	}).Get(ctx, &orphans); err != nil {

@@ -56,11 +56,6 @@ const reconcileLimit = 500
 // checked in seconds, well inside ReconcileEvery, and the provider's rate limit is far.
 const reconcileParallel = 16
 
-// reconcilePages is the workflow.GetVersion change id of paging: a run asks about one page
-// and continues as new with the next, asking about the page's checkouts reconcileParallel at
-// a time. Runs recorded before it list at most reconcileLimit ids and ask one at a time.
-const reconcilePages = "reconcile-pages"
-
 var reconcileOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 30 * time.Second,
 	RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
@@ -156,11 +151,6 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 	return len(page.IDs), refunded
 }
 
-// reconcileKeepsOrderPayments is the workflow.GetVersion change id of asking Postgres about
-// the payments found for a checkout that ended unpaid before refunding them. Runs recorded
-// before it refund every one.
-const reconcileKeepsOrderPayments = "reconcile-keeps-order-payments"
-
 // withoutDecided is found without the payments Postgres already gave an end: the payment of
 // the checkout's order, which stands whatever the saga's state says, and one being refunded.
 func withoutDecided(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
@@ -179,10 +169,6 @@ func deliverFound(ctx workflow.Context, provider string, wfIDs []string) int {
 	}
 	return delivered
 }
-
-// reconcileSkipsRefunding is the workflow.GetVersion change id of asking Postgres about the
-// payments found before they are delivered. Runs recorded before it deliver every one.
-const reconcileSkipsRefunding = "reconcile-skips-refunding"
 
 // withoutRefunding is found without the payments Postgres routes to a refund: an orphan the
 // sweep claimed, a payment with a refund recorded. A swept orphan is never matched again,
@@ -296,10 +282,6 @@ func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (R
 	}
 	return res, nil
 }
-
-// reconcileEveryPayment is the workflow.GetVersion change id of delivering every succeeded
-// payment of a checkout, not only the first the provider lists.
-const reconcileEveryPayment = "reconcile-every-payment"
 
 // findPayments asks the provider for the checkout's succeeded payments: all of them, or (a run
 // recorded before reconcileEveryPayment) the first.

@@ -134,11 +134,6 @@ var refundOptions = workflow.ActivityOptions{
 // 4 MB) ends a run earlier if it comes first.
 const refundLoopsPerRun = 100
 
-// refundBoundedHistory is the workflow.GetVersion change id of the bounded refund loop
-// (continue-as-new, search attributes and Postgres written only on change). Refunds started
-// before it replay the old unbounded loop unchanged.
-const refundBoundedHistory = "refund-bounded-history"
-
 // RefundContinuation is what one run of a refund hands to the next when it continues as new.
 // A run continues only after a failed round, so the refund is stuck: the next run starts by
 // asking the provider again, under the same idempotency key.

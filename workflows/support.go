@@ -106,7 +106,7 @@ func (c *checkout) validateExtend(ctx workflow.Context, req ExtendRequest) error
 // extend moves the payment deadline later; the payment timer restarts with the new deadline.
 func (c *checkout) extend(ctx workflow.Context, req ExtendRequest) (shop.View, error) {
 	c.expiresAt = c.expiresAt.Add(time.Duration(req.Seconds) * time.Second)
-	c.view.ExpiresAt = ptr(c.expiresAt)
+	c.view.ExpiresAt = new(c.expiresAt)
 	c.extended = true
 	c.wake.SendAsync(struct{}{})
 	c.upsert(ctx, AttrHoldExpiresAt.ValueSet(c.expiresAt))

@@ -101,13 +101,6 @@ func (c *checkout) refund(p shop.Payment, reason string) {
 // refundsPending reports whether a queued refund has not started yet.
 func (c *checkout) refundsPending() bool { return c.undo.refundsStarted < len(c.undo.refunds) }
 
-// refundsChange names the workflow.GetVersion change that starts a refund on a disconnected
-// context when the workflow has been cancelled. Before it, a refund queued in the workflow
-// task that also cancelled the workflow was started on the cancelled context: the SDK refused
-// the child at once, and the money was kept with no order and no refund. It is asked for only
-// then, so only sagas that met that race carry its marker.
-const refundsChange = "refunds-outlive-cancellation"
-
 // startRefunds starts one Refund child workflow per queued payment. The child is abandoned
 // when the checkout closes: a refund outlives the saga that ordered it. Its id is derived
 // from the payment, so a payment is never refunded by two workflows.

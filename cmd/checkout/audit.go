@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/checkout-saga/checkout-saga/audit"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // Exit codes of `checkout audit`, as diff(1) uses them: 0 clean, 1 violations found, 2 the
@@ -67,7 +68,7 @@ func runAudit(ctx context.Context, cfg config, args []string, stdout io.Writer) 
 
 // writeReport prints one line per violation, then one line per check that could not run,
 // then a summary.
-func writeReport(w io.Writer, rep audit.Report) {
+func writeReport(w io.Writer, rep shop.AuditReport) {
 	for _, v := range rep.Violations {
 		fmt.Fprintf(w, "%s: %s%s\n", v.Check, v.Detail, idList(v.AuditIDs))
 	}
@@ -83,7 +84,7 @@ func writeReport(w io.Writer, rep audit.Report) {
 }
 
 // idList renders the ids that are set as " [name=value ...]".
-func idList(ids audit.IDs) string {
+func idList(ids shop.AuditIDs) string {
 	var parts []string
 	add := func(name, value string) {
 		if value != "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -122,7 +123,7 @@ func startDevServer(ctx context.Context, cfg config, logger *slog.Logger) (func(
 func temporalAnswers(ctx context.Context, cfg config) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: quietLogger{}})
+	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: quietLogger})
 	if err != nil {
 		return false
 	}
@@ -148,9 +149,4 @@ func stockDemo(ctx context.Context, d *deps) error {
 }
 
 // quietLogger drops the SDK's dial logs while probing for a server.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}
+var quietLogger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))

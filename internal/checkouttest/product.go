@@ -285,7 +285,7 @@ func (p *Product) Auditor() *audit.Auditor {
 
 // CheckInvariants runs the audit, the product's promises across Postgres, Redis and
 // Temporal, and returns one error naming every violation, nil when clean.
-func CheckInvariants(ctx context.Context, a *audit.Auditor) (audit.Report, error) {
+func CheckInvariants(ctx context.Context, a *audit.Auditor) (shop.AuditReport, error) {
 	report, err := a.Run(ctx)
 	if err != nil {
 		return report, fmt.Errorf("run the audit: %w", err)

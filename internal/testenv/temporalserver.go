@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 )
 
 // TemporalServerPorts is how many consecutive ports the scale profile's server takes from its
@@ -263,7 +265,7 @@ func SetupTemporal(ctx context.Context, root, hostPort string) error {
 func temporalHealthy(ctx context.Context, hostPort string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Logger: silentLogger{}})
+	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Logger: QuietLogger})
 	if err != nil {
 		return err
 	}
@@ -316,10 +318,6 @@ func LastLines(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// silentLogger drops the SDK's dial logs while waiting for the server.
-type silentLogger struct{}
-
-func (silentLogger) Debug(string, ...any) {}
-func (silentLogger) Info(string, ...any)  {}
-func (silentLogger) Warn(string, ...any)  {}
-func (silentLogger) Error(string, ...any) {}
+// QuietLogger drops the SDK's log lines: those of clients that dial a server still starting
+// or down on purpose.
+var QuietLogger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
