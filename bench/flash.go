@@ -117,7 +117,7 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 			r.errors++
 		case won(p):
 			r.held++
-			if p.code == http.StatusOK {
+			if p.code == http.StatusOK && !p.queued {
 				r.heldOnRetry++
 			}
 			winnerIDs[fmt.Sprintf("%s%d", prefix, i)] = true

@@ -246,11 +246,11 @@ func runShape(ctx context.Context, o options, e *env, root, bin, dir string, sha
 	checkout := func(cartID string, i int) error {
 		in, out := replicas[i%2], replicas[(i+1)%2]
 		p := in.postCheckout(ctx, cartID, "u-"+cartID, sku, 30)
-		if p.err != nil || p.code != http.StatusCreated {
+		if !p.held() {
 			return fmt.Errorf("POST checkout %s: %d %v", cartID, p.code, p.err)
 		}
 		shed.Add(int64(p.shed))
-		post.add(p.latency)
+		post.add(p.holdLatency())
 		if err := out.pay(ctx, cartID, p.view.AmountCents); err != nil {
 			return err
 		}
