@@ -63,11 +63,21 @@ func init() { redis.SetLogger(quietRedisLog{}) }
 // newStack starts a stack of the test's own: its own Redis, Postgres cluster, Temporal server,
 // worker process and API. The suite's tests share nothing, so each runs in parallel with the
 // others (t.Parallel): the suite takes about as long as its longest test.
-func newStack(t *testing.T) *stack { return newStackOn(t, nil) }
+func newStack(t *testing.T) *stack { return newStackOn(t, nil, withRoom) }
+
+// Whether a stack's API puts a crowd in its waiting room. The stacks whose Redis goes back in
+// time (a restart from an older snapshot, a failover that lost writes) run without it: the
+// room lives in Redis, and a rollback can put back in line a cart already answered 409 or
+// cancelled there, which then holds until its payment window ends (docs/design.md, known
+// limits). Those stacks test the stock and the money, as before the room.
+const (
+	withRoom    = false
+	withoutRoom = true
+)
 
 // newStackOn is newStack on a Redis Cluster instead of the suite's own Redis (nil: that one);
 // s.redis is then nil.
-func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
+func newStackOn(t *testing.T, cluster *redis.ClusterClient, noRoom bool) *stack {
 	started := time.Now()
 	dir := t.TempDir()
 	keep := os.Getenv("FAULTS_KEEP") // debugging: keep logs and db files
@@ -156,7 +166,7 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	}
 	t.Cleanup(apiClient.Close)
 	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: apiClient, Pool: s.pool, Redis: s.rdb}, checkouttest.Options{
-		NoWorker: true, Logger: logger,
+		NoWorker: true, Logger: logger, NoWaitingRoom: noRoom,
 		API: api.Config{
 			AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, RequestTimeout: requestTimeout,
 		},

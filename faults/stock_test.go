@@ -25,7 +25,7 @@ import (
 // stocked, available + held == on_hand at rest, no hold left by an ended checkout).
 func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 	t.Parallel() // its own stack (newStack)
-	s := newStack(t)
+	s := newStackOn(t, nil, withoutRoom)
 
 	t.Run("redis rolled back to a snapshot mid-sale", func(t *testing.T) {
 		sl := newSale(s, saleCarts, saleUnits)
