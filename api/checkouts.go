@@ -60,7 +60,8 @@ func (s *Server) startCheckout(c echo.Context) error {
 		}
 	}
 
-	if p := s.gate(ctx, req); p != nil {
+	p, retry := s.gate(ctx, req)
+	if p != nil {
 		return p
 	}
 	if p := s.requireWorker(ctx); p != nil {
@@ -86,7 +87,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 	release, answered, err := s.enterRoom(c, shop.RoomEntry{
 		CartID: req.CartID, CustomerID: req.CustomerID, Items: in.Items,
 		TimeoutSeconds: timeout, IdempotencyKey: key, RequestHash: hash,
-	})
+	}, retry)
 	if answered {
 		return err
 	}

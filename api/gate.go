@@ -16,18 +16,22 @@ import (
 // markers or the operator changed the SKU) goes on to its saga, which answers its recorded
 // end. Only refused carts cost the Postgres read; if Postgres cannot answer, the refusal
 // stands.
-func (s *Server) gate(ctx context.Context, req CheckoutRequest) *Problem {
-	p := s.checkCatalog(ctx, req)
+//
+// retry says the cart is known to have a saga (Redis saw it start or hold, or Postgres
+// recorded it): it goes straight to its saga, never into the waiting room, where it would
+// wait behind new carts or be refused for units it already holds or held.
+func (s *Server) gate(ctx context.Context, req CheckoutRequest) (p *Problem, retry bool) {
+	p = s.checkCatalog(ctx, req)
 	if p == nil {
-		p = s.soldOut(ctx, req)
+		p, retry = s.soldOut(ctx, req)
 	}
 	if p == nil {
-		return nil
+		return nil, retry
 	}
 	if _, err := s.Records.Checkout(ctx, req.CartID); err == nil {
-		return nil
+		return nil, true
 	}
-	return p
+	return p, false
 }
 
 // checkCatalog refuses unknown SKUs and quantities over a SKU's limit before any saga starts.
@@ -73,10 +77,11 @@ func (s *Server) checkCatalog(ctx context.Context, req CheckoutRequest) *Problem
 
 // soldOut is the sold-out gate: a cart that cannot be held right now is answered 409 from one
 // Redis round trip, without a saga. A retry of a cart that already holds (or held) stock, a SKU
-// Redis does not know, or a Redis error all pass through to the saga, which decides.
-func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) *Problem {
+// Redis does not know, or a Redis error all pass through to the saga, which decides. seen
+// says Redis knows the cart started or held stock.
+func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) (p *Problem, seen bool) {
 	if s.Gate == nil {
-		return nil
+		return nil, false
 	}
 	items := make(map[string]int64, len(req.Items))
 	for _, it := range req.Items {
@@ -85,11 +90,11 @@ func (s *Server) soldOut(ctx context.Context, req CheckoutRequest) *Problem {
 	pre, err := s.Gate.Precheck(ctx, req.CartID, items)
 	if err != nil {
 		s.Logger.Warn("sold-out gate skipped", "checkout_id", req.CartID, "error", err)
-		return nil
+		return nil, false
 	}
 	if !pre.SoldOut() {
-		return nil
+		return nil, pre.Seen
 	}
 	metrics.SoldOut.Inc()
-	return outOfStock(pre.Shortages)
+	return outOfStock(pre.Shortages), false
 }

@@ -64,11 +64,12 @@ type QueuedLinks struct {
 // enterRoom puts a new cart in the room unless it may start its saga now. When the cart
 // passes it returns the place to release once the saga's reservation is answered; otherwise
 // answered is true and err is the answer's error, if any (202, 409 or 503 sent). Without a
-// room, or when Redis cannot answer, the request waits for a place as before the room.
-func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry) (release func(), answered bool, err error) {
+// room, when Redis cannot answer, or for a retry of a cart known to have a saga (which
+// answers it, see gate), the request waits for a place as before the room.
+func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry, retry bool) (release func(), answered bool, err error) {
 	ctx := c.Request().Context()
 	var a shop.RoomAnswer
-	if s.Room != nil {
+	if s.Room != nil && !retry {
 		release = s.admission.tryAcquire()
 		a, err = s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize, s.cfg.WaitingPerCustomer)
 		if err != nil {
@@ -79,7 +80,7 @@ func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry) (release func(), an
 	if a.Outcome == shop.RoomPass && release != nil {
 		return release, false, nil
 	}
-	if s.Room == nil || a.Outcome == shop.RoomPass {
+	if s.Room == nil || retry || a.Outcome == shop.RoomPass {
 		release, p := s.admit(ctx)
 		if p != nil {
 			return nil, true, p

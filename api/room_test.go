@@ -16,6 +16,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // roomHarness is a harness whose API puts carts in a waiting room of its own, behind a cart
@@ -180,4 +181,57 @@ func TestCancellingAWaitingCartFreesItsUnitsForTheNextInLine(t *testing.T) {
 	}
 	// Its unit is free for the next in line.
 	queued(t, h.post(t, "c-3", 1, ""), http.StatusAccepted)
+}
+
+// A retried POST of a cart known to have a saga goes to that saga, which answers its
+// recorded end, even when carts wait in the room: the room is for new carts, and a retry
+// queued behind them, or refused for units it held, would answer something else. The cart
+// is known by Postgres (Redis forgot it, and its SKU is sold out) or by Redis (it started,
+// and the carts ahead speak for the last unit).
+func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
+	for _, redisForgot := range []bool{true, false} {
+		t.Run(fmt.Sprintf("redis forgot the cart: %v", redisForgot), func(t *testing.T) {
+			tc := mocks.NewClient(t)
+			h := newRoomHarness(t, 1, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
+			ctx := t.Context()
+			cart := testenv.RandomID("c-paid-")
+			db := store.New(h.pool)
+			if _, err := db.InsertCheckout(ctx, shop.CheckoutRecord{CheckoutID: cart, CustomerID: "u-" + cart, Currency: "usd",
+				AmountCents: 500, Items: []shop.Item{{SKU: h.sku, Quantity: 1, UnitPriceCents: 500}}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.RecordOutcome(ctx, store.Outcome{CheckoutID: cart, Status: string(shop.StatusConfirmed)}); err != nil {
+				t.Fatal(err)
+			}
+			if redisForgot { // and the drop sold out
+				if _, err := h.inv.Set(ctx, shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := h.stock.MarkStarted(ctx, cart); err != nil {
+				t.Fatal(err)
+			}
+			h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
+			// Temporal has forgotten the saga (retention): the start says so, and the API
+			// answers from Postgres.
+			tc.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil).Once()
+			tc.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).
+				Return(nil, serviceerror.NewWorkflowExecutionAlreadyStarted("finished", "", "")).Once()
+			run := mocks.NewWorkflowRun(t)
+			run.On("Get", mock.Anything, mock.Anything).Return(serviceerror.NewNotFound("workflow not found")).Once()
+			tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Once()
+
+			rec := h.post(t, cart, 1, "")
+			if rec.Code != http.StatusOK {
+				t.Fatalf("retried POST of a confirmed cart: %d %s, want 200 with its confirmed view", rec.Code, rec.Body)
+			}
+			var v api.CheckoutView
+			decodeJSON(t, rec, &v)
+			if v.Status != shop.StatusConfirmed {
+				t.Fatalf("answer %+v, want confirmed", v)
+			}
+			if place, err := h.room.Lookup(ctx, cart); err != nil || place.InRoom() {
+				t.Fatalf("the room holds the retried cart: %+v %v", place, err)
+			}
+		})
+	}
 }
