@@ -27,6 +27,9 @@ const (
 
 var saleUnits = []skuUnits{{"PHONE", 40}, {"CASE", 15}}
 
+// The service faults run on two stacks at once (each with its own Temporal, Postgres and
+// processes), so the suite takes the time of the longer half: outages of each service here,
+// stalls, deadlines and forgetting in TestSaleKeepsItsPromisesThroughStallsAndLateEvents.
 func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 	t.Parallel() // its own stack (newStack)
 	s := newStack(t)
@@ -83,6 +86,20 @@ func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 		}
 		sl.report(t, started, "temporal cut off from the API "+outage)
 	})
+
+	t.Run("temporal killed and restarted on its file store", func(t *testing.T) {
+		sl, started := newSale(s, saleCarts, saleUnits), time.Now()
+		var outage string
+		sl.play(t, trigger, func() { outage = s.outage(t, "temporal", s.temporal.kill, func() {}, s.temporal.start) })
+		sl.report(t, started, "temporal SIGKILLed and back on its db file, down "+outage)
+	})
+
+}
+
+// Stalls, deadlines and late or early events, on a stack of their own (see above).
+func TestSaleKeepsItsPromisesThroughStallsAndLateEvents(t *testing.T) {
+	t.Parallel() // its own stack (newStack)
+	s := newStack(t)
 
 	t.Run("payments in the window's last seconds, worker down across the deadline", func(t *testing.T) {
 		// Half the holds are paid lateLead before expires_at while no worker runs, the other
@@ -187,13 +204,6 @@ func TestSaleKeepsItsPromisesThroughServiceFaults(t *testing.T) {
 		// The later faults start from a fresh worker, not from the one left degraded above.
 		s.worker.kill()
 		s.worker.start()
-	})
-
-	t.Run("temporal killed and restarted on its file store", func(t *testing.T) {
-		sl, started := newSale(s, saleCarts, saleUnits), time.Now()
-		var outage string
-		sl.play(t, trigger, func() { outage = s.outage(t, "temporal", s.temporal.kill, func() {}, s.temporal.start) })
-		sl.report(t, started, "temporal SIGKILLed and back on its db file, down "+outage)
 	})
 
 	t.Run("webhooks before their checkouts", func(t *testing.T) {

@@ -17,12 +17,13 @@ import (
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// TestSaleKeepsItsPromisesThroughStockFaults runs the flash sale of TestSaleKeepsItsPromisesThroughServiceFaults through the stock faults:
-// Redis going back to an earlier copy, operators changing stock while it sells, a PUT right
-// after Redis lost everything, and the stock reconciler running in the middle of it. Each
-// ends like TestSaleKeepsItsPromisesThroughServiceFaults: every paid 201 confirmed (so no paid holder was refunded for lack of
-// stock) and the invariants of sale.violations (sold + on_hand == the ledger's sum == units
-// stocked, available + held == on_hand at rest, no hold left by an ended checkout).
+// TestSaleKeepsItsPromisesThroughStockFaults runs the flash sale of the service faults
+// (faults_test.go) through the stock faults: Redis going back to an earlier copy, operators
+// changing stock while it sells, a PUT right after Redis lost everything, and the stock
+// reconciler running in the middle of it. Each ends like the service faults: every paid 201
+// confirmed (so no paid holder was refunded for lack of stock) and the invariants of
+// sale.violations (sold + on_hand == the ledger's sum == units stocked, available + held ==
+// on_hand at rest, no hold left by an ended checkout).
 func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 	t.Parallel() // its own stack (newStack)
 	s := newStackOn(t, nil, withoutRoom)
