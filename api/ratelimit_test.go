@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -127,5 +128,46 @@ func TestReadsAndCancelsCountAgainstTheAddress(t *testing.T) {
 	}
 	if answers[http.StatusNotFound] != 6 || answers[http.StatusTooManyRequests] != 6 {
 		t.Errorf("12 reads and cancels of another's cart from one address: %v; want 6 x 404 and 6 x 429", answers)
+	}
+}
+
+// Behind a load balancer (TRUSTED_PROXIES), X-Forwarded-For names the client, and only the
+// named proxies are believed: a buyer inside a private network (10.0.0.5 here) who writes
+// a header of their own still counts as 10.0.0.5, not as the address they wrote. Echo's
+// extractor trusts every private, loopback and link-local hop unless told otherwise.
+func TestOnlyTheNamedProxiesAreBelievedInForwardedFor(t *testing.T) {
+	_, lb, _ := net.ParseCIDR("127.0.0.1/32")
+	limits := api.RateLimits{Limiter: redis_rate.NewLimiter(testenv.Redis(t)),
+		CheckoutsPerAddress: redis_rate.Limit{Rate: 2, Burst: 2, Period: time.Minute}}
+	h := newHarness(t, func(cfg *api.Config, d *api.Deps) {
+		cfg.TrustedProxies = []*net.IPNet{lb}
+		d.RateLimits = &limits
+	})
+	run := testenv.RandomID("")
+	client := fmt.Sprintf("10.%d.%d.5", time.Now().UnixNano()%250+1, time.Now().UnixNano()/7%250+1)
+	post := func(i int, xff string) int {
+		req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
+			body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i)))
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		req.Header.Set("X-Forwarded-For", xff)
+		req.RemoteAddr = "127.0.0.1:40000" // the load balancer
+		rec := httptest.NewRecorder()
+		h.e.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	limited := 0
+	for i := range 10 { // the balancer appends the peer it saw to what the client wrote
+		if post(i, fmt.Sprintf("203.0.113.%d, %s", i+1, client)) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited != 8 {
+		t.Errorf("10 checkouts from %s, each with a forged address before it: %d limited, want 8", client, limited)
+	}
+	// Distinct clients behind the balancer each have their own share.
+	for i := range 5 {
+		if code := post(100+i, fmt.Sprintf("198.18.%d.%d", time.Now().UnixNano()%250, i+1)); code == http.StatusTooManyRequests {
+			t.Errorf("client %d behind the balancer was limited on its first checkout", i)
+		}
 	}
 }

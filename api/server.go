@@ -236,7 +236,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect()
 	if len(cfg.TrustedProxies) > 0 {
-		var trust []echo.TrustOption
+		// Only the named proxies: Echo would also believe every loopback, link-local and
+		// private hop, so a client inside a private network could name any address.
+		trust := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
 		for _, n := range cfg.TrustedProxies {
 			trust = append(trust, echo.TrustIPRange(n))
 		}
