@@ -21,6 +21,7 @@ import (
 
 type buyer struct {
 	id    string
+	addr  string // its address, as the load balancer names it (X-Forwarded-For)
 	code  int
 	view  api.CheckoutView
 	final api.CheckoutView
@@ -47,7 +48,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 
 	all := make([]*buyer, buyers)
 	for i := range all {
-		all[i] = &buyer{id: fmt.Sprintf("c-%s-%03d", run, i), pay: i%4 != 3}
+		all[i] = &buyer{id: fmt.Sprintf("c-%s-%03d", run, i), addr: fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), pay: i%4 != 3}
 	}
 	var answered, shed atomic.Int32
 	killed := make(chan struct{})
@@ -76,7 +77,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 			retrying := *replica.client
 			retrying.MaxRetries = 60
 			for range 5 {
-				a, err := retrying.Checkout(t.Context(), body, nil, &b.view)
+				a, err := retrying.Checkout(t.Context(), body, map[string]string{forwardedFor: b.addr}, &b.view)
 				b.code = a.Code
 				shed.Add(int32(a.Retried))
 				if err == nil {
@@ -119,7 +120,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 			if b.pay {
 				code, err = s.payment(replica, b)
 			} else {
-				code, err = s.do(replica, http.MethodPost, "/v1/checkouts/"+b.id+"/cancel", nil, nil, api.CheckoutSecretHeader, b.view.CheckoutSecret)
+				code, err = s.do(replica, http.MethodPost, "/v1/checkouts/"+b.id+"/cancel", nil, nil, api.CheckoutSecretHeader, b.view.CheckoutSecret, forwardedFor, b.addr)
 			}
 			if err != nil || code != http.StatusOK {
 				t.Errorf("buyer %s (pay %v): %d %v", b.id, b.pay, code, err)
@@ -136,7 +137,7 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 			want, paid = shop.StatusConfirmed, paid+1
 		}
 		for {
-			code, err := s.do(apis[i%2], http.MethodGet, "/v1/checkouts/"+b.id, nil, &b.final, api.CheckoutSecretHeader, b.view.CheckoutSecret)
+			code, err := s.do(apis[i%2], http.MethodGet, "/v1/checkouts/"+b.id, nil, &b.final, api.CheckoutSecretHeader, b.view.CheckoutSecret, forwardedFor, b.addr)
 			if err == nil && code == http.StatusOK && b.final.Status.Final() {
 				break
 			}
@@ -174,8 +175,47 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 	if err != nil || !report.Clean() {
 		t.Errorf("audit after the sale: %v; violations %+v", err, report.Violations)
 	}
-	t.Logf("%d buyers, %d units: burst %s (%d retried 503s), %d winners, %d paid, %d cancelled; audit: %d checks, %d violations",
+	t.Logf("%d buyers, %d units: burst %s (%d retried 503s and 429s), %d winners, %d paid, %d cancelled; audit: %d checks, %d violations",
 		buyers, units, burst.Round(time.Millisecond), shed.Load(), len(winners), paid, len(winners)-paid, len(report.Checks), len(report.Violations))
+
+	scriptAcrossReplicas(t, s, apis, run)
+}
+
+// forwardedFor names the client behind the suite, which is the replicas' load balancer.
+const forwardedFor = "X-Forwarded-For"
+
+// scriptAcrossReplicas: a script inventing customers from one address, its checkouts spread
+// over both replicas, gets the address's share once (RATE_LIMIT_CHECKOUTS_PER_ADDRESS's
+// burst, counted in the Redis Cluster every replica shares), not once per replica.
+func scriptAcrossReplicas(t *testing.T, s *shape, apis []*product, run string) {
+	sku := "SCALE-GONE-" + run
+	stock, _ := json.Marshal(map[string]any{"on_hand": 0, "price_cents": 4_999, "currency": "usd", "max_per_order": 1})
+	if code, err := s.do(apis[0], http.MethodPut, "/v1/inventory/"+sku, stock, nil, "Authorization", "Bearer "+adminToken); err != nil || code != http.StatusOK {
+		t.Fatalf("stock %s: %d %v", sku, code, err)
+	}
+	const tries, share = 30, 10 // share: the default limit's burst
+	passed, limited := 0, map[string]int{}
+	for i := range tries {
+		replica := apis[i%2]
+		body, _ := json.Marshal(api.CheckoutRequest{CartID: fmt.Sprintf("bot-%s-%d", run, i), CustomerID: fmt.Sprintf("bot-%s-%d", run, i),
+			Items: []api.RequestItem{{SKU: sku, Quantity: 1}}})
+		switch code, err := s.do(replica, http.MethodPost, "/v1/checkouts", body, nil, forwardedFor, "198.19.255.1"); {
+		case err != nil:
+			t.Fatalf("script's checkout %d: %v", i, err)
+		case code == http.StatusConflict: // past the limits: the sold-out gate answers
+			passed++
+		case code == http.StatusTooManyRequests:
+			limited[replica.name]++
+		default:
+			t.Fatalf("script's checkout %d: %d, want 409 or 429", i, code)
+		}
+	}
+	// One more token may come in while the script runs (10 a minute).
+	if passed < share || passed > share+1 || len(limited) != 2 {
+		t.Errorf("a script's %d checkouts from one address over two replicas: %d passed, limited %v; want %d passed (one share, not one per replica) and both replicas limiting",
+			tries, passed, limited, share)
+	}
+	t.Logf("a script's %d checkouts from one address over two replicas: %d passed, limited %v", tries, passed, limited)
 }
 
 // payment sends a correctly signed payment_intent.succeeded for the buyer's checkout.

@@ -93,9 +93,9 @@ func (s *shape) env() []string {
 		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=info", "API_DRAIN_DELAY_SECONDS=0",
 		"WORKER_METRICS_ADDR=127.0.0.1:" + testenv.FreePort(s.t),
 		"API_METRICS_ADDR=127.0.0.1:" + testenv.FreePort(s.t),
-		// Every buyer of the sale comes from 127.0.0.1: the per-address limits would stop
-		// the sale itself. Each buyer has its own customer id, so that limit stays on.
-		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0",
+		// The suite is the buyers' load balancer: each buyer's requests name its own address
+		// in X-Forwarded-For, and the rate limits are the product's defaults.
+		"TRUSTED_PROXIES=127.0.0.1/32",
 		"STRIPE_TEST_MODE=true", // the buyers pay with test-mode events
 	}
 }
