@@ -88,6 +88,31 @@ $(GOVULNCHECK): tools/vulncheck/go.mod tools/vulncheck/go.sum
 $(VULNDB)/index/db.json: tools/vulncheck/go.mod tools/vulncheck/go.sum tools/vulncheck/makedb/main.go
 	cd tools/vulncheck && go run ./makedb -out $(CURDIR)/$(VULNDB)
 
+# make vulncheck: govulncheck over the pinned tool builds of .tools/ (binary mode, printed
+# only: their fixes are Temporal's, or a newer Go), then over the product module's packages
+# (source mode, symbol level), failing on a vulnerability our code calls that
+# tools/vulncheck/accepted.txt does not list, or on a line there that no longer applies.
+# tools/vulncheck/gate prints each: ID, module, fix, a call path. About 30 s warm, most of it
+# the product's call graph; docs/security.md#known-vulnerabilities.
+VULNGATE := .tools/vulncheck-gate
+VULNCHECK := $(GOVULNCHECK) -db file://$(CURDIR)/$(VULNDB) -format json
+VULNCHECK_BINARIES := $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(STRIPE_MOCK)
+
+.PHONY: vulncheck
+vulncheck: tools $(GOVULNCHECK) $(VULNDB)/index/db.json $(VULNGATE)
+	@mkdir -p .tools/vulncheck
+	@for bin in $(VULNCHECK_BINARIES); do \
+		echo "vulncheck: $$bin (printed, not failing)"; \
+		$(VULNCHECK) -mode binary $$bin >.tools/vulncheck/$$(basename $$bin).json || exit 1; \
+		$(VULNGATE) <.tools/vulncheck/$$(basename $$bin).json || exit 1; \
+	done
+	@echo "vulncheck: the product module, ./... (failing on a call tools/vulncheck/accepted.txt does not list)"
+	@$(VULNCHECK) ./... >.tools/vulncheck/product.json
+	@$(VULNGATE) -accepted tools/vulncheck/accepted.txt <.tools/vulncheck/product.json
+
+$(VULNGATE): tools/vulncheck/go.mod tools/vulncheck/gate/main.go
+	cd tools/vulncheck && go build -o $(CURDIR)/$(VULNGATE) ./gate
+
 # The flash-sale benchmark: one run against local Redis, Postgres and a dev server it
 # starts itself; writes BENCHMARKS.md and docs/bench/*.png. About 6 minutes on 2 cores.
 # Phony: bench/ is also the program's folder.
