@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -33,7 +34,8 @@ type WaitingRoom interface {
 	Leave(ctx context.Context, cartID string) error // its saga started
 	Retry(ctx context.Context, cartID string) error // its saga could not start now
 	Refuse(ctx context.Context, end shop.RoomEnd) error
-	Cancel(ctx context.Context, cartID string) (end shop.RoomEnd, cancelled, leaving bool, err error)
+	// Cancel ends a waiting cart; record keeps the end first (see Server.recordRoomEnd).
+	Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, cancelled, leaving bool, err error)
 	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
 	Served(ctx context.Context) (int64, error) // carts ever taken from the line
 }
@@ -152,10 +154,54 @@ func (s *Server) answerRoomEnd(c echo.Context, end shop.RoomEnd) error {
 	return c.JSON(http.StatusOK, s.present(roomView(end)))
 }
 
+// errSagaRecorded: Postgres recorded the cart for a saga, so it is not the room's to end.
+var errSagaRecorded = errors.New("a saga recorded the cart")
+
+// recordRoomEnd keeps the end of a cart that ended in the room in Postgres, priced from the
+// catalog, before the room (in Redis) writes it. Redis can go back in time (a restart from an
+// older snapshot, a failover that lost writes) and put the cart back in line; its saga then
+// finds this end, adopts it and holds nothing, so the buyer's answer stands. An end recorded
+// before stands: end takes its status. A cart a saga recorded is errSagaRecorded.
+func (s *Server) recordRoomEnd(ctx context.Context, end *shop.RoomEnd) error {
+	skus := make([]string, len(end.Entry.Items))
+	for i, it := range end.Entry.Items {
+		skus[i] = it.SKU
+	}
+	products, err := s.Catalog.Products(ctx, skus)
+	if err != nil {
+		return err
+	}
+	rec := shop.CheckoutRecord{CheckoutID: end.Entry.CartID, CustomerID: end.Entry.CustomerID,
+		Status: string(end.Status), Reason: roomEndReason(end.Status)}
+	for _, it := range end.Entry.Items {
+		p := products[it.SKU] // an SKU gone from the catalog is priced 0: the cart bought nothing
+		rec.Currency = cmp.Or(rec.Currency, p.Currency)
+		rec.AmountCents += p.PriceCents * it.Quantity
+		rec.Items = append(rec.Items, shop.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPriceCents: p.PriceCents})
+	}
+	status, err := s.Records.RecordEnd(ctx, rec)
+	switch {
+	case err != nil:
+		return err
+	case status == shop.RecordOpen:
+		return errSagaRecorded
+	case shop.Status(status) != end.Status:
+		end.Status, end.Shortages = shop.Status(status), nil
+	}
+	return nil
+}
+
+func roomEndReason(status shop.Status) string {
+	if status == shop.StatusCancelled {
+		return "cancelled by the customer while waiting in the waiting room"
+	}
+	return "sold out when its turn in the waiting room came"
+}
+
 // roomView is the checkout view of a cart that ended in the room: no saga, nothing held,
 // no price taken.
 func roomView(end shop.RoomEnd) shop.View {
-	reason := "cancelled by the customer while waiting in the waiting room"
+	reason := roomEndReason(end.Status)
 	v := shop.View{CheckoutID: end.Entry.CartID, WorkflowID: shop.WorkflowID(end.Entry.CartID),
 		Status: end.Status, CustomerID: end.Entry.CustomerID, Reason: &reason, Shortages: end.Shortages}
 	for _, it := range end.Entry.Items {
@@ -325,10 +371,17 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 			for _, sh := range pre.Shortages {
 				short = append(short, shop.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
 			}
-			if err := s.Room.Refuse(ctx, shop.RoomEnd{Status: shop.StatusOutOfStock, Entry: e, Shortages: short}); err != nil {
-				return back("refuse", err)
+			end := shop.RoomEnd{Status: shop.StatusOutOfStock, Entry: e, Shortages: short}
+			switch err := s.recordRoomEnd(ctx, &end); {
+			case errors.Is(err, errSagaRecorded): // its saga answers, through the start below
+			case err != nil:
+				return back("record its end", err)
+			default:
+				if err := s.Room.Refuse(ctx, end); err != nil {
+					return back("refuse", err)
+				}
+				return true
 			}
-			return true
 		}
 	}
 	if p := s.requireWorker(ctx); p != nil {
@@ -429,8 +482,19 @@ func (s *Server) cancelInRoom(c echo.Context, cartID string) (place shop.RoomPla
 		return place, nil, false, nil
 	}
 	ctx := c.Request().Context()
-	end, cancelled, leaving, roomErr := s.Room.Cancel(ctx, cartID)
+	var recordErr error
+	end, cancelled, leaving, roomErr := s.Room.Cancel(ctx, cartID, func(end *shop.RoomEnd) error {
+		recordErr = s.recordRoomEnd(ctx, end)
+		return recordErr
+	})
 	switch {
+	case errors.Is(recordErr, errSagaRecorded):
+		// Redis lost the word that the cart left for its saga: the saga answers the cancel
+		// once the cart is taken again (or at once, if it runs).
+		place.Leaving = true
+		return place, nil, false, nil
+	case recordErr != nil:
+		return place, nil, true, unavailable("postgres", recordErr)
 	case roomErr != nil:
 		s.Logger.Warn("waiting room cancel", "checkout_id", cartID, "error", roomErr)
 		return place, roomErr, false, nil

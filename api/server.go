@@ -41,6 +41,9 @@ type CheckoutRecords interface {
 	Checkout(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
+	// RecordEnd records the end of a cart that ended in the waiting room, without a saga, and
+	// returns the status Postgres holds for it (an end recorded before stands).
+	RecordEnd(ctx context.Context, c shop.CheckoutRecord) (string, error)
 }
 
 // PaymentEvents records verified webhook events once and remembers their delivery.

@@ -189,3 +189,164 @@ func TestCartsWaitingOnAReplicaThatDiedAreServedOnceByAnother(t *testing.T) {
 		t.Errorf("the room still knows %s: %+v %v", first.CartID, place, err)
 	}
 }
+
+// TestEndsInTheRoomSurviveRedisGoingBackInTime: a cart cancelled while it waited and one
+// refused at its turn (sold out) are put back in line when the room's keys go back to a copy
+// from before both ends (as a Redis restarted from an older snapshot would). Taken again
+// while the SKU is still sold out, each is refused with the end Postgres recorded; taken once
+// units are on sale again, its saga finds that end and adopts it. Either way neither holds a
+// unit, and each buyer's first answer stands.
+func TestEndsInTheRoomSurviveRedisGoingBackInTime(t *testing.T) {
+	t.Parallel()
+	for _, onSaleFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("on sale again before the rollback: %v", onSaleFirst), func(t *testing.T) {
+			t.Parallel()
+			endsSurviveRollback(t, onSaleFirst)
+		})
+	}
+}
+
+func endsSurviveRollback(t *testing.T, onSaleFirst bool) {
+	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
+	ctx := t.Context()
+	run := testenv.RandomID("")
+	sku, other := "ROOM-"+run, "OTHER-"+run
+	for _, s := range []string{sku, other} {
+		if err := p.SetStock(ctx, s, 2, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	room := lua.NewRoom(p.Redis, "room-"+run)
+	// The front replica answers 202s and takes no cart; a cart of another SKU is ahead.
+	front := checkouttest.NewClient(p.ServeAPIWith(api.Config{MaxStartingCheckouts: 1}, p.Temporal,
+		checkouttest.APIOptions{Gate: true, Room: room}))
+	ahead := shop.RoomEntry{CartID: "ahead-" + run, CustomerID: "u-ahead-" + run, Items: []shop.CartLine{{SKU: other, Quantity: 1}},
+		TimeoutSeconds: 600, IdempotencyKey: "ahead-" + run, RequestHash: "h"}
+	if a, err := room.Enter(ctx, ahead, false, 100, 0); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("enter %s: %+v %v", ahead.CartID, a, err)
+	}
+	cancelled, refused := "cancelled-"+run, "refused-"+run
+	secrets := map[string]string{}
+	for _, id := range []string{cancelled, refused} {
+		var v api.QueuedView
+		a, err := front.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: id, CustomerID: "u-" + id,
+			Items: []api.RequestItem{{SKU: sku, Quantity: 1}}}, nil, &v)
+		if err != nil || a.Code != http.StatusAccepted {
+			t.Fatalf("POST %s: %d %s %v, want 202", id, a.Code, a.Body, err)
+		}
+		secrets[id] = v.CheckoutSecret
+	}
+	before := dumpRoom(t, p, room)
+
+	// One buyer cancels; the SKU sells out, and another replica refuses the other at its turn.
+	var v api.CheckoutView
+	if a, err := front.Do(ctx, http.MethodPost, "/v1/checkouts/"+cancelled+"/cancel", nil, checkouttest.Buyer(secrets[cancelled]), &v); err != nil ||
+		a.Code != http.StatusOK || v.Status != shop.StatusCancelled {
+		t.Fatalf("cancel %s: %d %s %v", cancelled, a.Code, a.Body, err)
+	}
+	if err := p.SetStock(ctx, sku, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	back := checkouttest.NewClient(p.ServeAPIWith(api.Config{}, p.Temporal, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true}))
+	if a, err := back.Do(ctx, http.MethodGet, "/v1/checkouts/"+refused+"?wait=10", nil, checkouttest.Buyer(secrets[refused]), nil); err != nil ||
+		a.Code != http.StatusConflict || a.Problem != "out_of_stock" {
+		t.Fatalf("GET %s at its turn: %d %s %v, want 409 out_of_stock", refused, a.Code, a.Body, err)
+	}
+
+	// Units go on sale again, and Redis goes back to the copy from before both ends (or the
+	// other way round).
+	restock := func() {
+		if err := p.SetStock(ctx, sku, 2, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if onSaleFirst {
+		restock()
+		time.Sleep(3 * lua.DefaultSoldOutBound) // the replica's gate trusts its sold-out read this long
+	}
+	restoreRoom(t, p, room, before)
+	if !onSaleFirst {
+		for _, id := range []string{cancelled, refused} {
+			eventually(t, id+" taken again and refused", func() (bool, string) {
+				place, err := room.Lookup(ctx, id)
+				return err == nil && place.End != nil, fmt.Sprintf("%+v %v", place, err)
+			})
+		}
+		restock()
+	}
+	for _, id := range []string{cancelled, refused} {
+		eventually(t, id+" taken again and its saga answered", func() (bool, string) {
+			place, err := room.Lookup(ctx, id)
+			return err == nil && !place.Queued && !place.Leaving, fmt.Sprintf("%+v %v", place, err)
+		})
+	}
+	level, err := p.Stock.Level(ctx, sku)
+	if err != nil || level.Held != 0 || level.Available != 2 {
+		t.Errorf("stock of %s after the ended carts came back = %+v %v; want nothing held", sku, level, err)
+	}
+	if onSaleFirst { // the case is the saga's: each cart was started again
+		for _, id := range []string{cancelled, refused} {
+			if _, err := p.Temporal.DescribeWorkflowExecution(ctx, shop.WorkflowID(id), ""); err != nil {
+				t.Errorf("%s was not started again on sale (the case did not happen): %v", id, err)
+			}
+		}
+	}
+	for id, want := range map[string]shop.Status{cancelled: shop.StatusCancelled, refused: shop.StatusOutOfStock} {
+		var v api.CheckoutView
+		a, err := back.Do(ctx, http.MethodGet, "/v1/checkouts/"+id, nil, checkouttest.Buyer(secrets[id]), &v)
+		switch {
+		case err != nil:
+			t.Errorf("GET %s: %v", id, err)
+		case want == shop.StatusOutOfStock && a.Code == http.StatusConflict && a.Problem == "out_of_stock":
+		case a.Code != http.StatusOK || v.Status != want:
+			t.Errorf("GET %s after the rollback: %d %s; want its first end, %s", id, a.Code, a.Body, want)
+		}
+	}
+}
+
+// roomCopy is the room's keys as DUMP gave them, with their time to live.
+type roomCopy map[string]struct {
+	value string
+	ttl   time.Duration
+}
+
+func dumpRoom(t *testing.T, p *checkouttest.Product, room *lua.Room) roomCopy {
+	t.Helper()
+	keys, err := p.Redis.Keys(t.Context(), fmt.Sprintf("room:{%s}:*", room.Name())).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := roomCopy{}
+	for _, k := range keys {
+		v, err := p.Redis.Dump(t.Context(), k).Result()
+		ttl, terr := p.Redis.PTTL(t.Context(), k).Result()
+		if err != nil || terr != nil {
+			t.Fatalf("dump %s: %v %v", k, err, terr)
+		}
+		c[k] = struct {
+			value string
+			ttl   time.Duration
+		}{v, max(ttl, 0)}
+	}
+	return c
+}
+
+// restoreRoom puts the room's keys back as they were in c: keys written since are gone.
+func restoreRoom(t *testing.T, p *checkouttest.Product, room *lua.Room, c roomCopy) {
+	t.Helper()
+	ctx := t.Context()
+	keys, err := p.Redis.Keys(ctx, fmt.Sprintf("room:{%s}:*", room.Name())).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, ok := c[k]; !ok {
+			p.Redis.Del(ctx, k)
+		}
+	}
+	for k, v := range c {
+		if err := p.Redis.RestoreReplace(ctx, k, v.ttl, v.value).Err(); err != nil {
+			t.Fatalf("restore %s: %v", k, err)
+		}
+	}
+}

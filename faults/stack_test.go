@@ -65,11 +65,8 @@ func init() { redis.SetLogger(quietRedisLog{}) }
 // others (t.Parallel): the suite takes about as long as its longest test.
 func newStack(t *testing.T) *stack { return newStackOn(t, nil, withRoom) }
 
-// Whether a stack's API puts a crowd in its waiting room. The stacks whose Redis goes back in
-// time (a restart from an older snapshot, a failover that lost writes) run without it: the
-// room lives in Redis, and a rollback can put back in line a cart already answered 409 or
-// cancelled there, which then holds until its payment window ends (docs/design.md, known
-// limits). Those stacks test the stock and the money, as before the room.
+// Whether a stack's API puts a crowd in its waiting room (every stack does now; the cluster
+// stack's API runs without it to keep the plain path under its faults too).
 const (
 	withRoom    = false
 	withoutRoom = true

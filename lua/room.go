@@ -189,13 +189,21 @@ func (r *Room) Refuse(ctx context.Context, end shop.RoomEnd) error {
 }
 
 // Cancel ends a cart still in line as cancelled. It reports false when the cart is not in
-// line; leaving is true when its saga is being started (cancel it there).
-func (r *Room) Cancel(ctx context.Context, cartID string) (end shop.RoomEnd, cancelled, leaving bool, err error) {
+// line; leaving is true when its saga is being started (cancel it there). record, if not nil,
+// is called with the end before the room writes it (to keep it where Redis going back in
+// time cannot undo it), and may change it (an end kept before stands); its error leaves the
+// cart in line and is returned.
+func (r *Room) Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, cancelled, leaving bool, err error) {
 	place, err := r.Lookup(ctx, cartID)
 	if err != nil || !place.Queued || place.Entry == nil {
 		return end, false, place.Leaving, err
 	}
 	end = shop.RoomEnd{Status: shop.StatusCancelled, Entry: *place.Entry}
+	if record != nil {
+		if err := record(&end); err != nil {
+			return end, false, false, err
+		}
+	}
 	switch got, err := r.end(ctx, cartID, "cancel", &end); {
 	case err != nil:
 		return end, false, false, err

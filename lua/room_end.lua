@@ -14,36 +14,43 @@
 local line, carts, demand, leaving, endkey, left, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local cart, how, ended, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 
-if how == 'leave' then
+-- forget removes the cart from the room wherever it is: taken, or back in line (a start that
+-- outlasted its lease ends after the next take put the cart back; a Redis that went back in
+-- time may have put it back too), where its units stop counting as spoken for.
+local function forget()
   redis.call('ZREM', leaving, cart)
+  local raw = redis.call('HGET', carts, cart)
+  if redis.call('ZREM', line, cart) == 1 and raw then
+    local e = cjson.decode(raw)
+    for _, it in ipairs(e.items) do
+      local n = redis.call('HINCRBY', demand, it.sku, -it.quantity)
+      if n <= 0 then redis.call('HDEL', demand, it.sku) end
+    end
+    if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
+      redis.call('HDEL', customers, e.customer_id)
+    end
+  end
   redis.call('HDEL', carts, cart)
+end
+
+if how == 'leave' then
+  forget()
   redis.call('SET', left, '1', 'EX', tonumber(ARGV[5]))
 elseif how == 'retry' then
   if redis.call('ZSCORE', leaving, cart) then
     redis.call('ZADD', leaving, 0, cart)
   end
 elseif how == 'refuse' then
-  redis.call('ZREM', leaving, cart)
-  redis.call('HDEL', carts, cart)
+  forget()
   redis.call('SET', endkey, ended, 'EX', ttl)
 elseif how == 'cancel' then
   if redis.call('ZSCORE', leaving, cart) then
     return 'leaving'
   end
-  local raw = redis.call('HGET', carts, cart)
-  if not redis.call('ZSCORE', line, cart) or not raw then
+  if not redis.call('ZSCORE', line, cart) or not redis.call('HEXISTS', carts, cart) then
     return 'none'
   end
-  redis.call('ZREM', line, cart)
-  redis.call('HDEL', carts, cart)
-  local e = cjson.decode(raw)
-  for _, it in ipairs(e.items) do
-    local n = redis.call('HINCRBY', demand, it.sku, -it.quantity)
-    if n <= 0 then redis.call('HDEL', demand, it.sku) end
-  end
-  if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
-    redis.call('HDEL', customers, e.customer_id)
-  end
+  forget()
   redis.call('SET', endkey, ended, 'EX', ttl)
 end
 return 'ok'

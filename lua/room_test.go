@@ -2,7 +2,9 @@ package lua
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,7 +157,7 @@ func TestACancelledCartLeavesTheLineAndKeepsItsEnd(t *testing.T) {
 	if a := enter(t, r, roomEntry("b", sku, 1), 10); a.Outcome != shop.RoomShort {
 		t.Fatalf("b behind a: %+v", a)
 	}
-	end, cancelled, leaving, err := r.Cancel(t.Context(), "a")
+	end, cancelled, leaving, err := r.Cancel(t.Context(), "a", nil)
 	if err != nil || !cancelled || leaving || end.Status != shop.StatusCancelled {
 		t.Fatalf("cancel a: %+v %v %v %v", end, cancelled, leaving, err)
 	}
@@ -166,7 +168,7 @@ func TestACancelledCartLeavesTheLineAndKeepsItsEnd(t *testing.T) {
 	if a := enter(t, r, roomEntry("b", sku, 1), 10); a.Outcome != shop.RoomQueued || a.Position != 1 {
 		t.Fatalf("b after a cancelled: %+v", a)
 	}
-	if _, cancelled, _, _ := r.Cancel(t.Context(), "a"); cancelled {
+	if _, cancelled, _, _ := r.Cancel(t.Context(), "a", nil); cancelled {
 		t.Fatal("a cancelled twice")
 	}
 }
@@ -198,8 +200,20 @@ func roomSchedule(t *testing.T, seed uint64) {
 		arrived int // order of first arrival into line
 	}
 	var line []cart            // the model's line, in order
-	taken := map[string]cart{} // being started
+	taken := map[string]cart{} // being started, under its lease
 	leaseEnd := map[string]time.Time{}
+	// starting: carts a replica is starting, whether or not their lease ran out (a slow
+	// replica's start may end after the next take put its cart back in line).
+	starting := map[string]bool{}
+	remove := func(id string) {
+		delete(taken, id)
+		for i, c := range line {
+			if c.id == id {
+				line = append(line[:i], line[i+1:]...)
+				break
+			}
+		}
+	}
 	spoken := func() (n int64) {
 		for _, c := range line {
 			n += c.qty
@@ -261,28 +275,39 @@ func roomSchedule(t *testing.T, seed uint64) {
 			}
 			taken[e.CartID], line = line[0], line[1:]
 			leaseEnd[e.CartID] = clock.Add(r.lease)
-		case op < 8: // a start ends: started, failed (back in line) or the replica died
-			for id := range taken {
-				switch rng.IntN(3) {
-				case 0:
-					if err := r.Leave(t.Context(), id); err != nil {
-						t.Fatal(err)
-					}
-					delete(taken, id)
-				case 1:
-					if err := r.Retry(t.Context(), id); err != nil {
-						t.Fatal(err)
-					}
+			starting[e.CartID] = true
+		case op < 8: // a start ends: started, failed (back in line), refused, or the replica died
+			ids := slices.Sorted(maps.Keys(starting))
+			if len(ids) == 0 {
+				continue
+			}
+			id := ids[rng.IntN(len(ids))]
+			delete(starting, id)
+			switch rng.IntN(4) {
+			case 0: // its saga started: the cart leaves the room, wherever it is now
+				if err := r.Leave(t.Context(), id); err != nil {
+					t.Fatal(err)
+				}
+				remove(id)
+			case 1: // back in line at once, if still under its lease
+				if err := r.Retry(t.Context(), id); err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := taken[id]; ok {
 					leaseEnd[id] = time.Time{}
 				}
-				break
+			case 2: // refused at its turn: it ends, wherever it is now
+				if err := r.Refuse(t.Context(), shop.RoomEnd{Status: shop.StatusOutOfStock, Entry: roomEntry(id, sku, 1)}); err != nil {
+					t.Fatal(err)
+				}
+				remove(id)
 			}
 		case op < 9: // a cart in line is cancelled
 			if len(line) == 0 {
 				continue
 			}
 			i := rng.IntN(len(line))
-			_, cancelled, _, err := r.Cancel(t.Context(), line[i].id)
+			_, cancelled, _, err := r.Cancel(t.Context(), line[i].id, nil)
 			if err != nil || !cancelled {
 				t.Fatalf("step %d: cancel %s in line: %v %v", step, line[i].id, cancelled, err)
 			}

@@ -103,6 +103,40 @@ func (s *Store) InsertCheckout(ctx context.Context, c shop.CheckoutRecord, limit
 	return rec, nil
 }
 
+// RecordEnd records a checkout that ended before it had a saga: refused at its turn in the
+// waiting room, or cancelled while it waited there (c.Status and c.Reason say which). A
+// checkout already recorded is left as it is. It returns the status Postgres holds: c's, or
+// the one recorded before (another end, or shop.RecordOpen when a saga recorded the cart).
+// The end is what a cart that comes back to the room finds, when Redis, which keeps the room,
+// goes back in time: its saga adopts the end and holds nothing (workflows' adoptEnded).
+func (s *Store) RecordEnd(ctx context.Context, c shop.CheckoutRecord) (string, error) {
+	skus, quantities, prices := make([]string, len(c.Items)), make([]int64, len(c.Items)), make([]int64, len(c.Items))
+	for i, it := range c.Items {
+		skus[i], quantities[i], prices[i] = it.SKU, it.Quantity, it.UnitPriceCents
+	}
+	// The statement sees checkouts as they were before it: a row found there was recorded
+	// before, and the insert did nothing.
+	var status string
+	err := s.pool.QueryRow(ctx, `
+		WITH new AS (
+			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at)
+			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), now())
+			ON CONFLICT (checkout_id) DO NOTHING
+			RETURNING checkout_id, status),
+		items AS (
+			INSERT INTO checkout_items (checkout_id, sku, quantity, unit_price_cents)
+			SELECT new.checkout_id, i.sku, i.quantity, i.price
+			FROM new, unnest($7::text[], $8::bigint[], $9::bigint[]) AS i (sku, quantity, price))
+		SELECT status FROM new
+		UNION ALL
+		SELECT status FROM checkouts WHERE checkout_id = $1`,
+		c.CheckoutID, c.CustomerID, c.Status, c.Currency, c.AmountCents, c.Reason, skus, quantities, prices).Scan(&status)
+	if err != nil {
+		return "", fmt.Errorf("record end %s of checkout %s: %w", c.Status, c.CheckoutID, err)
+	}
+	return status, nil
+}
+
 // overCustomerLimits judges a new checkout against its customer's limits: the cap on open
 // checkouts and each SKU's max_per_customer (limits, SKU -> units; SKUs without one absent),
 // counted over the customer's open and confirmed checkouts. It takes a lock per customer
