@@ -14,17 +14,17 @@ import (
 // same cart 409), then the sold-out gate. Both judge from memory and Redis, which forget: a
 // cart Postgres already recorded (a retry, perhaps long after its end, after Redis lost its
 // markers or the operator changed the SKU) goes on to its saga, which answers its recorded
-// end. Only refused carts cost the Postgres read; if Postgres cannot answer, the refusal
-// stands.
+// end. Only refused carts cost the Postgres read, and the carts refused at the same moment
+// share one query (recordedCheck); if Postgres cannot answer, the refusal stands.
 func (s *Server) gate(ctx context.Context, req CheckoutRequest) *Problem {
 	p := s.checkCatalog(ctx, req)
 	if p == nil {
 		p = s.soldOut(ctx, req)
 	}
-	if p == nil {
-		return nil
+	if p == nil || s.recorded == nil {
+		return p
 	}
-	if _, err := s.Records.Checkout(ctx, req.CartID); err == nil {
+	if recorded, err := s.recorded.recorded(ctx, req.CartID); err == nil && recorded {
 		return nil
 	}
 	return p
