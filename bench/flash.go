@@ -289,7 +289,10 @@ type gateResult struct {
 	// alike but for the limiter, measured in turns.
 	soldOut, limited                 holdCell
 	soldOutUnexpect, limitedUnexpect int64 // answers other than 409 (must be 0 once stock is gone)
-	workflowsStarted                 int64 // checkouts of the gate phase that reached a saga (must be 0)
+	// soldOutCPU and limitedCPU are the CPU each side used over its turns (this process
+	// holds the load generator, both replicas and the worker).
+	soldOutCPU, limitedCPU cpuSnapshot
+	workflowsStarted       int64 // checkouts of the gate phase that reached a saga (must be 0)
 }
 
 func (g gateResult) bareRate() float64    { return g.bare.rate() }
@@ -377,15 +380,17 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 			sides = []bool{true, false}
 		}
 		for _, limited := range sides {
-			name, side, url, unexpected, turns := "sold-out gate, limiter off", fmt.Sprintf("off%d", k), off, &g.soldOutUnexpect, &offTurns
+			name, side, url, unexpected, turns, cpu := "sold-out gate, limiter off", fmt.Sprintf("off%d", k), off, &g.soldOutUnexpect, &offTurns, &g.soldOutCPU
 			if limited {
-				name, side, url, unexpected, turns = "sold-out gate, limiter on", fmt.Sprintf("on%d", k), on, &g.limitedUnexpect, &onTurns
+				name, side, url, unexpected, turns, cpu = "sold-out gate, limiter on", fmt.Sprintf("on%d", k), on, &g.limitedUnexpect, &onTurns, &g.limitedCPU
 			}
+			before := s.cpu(ctx)
 			c, err := measure(ctx, name, g.concurrency, turn, soldOut(side, url, unexpected))
 			if err != nil {
 				return g, err
 			}
 			*turns = append(*turns, c)
+			*cpu = cpu.add(s.cpu(ctx).sub(before))
 		}
 	}
 	g.soldOut, g.limited = sumCells(offTurns), sumCells(onTurns)
@@ -398,9 +403,17 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 		return g, err
 	}
 	g.workflowsStarted = started
+	progress("   CPU ms per 1,000 409s, limiter off: %s; on: %s", g.cpuPerK(g.soldOutCPU, g.soldOut), g.cpuPerK(g.limitedCPU, g.limited))
 	progress("   bare Echo: %.0f req/s (p50 %s p99 %s); sold-out 409s, limiter off: %.0f/s (p50 %s p99 %s), on: %.0f/s (p50 %s p99 %s), %.2f x; %d and %d other answers, %d reached a saga",
 		g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99), g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99),
 		g.limitedRate(), fmtDur(g.limited.p50), fmtDur(g.limited.p99), ratio(g.limitedRate(), g.soldOutRate()),
 		g.soldOutUnexpect, g.limitedUnexpect, g.workflowsStarted)
 	return g, nil
+}
+
+// cpuPerK is one side's CPU per 1,000 answers, by process.
+func (g gateResult) cpuPerK(c cpuSnapshot, cell holdCell) string {
+	k := float64(max(cell.ops, 1)) / 1000
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / k }
+	return fmt.Sprintf("this process %.0f, Redis %.0f, Postgres %.0f, dev server %.0f", ms(c.self), ms(c.redis), ms(c.postgres), ms(c.devServer))
 }

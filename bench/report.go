@@ -307,6 +307,8 @@ func (r results) table() string {
 	row("5 gate", fmt.Sprintf("bare Echo handler, POST, concurrency %d", g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s)", g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99)))
 	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d, rate limiter off", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers", g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99), g.soldOutUnexpect))
 	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d, rate limiter on (limits that refuse nothing)", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers", g.limitedRate(), fmtDur(g.limited.p50), fmtDur(g.limited.p99), g.limitedUnexpect))
+	row("5 gate", "CPU ms per 1,000 sold-out 409s, rate limiter off", g.cpuPerK(g.soldOutCPU, g.soldOut))
+	row("5 gate", "CPU ms per 1,000 sold-out 409s, rate limiter on", g.cpuPerK(g.limitedCPU, g.limited))
 	row("5 gate", "gate requests that reached a saga", fmt.Sprintf("%d", g.workflowsStarted))
 	row("5 gate", "ratio sold-out (limiter off) / bare Echo", fmt.Sprintf("%.2f", ratio(g.soldOutRate(), g.bareRate())))
 	row("5 gate", "ratio sold-out limiter on / off", fmt.Sprintf("%.2f", ratio(g.limitedRate(), g.soldOutRate())))
