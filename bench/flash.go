@@ -306,7 +306,7 @@ func (g gateResult) limitedRate() float64 { return g.limited.rate() }
 // changes no answer.
 func gateLimits(rdb *redis.Client) *api.RateLimits {
 	const n = 1_000_000
-	return &api.RateLimits{Limiter: redis_rate.NewLimiter(rdb),
+	return &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(rdb)), // as cmd/checkout wires it
 		PerAddress:          redis_rate.Limit{Rate: n, Burst: 2 * n, Period: time.Second},
 		CheckoutsPerAddress: redis_rate.Limit{Rate: n, Burst: n, Period: time.Minute},
 		PerCustomer:         redis_rate.Limit{Rate: n, Burst: n, Period: time.Minute}}
