@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -289,10 +290,10 @@ type gateResult struct {
 	// alike but for the limiter, measured in turns.
 	soldOut, limited                 holdCell
 	soldOutUnexpect, limitedUnexpect int64 // answers other than 409 (must be 0 once stock is gone)
-	// soldOutCPU and limitedCPU are the CPU each side used over its turns (this process
-	// holds the load generator, both replicas and the worker).
-	soldOutCPU, limitedCPU cpuSnapshot
-	workflowsStarted       int64 // checkouts of the gate phase that reached a saga (must be 0)
+	// bareCPU, soldOutCPU and limitedCPU are the CPU each side used over its turns (this
+	// process holds the load generator, the bare handler, both replicas and the worker).
+	bareCPU, soldOutCPU, limitedCPU cpuSnapshot
+	workflowsStarted                int64 // checkouts of the gate phase that reached a saga (must be 0)
 }
 
 func (g gateResult) bareRate() float64    { return g.bare.rate() }
@@ -312,10 +313,14 @@ func gateLimits(rdb *redis.Client) *api.RateLimits {
 		PerCustomer:         redis_rate.Limit{Rate: n, Burst: n, Period: time.Minute}}
 }
 
-// gateTurns is how many times each side of the limiter comparison is measured, each for a
-// share of sizes.gateDuration, in the order off, on, on, off, ...: a load that grows or
-// shrinks during the phase weighs on both sides alike.
-const gateTurns = 2
+// gateTurns is how many times each side of phase 5 (the bare handler, the sold-out path with
+// the limiter off, then on) is measured, each for a share of sizes.gateDuration, in the order
+// bare, off, on, on, off, bare, ...: a load that grows or shrinks during the phase weighs on
+// every side alike, and outside load that comes and goes (the machine is shared) is spread
+// over all. Measured one after the other, at load average 6 the same build's ratio of on to
+// off moved from 0.67 to 1.02 between runs, and a bare handler measured first once ran
+// slower than the sold-out path after it.
+const gateTurns = 4
 
 func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 	g := gateResult{concurrency: sz.gateConcurrency}
@@ -335,17 +340,13 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 	srv := httptest.NewServer(bare)
 	defer srv.Close()
 	body := []byte(`{"cart_id":"bare","customer_id":"u-bare","items":[{"sku":"` + sku + `","quantity":1}],"payment_timeout_seconds":600}`)
-	c, err := measure(ctx, "bare Echo handler", g.concurrency, sz.gateDuration, func(ctx context.Context, w, i int) error {
+	bareOp := func(ctx context.Context, w, i int) error {
 		a, err := do(ctx, s.http, http.MethodPost, srv.URL+"/bare", body, nil, nil)
 		if err == nil && a.code != http.StatusOK {
 			err = fmt.Errorf("bare handler answered %d", a.code)
 		}
 		return err
-	})
-	if err != nil {
-		return g, err
 	}
-	g.bare = c
 
 	// Two replicas of the product as it runs (the sold-out flag, a waiting room they share
 	// and take from), one without rate limits, one with the product's limits set high.
@@ -372,28 +373,40 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 			return nil
 		}
 	}
+
+	// The three sides in turns: bare, off, on, then on, off, bare, and again.
+	type side struct {
+		name  string
+		op    func(k int) func(ctx context.Context, w, i int) error
+		turns []holdCell
+		cpu   *cpuSnapshot
+	}
+	sides := []*side{
+		{name: "bare Echo handler", op: func(int) func(context.Context, int, int) error { return bareOp }, cpu: &g.bareCPU},
+		{name: "sold-out gate, limiter off", op: func(k int) func(context.Context, int, int) error {
+			return soldOut(fmt.Sprintf("off%d", k), off, &g.soldOutUnexpect)
+		}, cpu: &g.soldOutCPU},
+		{name: "sold-out gate, limiter on", op: func(k int) func(context.Context, int, int) error {
+			return soldOut(fmt.Sprintf("on%d", k), on, &g.limitedUnexpect)
+		}, cpu: &g.limitedCPU},
+	}
 	turn := sz.gateDuration / gateTurns
-	var offTurns, onTurns []holdCell
 	for k := range gateTurns {
-		sides := []bool{false, true}
+		order := slices.Clone(sides)
 		if k%2 == 1 {
-			sides = []bool{true, false}
+			slices.Reverse(order)
 		}
-		for _, limited := range sides {
-			name, side, url, unexpected, turns, cpu := "sold-out gate, limiter off", fmt.Sprintf("off%d", k), off, &g.soldOutUnexpect, &offTurns, &g.soldOutCPU
-			if limited {
-				name, side, url, unexpected, turns, cpu = "sold-out gate, limiter on", fmt.Sprintf("on%d", k), on, &g.limitedUnexpect, &onTurns, &g.limitedCPU
-			}
+		for _, sd := range order {
 			before := s.cpu(ctx)
-			c, err := measure(ctx, name, g.concurrency, turn, soldOut(side, url, unexpected))
+			c, err := measure(ctx, sd.name, g.concurrency, turn, sd.op(k))
 			if err != nil {
 				return g, err
 			}
-			*turns = append(*turns, c)
-			*cpu = cpu.add(s.cpu(ctx).sub(before))
+			sd.turns = append(sd.turns, c)
+			*sd.cpu = sd.cpu.add(s.cpu(ctx).sub(before))
 		}
 	}
-	g.soldOut, g.limited = sumCells(offTurns), sumCells(onTurns)
+	g.bare, g.soldOut, g.limited = sumCells(sides[0].turns), sumCells(sides[1].turns), sumCells(sides[2].turns)
 	g.soldOut.ops -= g.soldOutUnexpect
 	g.limited.ops -= g.limitedUnexpect
 
@@ -403,7 +416,7 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 		return g, err
 	}
 	g.workflowsStarted = started
-	progress("   CPU ms per 1,000 409s, limiter off: %s; on: %s", g.cpuPerK(g.soldOutCPU, g.soldOut), g.cpuPerK(g.limitedCPU, g.limited))
+	progress("   CPU ms per 1,000 answers, bare: %s; limiter off: %s; on: %s", g.cpuPerK(g.bareCPU, g.bare), g.cpuPerK(g.soldOutCPU, g.soldOut), g.cpuPerK(g.limitedCPU, g.limited))
 	progress("   bare Echo: %.0f req/s (p50 %s p99 %s); sold-out 409s, limiter off: %.0f/s (p50 %s p99 %s), on: %.0f/s (p50 %s p99 %s), %.2f x; %d and %d other answers, %d reached a saga",
 		g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99), g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99),
 		g.limitedRate(), fmtDur(g.limited.p50), fmtDur(g.limited.p99), ratio(g.limitedRate(), g.soldOutRate()),

@@ -307,6 +307,7 @@ func (r results) table() string {
 	row("5 gate", fmt.Sprintf("bare Echo handler, POST, concurrency %d", g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s)", g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99)))
 	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d, rate limiter off", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers", g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99), g.soldOutUnexpect))
 	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d, rate limiter on (limits that refuse nothing)", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers", g.limitedRate(), fmtDur(g.limited.p50), fmtDur(g.limited.p99), g.limitedUnexpect))
+	row("5 gate", "CPU ms per 1,000 answers of the bare handler", g.cpuPerK(g.bareCPU, g.bare))
 	row("5 gate", "CPU ms per 1,000 sold-out 409s, rate limiter off", g.cpuPerK(g.soldOutCPU, g.soldOut))
 	row("5 gate", "CPU ms per 1,000 sold-out 409s, rate limiter on", g.cpuPerK(g.limitedCPU, g.limited))
 	row("5 gate", "gate requests that reached a saga", fmt.Sprintf("%d", g.workflowsStarted))
@@ -414,7 +415,8 @@ func (r results) markdown(o options, charts []chart) string {
 	w("   same client POSTs the same body to a bare Echo handler that answers a small JSON, for the same time. The carts go to\n")
 	w("   two more API replicas of the product (the sold-out flag, a waiting room they share), alike but for the rate\n")
 	w("   limiter: one without limits, one with the product's three limits (per address, checkouts per address, per\n")
-	w("   customer) at 1,000,000 each, which refuse nothing; they are measured in turns (off, on, on, off), %s each.\n\n", r.sizes.gateDuration/gateTurns)
+	w("   customer) at 1,000,000 each, which refuse nothing. The three are measured in turns (bare, off, on, on, off, bare,\n")
+	w("   ...), %d of %s each.\n\n", gateTurns, r.sizes.gateDuration/gateTurns)
 
 	w("## Run it yourself\n\n")
 	w("```sh\nmake bench    # = make tools (the pinned Temporal CLI), then cd bench && go run . -out ../BENCHMARKS.md\n```\n\n")
