@@ -313,6 +313,9 @@ func runGateOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) err
 	}
 	for _, t := range gateTargets(g) {
 		progress("%s: %s, %s: %s", t.name, t.measured, t.ratio, yes(t.met))
+		if !t.met {
+			progress("   why: %s", t.why)
+		}
 	}
 	return nil
 }
