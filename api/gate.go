@@ -14,8 +14,8 @@ import (
 // same cart 409), then the sold-out gate. Both judge from memory and Redis, which forget: a
 // cart Postgres already recorded (a retry, perhaps long after its end, after Redis lost its
 // markers or the operator changed the SKU) goes on to its saga, which answers its recorded
-// end. Only refused carts cost the Postgres read; if Postgres cannot answer, the refusal
-// stands.
+// end. Only refused carts cost the Postgres read, and the carts refused at the same moment
+// share one query (recordedCheck); if Postgres cannot answer, the refusal stands.
 //
 // retry says the cart is known to have a saga (Redis saw it start or hold, or Postgres
 // recorded it): it goes straight to its saga, never into the waiting room, where it would
@@ -25,10 +25,10 @@ func (s *Server) gate(ctx context.Context, req CheckoutRequest) (p *Problem, ret
 	if p == nil {
 		p, retry = s.soldOut(ctx, req)
 	}
-	if p == nil {
-		return nil, retry
+	if p == nil || s.recorded == nil {
+		return p, retry
 	}
-	if _, err := s.Records.Checkout(ctx, req.CartID); err == nil {
+	if recorded, err := s.recorded.recorded(ctx, req.CartID); err == nil && recorded {
 		return nil, true
 	}
 	return p, false

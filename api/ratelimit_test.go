@@ -14,12 +14,13 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
 )
 
 // limitedHarness is a harness whose limits count in the test Redis, under keys of this test's
 // own (a fresh address range and customer ids), so runs never share a budget.
 func limitedHarness(t *testing.T, limits api.RateLimits) *harness {
-	limits.Limiter = redis_rate.NewLimiter(testenv.Redis(t))
+	limits.Limiter = redis_rate.NewLimiter(lua.NewCoalescedScripts(testenv.Redis(t))) // as cmd/checkout wires it
 	return newHarness(t, func(_ *api.Config, d *api.Deps) { d.RateLimits = &limits })
 }
 

@@ -39,6 +39,8 @@ type Inventory interface {
 // CheckoutRecords reads checkouts from Postgres, for those whose saga is no longer in Temporal.
 type CheckoutRecords interface {
 	Checkout(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error)
+	// RecordedCheckouts reports which of ids are recorded, in one query.
+	RecordedCheckouts(ctx context.Context, ids []string) (map[string]bool, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
 	// RecordEnd records the end of a cart that ended in the waiting room, without a saga, and
@@ -168,8 +170,9 @@ type Deps struct {
 type Server struct {
 	cfg Config
 	Deps
-	admission *limiter     // one place per checkout request talking to Temporal
-	workers   *workerCheck // nil without Deps.Workers
+	admission *limiter       // one place per checkout request talking to Temporal
+	recorded  *recordedCheck // the gate's Postgres reads of refused carts, many per query
+	workers   *workerCheck   // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
 	e         *echo.Echo
@@ -233,6 +236,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 		roomBell: make(chan struct{}, 1)}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
+	}
+	if deps.Records != nil {
+		s.recorded = newRecordedCheck(deps.Records.RecordedCheckouts)
 	}
 
 	e := echo.New()

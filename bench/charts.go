@@ -332,9 +332,9 @@ func (r results) drawFlash(path, title string) error {
 func (r results) drawGate(path, title string) error {
 	g := r.gate
 	return bars(path, fmt.Sprintf("%s (concurrency %d)", title, g.concurrency), "requests per second",
-		[]string{"bare Echo handler", "sold-out 409 (gate)"},
-		[]float64{g.bareRate(), g.soldOutRate()},
-		[]color.Color{colorGrey, colorGood}, "%.0f/s", 0.5*g.bareRate(), "target: 0.5 x bare Echo")
+		[]string{"bare Echo handler", "sold-out 409, limiter off", "sold-out 409, limiter on"},
+		[]float64{g.bareRate(), g.soldOutRate(), g.limitedRate()},
+		[]color.Color{colorGrey, colorGood, colorGood}, "%.0f/s", 0.5*g.bareRate(), "target: 0.5 x bare Echo")
 }
 
 // horizontalGrid is a grid of horizontal lines only, for charts with named bars.

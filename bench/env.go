@@ -324,6 +324,10 @@ func (s cpuSnapshot) sub(o cpuSnapshot) cpuSnapshot {
 	return cpuSnapshot{self: s.self - o.self, devServer: s.devServer - o.devServer, redis: s.redis - o.redis, postgres: s.postgres - o.postgres}
 }
 
+func (s cpuSnapshot) add(o cpuSnapshot) cpuSnapshot {
+	return cpuSnapshot{self: s.self + o.self, devServer: s.devServer + o.devServer, redis: s.redis + o.redis, postgres: s.postgres + o.postgres}
+}
+
 func (s cpuSnapshot) total() time.Duration { return s.self + s.devServer + s.redis + s.postgres }
 
 // facts are the machine and service facts the report opens with.

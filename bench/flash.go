@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -276,16 +280,47 @@ func won(p postResult) bool {
 	return p.err == nil && (p.code == http.StatusCreated || p.code == http.StatusOK) && p.view.Status == shop.StatusAwaitingPayment
 }
 
-// gateResult compares the sold-out gate's 409s with a bare Echo handler over the same client.
+// gateResult compares the sold-out gate's 409s with a bare Echo handler over the same client,
+// and the sold-out path with the product's rate limiter on with the same path with it off.
 type gateResult struct {
-	concurrency      int
-	bare, soldOut    holdCell // ops counts only the expected answers (200, 409)
-	soldOutUnexpect  int64    // answers other than 409 (must be 0 once stock is gone)
-	workflowsStarted int64    // checkouts of the gate phase that reached a saga (must be 0)
+	concurrency int
+	bare        holdCell // ops counts only the expected answers (200, 409)
+	// soldOut is the sold-out path without rate limits, limited the same path with the
+	// product's limits on (set so high that none refuses): two API replicas of one product,
+	// alike but for the limiter, measured in turns.
+	soldOut, limited                 holdCell
+	soldOutUnexpect, limitedUnexpect int64 // answers other than 409 (must be 0 once stock is gone)
+	// bareCPU, soldOutCPU and limitedCPU are the CPU each side used over its turns (this
+	// process holds the load generator, the bare handler, both replicas and the worker).
+	bareCPU, soldOutCPU, limitedCPU cpuSnapshot
+	workflowsStarted                int64 // checkouts of the gate phase that reached a saga (must be 0)
 }
 
 func (g gateResult) bareRate() float64    { return g.bare.rate() }
 func (g gateResult) soldOutRate() float64 { return g.soldOut.rate() }
+func (g gateResult) limitedRate() float64 { return g.limited.rate() }
+
+// gateLimits are the product's three rate limits (cmd/checkout wires them: per address a
+// second with a burst of twice the rate, checkouts per address and per customer a minute),
+// each at the configuration's highest value (1,000,000): every gate request comes from one
+// address and one customer, and none may be refused, so the limiter costs its Redis calls and
+// changes no answer.
+func gateLimits(rdb *redis.Client) *api.RateLimits {
+	const n = 1_000_000
+	return &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(rdb)), // as cmd/checkout wires it
+		PerAddress:          redis_rate.Limit{Rate: n, Burst: 2 * n, Period: time.Second},
+		CheckoutsPerAddress: redis_rate.Limit{Rate: n, Burst: n, Period: time.Minute},
+		PerCustomer:         redis_rate.Limit{Rate: n, Burst: n, Period: time.Minute}}
+}
+
+// gateTurns is how many times each side of phase 5 (the bare handler, the sold-out path with
+// the limiter off, then on) is measured, each for a share of sizes.gateDuration, in the order
+// bare, off, on, on, off, bare, ...: a load that grows or shrinks during the phase weighs on
+// every side alike, and outside load that comes and goes (the machine is shared) is spread
+// over all. Measured one after the other, at load average 6 the same build's ratio of on to
+// off moved from 0.67 to 1.02 between runs, and a bare handler measured first once ran
+// slower than the sold-out path after it.
+const gateTurns = 4
 
 func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 	g := gateResult{concurrency: sz.gateConcurrency}
@@ -305,39 +340,75 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 	srv := httptest.NewServer(bare)
 	defer srv.Close()
 	body := []byte(`{"cart_id":"bare","customer_id":"u-bare","items":[{"sku":"` + sku + `","quantity":1}],"payment_timeout_seconds":600}`)
-	c, err := measure(ctx, "bare Echo handler", g.concurrency, sz.gateDuration, func(ctx context.Context, w, i int) error {
+	bareOp := func(ctx context.Context, w, i int) error {
 		a, err := do(ctx, s.http, http.MethodPost, srv.URL+"/bare", body, nil, nil)
 		if err == nil && a.code != http.StatusOK {
 			err = fmt.Errorf("bare handler answered %d", a.code)
 		}
 		return err
-	})
-	if err != nil {
-		return g, err
 	}
-	g.bare = c
 
-	// The sold-out gate: new carts for the sold-out SKU, each answered 409 from one Redis read.
+	// Two replicas of the product as it runs (the sold-out flag, a waiting room they share
+	// and take from), one without rate limits, one with the product's limits set high.
+	// Every key of the room carries the run id, so the run's clean-up removes them.
+	room := lua.NewRoom(s.rdb, "bench-gate-"+s.runID)
+	off := s.product.ServeAPIWith(api.Config{}, s.tc, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true})
+	on := s.product.ServeAPIWith(api.Config{}, s.tc, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true, RateLimits: gateLimits(s.rdb)})
+
+	// New carts for the sold-out SKU, each answered 409 without a saga.
 	var mu sync.Mutex
-	c, err = measure(ctx, "sold-out gate", g.concurrency, sz.gateDuration, func(ctx context.Context, w, i int) error {
-		cart := fmt.Sprintf("g-%s-%d-%d", s.runID, w, i)
-		body := []byte(`{"cart_id":"` + cart + `","customer_id":"u-gate","items":[{"sku":"` + sku + `","quantity":1}],"payment_timeout_seconds":600}`)
-		a, err := do(ctx, s.http, http.MethodPost, s.url+"/v1/checkouts", body, nil, nil)
-		if err != nil {
-			return err
+	soldOut := func(side, url string, unexpected *int64) func(ctx context.Context, w, i int) error {
+		return func(ctx context.Context, w, i int) error {
+			cart := fmt.Sprintf("g-%s-%s-%d-%d", s.runID, side, w, i)
+			body := []byte(`{"cart_id":"` + cart + `","customer_id":"u-gate-` + s.runID + `","items":[{"sku":"` + sku + `","quantity":1}],"payment_timeout_seconds":600}`)
+			a, err := do(ctx, s.http, http.MethodPost, url+"/v1/checkouts", body, nil, nil)
+			if err != nil {
+				return err
+			}
+			if a.code != http.StatusConflict {
+				mu.Lock()
+				*unexpected++
+				mu.Unlock()
+			}
+			return nil
 		}
-		if a.code != http.StatusConflict {
-			mu.Lock()
-			g.soldOutUnexpect++
-			mu.Unlock()
-		}
-		return nil
-	})
-	if err != nil {
-		return g, err
 	}
-	c.ops -= g.soldOutUnexpect
-	g.soldOut = c
+
+	// The three sides in turns: bare, off, on, then on, off, bare, and again.
+	type side struct {
+		name  string
+		op    func(k int) func(ctx context.Context, w, i int) error
+		turns []holdCell
+		cpu   *cpuSnapshot
+	}
+	sides := []*side{
+		{name: "bare Echo handler", op: func(int) func(context.Context, int, int) error { return bareOp }, cpu: &g.bareCPU},
+		{name: "sold-out gate, limiter off", op: func(k int) func(context.Context, int, int) error {
+			return soldOut(fmt.Sprintf("off%d", k), off, &g.soldOutUnexpect)
+		}, cpu: &g.soldOutCPU},
+		{name: "sold-out gate, limiter on", op: func(k int) func(context.Context, int, int) error {
+			return soldOut(fmt.Sprintf("on%d", k), on, &g.limitedUnexpect)
+		}, cpu: &g.limitedCPU},
+	}
+	turn := sz.gateDuration / gateTurns
+	for k := range gateTurns {
+		order := slices.Clone(sides)
+		if k%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, sd := range order {
+			before := s.cpu(ctx)
+			c, err := measure(ctx, sd.name, g.concurrency, turn, sd.op(k))
+			if err != nil {
+				return g, err
+			}
+			sd.turns = append(sd.turns, c)
+			*sd.cpu = sd.cpu.add(s.cpu(ctx).sub(before))
+		}
+	}
+	g.bare, g.soldOut, g.limited = sumCells(sides[0].turns), sumCells(sides[1].turns), sumCells(sides[2].turns)
+	g.soldOut.ops -= g.soldOutUnexpect
+	g.limited.ops -= g.limitedUnexpect
 
 	// No gate request may have become a saga: the gate only reads Redis.
 	var started int64
@@ -345,8 +416,17 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 		return g, err
 	}
 	g.workflowsStarted = started
-	progress("   bare Echo: %.0f req/s (p50 %s p99 %s); sold-out 409s: %.0f/s (p50 %s p99 %s), %d other answers, %d reached a saga",
+	progress("   CPU ms per 1,000 answers, bare: %s; limiter off: %s; on: %s", g.cpuPerK(g.bareCPU, g.bare), g.cpuPerK(g.soldOutCPU, g.soldOut), g.cpuPerK(g.limitedCPU, g.limited))
+	progress("   bare Echo: %.0f req/s (p50 %s p99 %s); sold-out 409s, limiter off: %.0f/s (p50 %s p99 %s), on: %.0f/s (p50 %s p99 %s), %.2f x; %d and %d other answers, %d reached a saga",
 		g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99), g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99),
-		g.soldOutUnexpect, g.workflowsStarted)
+		g.limitedRate(), fmtDur(g.limited.p50), fmtDur(g.limited.p99), ratio(g.limitedRate(), g.soldOutRate()),
+		g.soldOutUnexpect, g.limitedUnexpect, g.workflowsStarted)
 	return g, nil
+}
+
+// cpuPerK is one side's CPU per 1,000 answers, by process.
+func (g gateResult) cpuPerK(c cpuSnapshot, cell holdCell) string {
+	k := float64(max(cell.ops, 1)) / 1000
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / k }
+	return fmt.Sprintf("this process %.0f, Redis %.0f, Postgres %.0f, dev server %.0f", ms(c.self), ms(c.redis), ms(c.postgres), ms(c.devServer))
 }

@@ -32,9 +32,25 @@ type holdCell struct {
 	ops         int64
 	elapsed     time.Duration
 	p50, p99    time.Duration
+	lat         latencies // every call's, sorted
 }
 
 func (c holdCell) rate() float64 { return float64(c.ops) / c.elapsed.Seconds() }
+
+// sumCells is the cells measured in turns as one: their calls over their windows together.
+func sumCells(cells []holdCell) holdCell {
+	var sum holdCell
+	var lat []time.Duration
+	for _, c := range cells {
+		sum.method, sum.concurrency = c.method, c.concurrency
+		sum.ops += c.ops
+		sum.elapsed += c.elapsed
+		lat = append(lat, c.lat...)
+	}
+	sum.lat = newLatencies(lat)
+	sum.p50, sum.p99 = sum.lat.pct(50), sum.lat.pct(99)
+	return sum
+}
 
 // redisBenchResult is redis-benchmark running EVALSHA of the same reserve script.
 type redisBenchResult struct {
@@ -192,7 +208,7 @@ func measure(ctx context.Context, method string, conc int, d time.Duration, op f
 		return holdCell{}, err
 	}
 	ls := newLatencies(lat)
-	return holdCell{method: method, concurrency: conc, ops: ops.Load(), elapsed: elapsed, p50: ls.pct(50), p99: ls.pct(99)}, nil
+	return holdCell{method: method, concurrency: conc, ops: ops.Load(), elapsed: elapsed, p50: ls.pct(50), p99: ls.pct(99), lat: ls}, nil
 }
 
 // redisBenchmark runs redis-benchmark with EVALSHA of the reserve script, each call a new

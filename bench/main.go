@@ -72,7 +72,7 @@ type options struct {
 	out, charts, temporalCLI, redisURL, postgresURL string
 	quick, scale, scaleOnly                         bool
 	scaleShapes                                     string
-	e2eOnly, grpcGzip, devSARefresh                 bool
+	e2eOnly, gateOnly, grpcGzip, devSARefresh       bool
 	poll                                            time.Duration
 	partitions, e2eRounds                           int
 	cpuProfile                                      string
@@ -89,6 +89,7 @@ func main() {
 	flag.StringVar(&o.postgresURL, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres admin URL (no TLS on loopback, as the product's default DATABASE_URL); the benchmark creates and drops its own database")
 	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
+	flag.BoolVar(&o.gateOnly, "gate-only", false, "run only phase 5 (the sold-out gate beside a bare Echo handler, with the rate limiter off and on) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
 	flag.IntVar(&o.e2eRounds, "e2e-rounds", 0, "how many times phase 3 (empty workflows, then checkouts) runs, its targets taking each ratio's median round (0: 3, or 1 with -quick)")
@@ -172,6 +173,9 @@ func run(ctx context.Context, o options) error {
 
 	if o.e2eOnly {
 		return runE2EOnly(ctx, e, logger, o.sizes)
+	}
+	if o.gateOnly {
+		return runGateOnly(ctx, e, logger, o.sizes)
 	}
 	if o.scaleOnly {
 		progress("scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
@@ -292,6 +296,27 @@ func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) erro
 	progress("information: CPU per checkout %.2f x empty (old bound 2)%s. Checkouts/s %.2f x empty (old bound 0.5)%s. POST p99 %.1f x StartWorkflow p99 (old bound 3)%s, %.1f x the empty workflow's start to result p99%s",
 		cpu.cpuRatio(), roundsNote(cpus, "%.2f"), rate.rateRatio(), roundsNote(rates, "%.2f"), post.postRatio(), roundsNote(posts, "%.1f"),
 		res.postResultRatio(), roundsNote(ress, "%.1f"))
+	return nil
+}
+
+// runGateOnly is phase 5 alone, for trying a change to the refused path: the bare handler,
+// then the sold-out path with the rate limiter off and on, and the targets' ratios on stderr.
+func runGateOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) error {
+	st, err := e.openStack(ctx, logger, quietAPILogger())
+	if err != nil {
+		return fmt.Errorf("start api and worker: %w", err)
+	}
+	defer st.close()
+	g, err := st.benchGate(ctx, sz)
+	if err != nil {
+		return err
+	}
+	for _, t := range gateTargets(g) {
+		progress("%s: %s, %s: %s", t.name, t.measured, t.ratio, yes(t.met))
+		if !t.met {
+			progress("   why: %s", t.why)
+		}
+	}
 	return nil
 }
 

@@ -45,6 +45,35 @@ func yes(b bool) string {
 	return "**NOT MET**"
 }
 
+// gateTargets are phase 5's: the sold-out path against a bare Echo handler, and with the
+// rate limiter on against off. A rejection that started a saga, or any answer but 409, fails
+// them.
+func gateTargets(g gateResult) []target {
+	var ts []target
+	why := "a rejected POST reads and strictly decodes the body, validates it, checks the catalog (from memory, CATALOG_CACHE_MS) " +
+		"and the gate (from memory while the in-process sold-out flag holds, else a pipelined Redis read), asks the waiting " +
+		"room and Postgres whether they know the cart, and writes a problem+json body through the API's middleware (body " +
+		"limit, timeout, recover, request log); the client, the API, Redis and Postgres share the same 2 cores."
+	for _, bound := range []float64{0.5, 0.8} { // the first version's target, then the scale profile's
+		t := rateTarget(fmt.Sprintf("Sold-out rejections >= %.1f x the requests/s of a bare Echo handler (same client, concurrency %d, rate limiter off)", bound, g.concurrency),
+			g.soldOutRate(), g.bareRate(), "req/s", bound, why)
+		t.met = t.met && g.workflowsStarted == 0 && g.soldOutUnexpect == 0 // a rejection that started a saga is no rejection
+		ts = append(ts, t)
+	}
+	per := func(d time.Duration, cell holdCell) time.Duration { return d / time.Duration(max(cell.ops, 1)) }
+	offAll, onAll := per(g.soldOutCPU.total(), g.soldOut), per(g.limitedCPU.total(), g.limited)
+	t := rateTarget("Sold-out path with the limiter on >= 0.9 x with it off (same run)", g.limitedRate(), g.soldOutRate(), "req/s", 0.9,
+		fmt.Sprintf("with the limiter on, a POST also runs go-redis/redis_rate's GCRA script three times (requests per address, "+
+			"before the body is read; checkouts per address and per customer, after), as many EVALSHAs, which share pipelines "+
+			"with the other requests' (lua.CoalescedScripts). They cost %s of Redis and %s of this process per 409 above the "+
+			"limiter-off path's %s of every process (the CPU rows): on 2 cores, where this path is CPU-bound, that extra CPU "+
+			"is what the rate loses (%s per 409 in all, against %s).",
+			fmtDur(per(g.limitedCPU.redis, g.limited)-per(g.soldOutCPU.redis, g.soldOut)),
+			fmtDur(per(g.limitedCPU.self, g.limited)-per(g.soldOutCPU.self, g.soldOut)), fmtDur(offAll), fmtDur(onAll), fmtDur(offAll)))
+	t.met = t.met && g.workflowsStarted == 0 && g.soldOutUnexpect == 0 && g.limitedUnexpect == 0
+	return append(ts, t)
+}
+
 // rateTarget is the target "a >= bound x b" on two rates measured in unit.
 func rateTarget(name string, a, b float64, unit string, bound float64, why string) target {
 	q := ratio(a, b)
@@ -84,17 +113,7 @@ func (r results) targets() []target {
 			"scheduling and connection handling on the same two cores that redis-server needs. Plain DECRBY moved by %.2f x "+
 			"between the same two concurrencies in this run, so the drop belongs to the machine (client goroutines and "+
 			"outside load on 2 shared cores), not to the script.", ratio(decr64.rate(), h.cell(methodDecrby, 8).rate()))))
-	g := r.gate
-	why := "a rejected POST reads and strictly decodes the body, validates it, checks the catalog (from memory, CATALOG_CACHE_MS) " +
-		"and the gate (from memory while the in-process sold-out flag holds, else a pipelined Redis read) and writes a " +
-		"problem+json body through the API's middleware (body limit, timeout, recover, request log); the client, the API " +
-		"and Redis share the same 2 cores."
-	for _, bound := range []float64{0.5, 0.8} { // the first version's target, then the scale profile's
-		t := rateTarget(fmt.Sprintf("Sold-out rejections >= %.1f x the requests/s of a bare Echo handler (same client, concurrency %d)", bound, g.concurrency),
-			g.soldOutRate(), g.bareRate(), "req/s", bound, why)
-		t.met = t.met && g.workflowsStarted == 0 // a rejection that started a saga is no rejection
-		ts = append(ts, t)
-	}
+	ts = append(ts, gateTargets(r.gate)...)
 	k, qs := medianRound(r.rounds, e2eRound.cpuFloorRatio)
 	q := k.cpuFloorRatio()
 	ts = append(ts, target{
@@ -293,8 +312,14 @@ func (r results) table() string {
 	}
 	g := r.gate
 	row("5 gate", fmt.Sprintf("bare Echo handler, POST, concurrency %d", g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s)", g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99)))
-	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers; %d reached a saga", g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99), g.soldOutUnexpect, g.workflowsStarted))
-	row("5 gate", "ratio sold-out / bare Echo", fmt.Sprintf("%.2f", ratio(g.soldOutRate(), g.bareRate())))
+	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d, rate limiter off", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers", g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99), g.soldOutUnexpect))
+	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d, rate limiter on (limits that refuse nothing)", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers", g.limitedRate(), fmtDur(g.limited.p50), fmtDur(g.limited.p99), g.limitedUnexpect))
+	row("5 gate", "CPU ms per 1,000 answers of the bare handler", g.cpuPerK(g.bareCPU, g.bare))
+	row("5 gate", "CPU ms per 1,000 sold-out 409s, rate limiter off", g.cpuPerK(g.soldOutCPU, g.soldOut))
+	row("5 gate", "CPU ms per 1,000 sold-out 409s, rate limiter on", g.cpuPerK(g.limitedCPU, g.limited))
+	row("5 gate", "gate requests that reached a saga", fmt.Sprintf("%d", g.workflowsStarted))
+	row("5 gate", "ratio sold-out (limiter off) / bare Echo", fmt.Sprintf("%.2f", ratio(g.soldOutRate(), g.bareRate())))
+	row("5 gate", "ratio sold-out limiter on / off", fmt.Sprintf("%.2f", ratio(g.limitedRate(), g.soldOutRate())))
 	return b.String()
 }
 
@@ -394,7 +419,11 @@ func (r results) markdown(o options, charts []chart) string {
 	w("   Redis. CPU is user+system time from `/proc/<pid>/stat` of this process and of the dev server (found by its\n")
 	w("   `--port` in `/proc/*/cmdline`), and Redis's `INFO cpu`, over the whole phase.\n")
 	w("5. **Sold-out gate.** On a SKU stocked with 0 units, %d goroutines POST new carts for it for %s; the\n", r.gate.concurrency, r.sizes.gateDuration)
-	w("   same client POSTs the same body to a bare Echo handler that answers a small JSON, for the same time.\n\n")
+	w("   same client POSTs the same body to a bare Echo handler that answers a small JSON, for the same time. The carts go to\n")
+	w("   two more API replicas of the product (the sold-out flag, a waiting room they share), alike but for the rate\n")
+	w("   limiter: one without limits, one with the product's three limits (per address, checkouts per address, per\n")
+	w("   customer) at 1,000,000 each, which refuse nothing. The three are measured in turns (bare, off, on, on, off, bare,\n")
+	w("   ...), %d of %s each.\n\n", gateTurns, r.sizes.gateDuration/gateTurns)
 
 	w("## Run it yourself\n\n")
 	w("```sh\nmake bench    # = make tools (the pinned Temporal CLI), then cd bench && go run . -out ../BENCHMARKS.md\n```\n\n")
@@ -436,10 +465,10 @@ func (r results) closingNote(ts []target) string {
 	s += fmt.Sprintf("End to end, %.1f checkouts/s were confirmed against %.1f empty workflows/s on the same dev server (%.2f x); "+
 		"POST p99 %s against the floor's update-with-start p99 %s. "+
 		"The flash sale sold %d of %d units with %d oversold, %d rejected, %d shed-and-retried and %d 5xx; its last winner was answered after %s and it "+
-		"used %.2f CPU s per 1,000 requests. Sold-out answers ran at %.0f/s, %.2f x a bare Echo handler's %.0f/s. ",
+		"used %.2f CPU s per 1,000 requests. Sold-out answers ran at %.0f/s, %.2f x a bare Echo handler's %.0f/s, and at %.0f/s (%.2f x) with the rate limiter on. ",
 		r.e2e.rate(), r.empty.rate(), ratio(r.e2e.rate(), r.empty.rate()), fmtDur(r.e2e.post.pct(99)), fmtDur(r.floor.start.pct(99)),
 		f.sold, f.units, f.oversold, f.rejected, f.shed, f.fiveXX, fmtDur(f.sellOut),
-		(f.cpu.self+f.cpu.devServer).Seconds()*1000/float64(f.requests), g.soldOutRate(), ratio(g.soldOutRate(), g.bareRate()), g.bareRate())
+		(f.cpu.self+f.cpu.devServer).Seconds()*1000/float64(f.requests), g.soldOutRate(), ratio(g.soldOutRate(), g.bareRate()), g.bareRate(), g.limitedRate(), ratio(g.limitedRate(), g.soldOutRate()))
 	s += fmt.Sprintf("Met (%d): %s. Not met (%d): %s.", len(met), strings.Join(met, "; "), len(notMet), orNone(strings.Join(notMet, "; ")))
 	return s
 }

@@ -54,6 +54,9 @@ type stack struct {
 	http  *http.Client
 	// client is sent with every checkout request: the shop backend's token (scale profile)
 	client map[string]string
+	// product is the in-process product (nil in the scale profile's stacks), which can serve
+	// more API replicas
+	product *checkouttest.Product
 
 	closers []func()
 }
@@ -95,6 +98,7 @@ func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ 
 		return nil, err
 	}
 	s.closers = append(s.closers, p.Close)
+	s.product = p
 	s.store, s.stock, s.inv, s.url, s.http = p.Store, p.Stock, p.Inventory, p.URL, p.Client.HTTP
 	return s, nil
 }

@@ -24,11 +24,12 @@ import (
 //
 // Every key carries the room's name as its hash tag: one Cluster slot, one order.
 type Room struct {
-	rdb    RoomClient
-	name   string
-	lease  time.Duration
-	endTTL time.Duration
-	now    func() time.Time
+	rdb     RoomClient
+	lookups *Coalescer // concurrent lookups share round trips
+	name    string
+	lease   time.Duration
+	endTTL  time.Duration
+	now     func() time.Time
 }
 
 // RoomClient is what the room needs of a Redis client (a *redis.Client or *redis.ClusterClient).
@@ -61,7 +62,7 @@ func NewRoom(rdb RoomClient, name string) *Room {
 	if name == "" {
 		name = DefaultRoomName
 	}
-	return &Room{rdb: rdb, name: name, lease: DefaultRoomLease, endTTL: DefaultRoomEndTTL, now: time.Now}
+	return &Room{rdb: rdb, lookups: NewCoalescer(rdb), name: name, lease: DefaultRoomLease, endTTL: DefaultRoomEndTTL, now: time.Now}
 }
 
 // WithLease returns a copy of the room whose takes last lease (tests shorten it).
@@ -231,15 +232,29 @@ func (r *Room) end(ctx context.Context, cartID, how string, end *shop.RoomEnd) (
 }
 
 // Lookup says what the room knows of a cart: in line (with its place), being started, ended
-// in the room, or nothing.
+// in the room, or nothing. It is one pipelined read, shared with the lookups of other carts
+// at the same moment (every POST and GET of a checkout looks its cart up).
 func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error) {
-	pipe := r.rdb.Pipeline()
-	rank := pipe.ZRank(ctx, r.key("line"), cartID)
-	lease := pipe.ZScore(ctx, r.key("leaving"), cartID)
-	entry := pipe.HGet(ctx, r.key("carts"), cartID)
-	ended := pipe.Get(ctx, r.endKey(cartID))
-	left := pipe.Exists(ctx, r.leftKey(cartID))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	var rank *redis.IntCmd
+	var lease *redis.FloatCmd
+	var entry, ended *redis.StringCmd
+	var left *redis.IntCmd
+	err := r.lookups.Do(ctx, func(pipe redis.Pipeliner) {
+		rank = pipe.ZRank(ctx, r.key("line"), cartID)
+		lease = pipe.ZScore(ctx, r.key("leaving"), cartID)
+		entry = pipe.HGet(ctx, r.key("carts"), cartID)
+		ended = pipe.Get(ctx, r.endKey(cartID))
+		left = pipe.Exists(ctx, r.leftKey(cartID))
+	})
+	if err == nil {
+		for _, cmd := range []redis.Cmder{rank, lease, entry, ended, left} {
+			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				break
+			}
+			err = nil
+		}
+	}
+	if err != nil {
 		return shop.RoomPlace{}, fmt.Errorf("look up cart %s in the waiting room: %w", cartID, err)
 	}
 	var p shop.RoomPlace

@@ -22,6 +22,25 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (shop.CheckoutR
 	return c, nil
 }
 
+// RecordedCheckouts reports which of ids Postgres has recorded as checkouts, in one query
+// however many they are: the sold-out gate asks it for the carts it refuses, many at a time
+// (api's recordedCheck).
+func (s *Store) RecordedCheckouts(ctx context.Context, ids []string) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT checkout_id FROM checkouts WHERE checkout_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read which of %d checkouts are recorded: %w", len(ids), err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read which of %d checkouts are recorded: %w", len(ids), err)
+	}
+	recorded := make(map[string]bool, len(found))
+	for _, id := range found {
+		recorded[id] = true
+	}
+	return recorded, nil
+}
+
 // queueReadCheckout queues the two reads of a checkout (its row, its items) into c. A
 // checkout Postgres does not know fails the batch with shop.ErrNotFound.
 func queueReadCheckout(b *pgx.Batch, checkoutID string, c *shop.CheckoutRecord) {

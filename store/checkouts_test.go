@@ -55,3 +55,25 @@ func TestARoomEndIsRecordedOnceAndNeverOverASaga(t *testing.T) {
 		t.Fatalf("end over a saga's record: %q %v, want %q", got, err, shop.RecordOpen)
 	}
 }
+
+// RecordedCheckouts names the recorded checkouts among the ids it is asked about, and only
+// those; an empty question is an empty answer.
+func TestRecordedCheckoutsNamesOnlyRecordedOnes(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	ctx := t.Context()
+	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
+	recorded := rec.CheckoutID
+	unknown := testenv.RandomID("c-")
+	got, err := s.RecordedCheckouts(ctx, []string{unknown, recorded, recorded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[recorded] {
+		t.Errorf("RecordedCheckouts(%s, %s) = %v, want only %s", unknown, recorded, got, recorded)
+	}
+	if got, err := s.RecordedCheckouts(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("RecordedCheckouts(nil) = %v, %v; want nothing", got, err)
+	}
+}

@@ -335,7 +335,8 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		TrustedProxies:               cfg.TrustedProxies,
 		CheckoutSecretKeys:           cfg.CheckoutSecretKeys,
 	}, api.Deps{
-		RateLimits: &api.RateLimits{Limiter: redis_rate.NewLimiter(d.rdb),
+		// The limiter's script calls of concurrent requests share round trips.
+		RateLimits: &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(d.rdb)),
 			PerAddress:          rateLimit(cfg.RatePerAddress, 2*cfg.RatePerAddress, time.Second),
 			CheckoutsPerAddress: rateLimit(cfg.CheckoutsPerAddress, cfg.CheckoutsPerAddress, time.Minute),
 			PerCustomer:         rateLimit(cfg.RatePerCustomer, cfg.RatePerCustomer, time.Minute)},

@@ -218,6 +218,9 @@ type APIOptions struct {
 	// and no Dispatch is one that died after it answered its 202s.
 	Room     *lua.Room
 	Dispatch bool
+	// RateLimits are the replica's limits per address and customer (nil: none, as the
+	// tests' replicas run; the binary always wires them).
+	RateLimits *api.RateLimits
 }
 
 // ServeAPIWith is ServeAPI with the replica's parts chosen by o.
@@ -255,6 +258,7 @@ func (p *Product) ServeAPIWith(cfg api.Config, tc client.Client, o APIOptions) (
 	if o.Room != nil {
 		deps.Room = o.Room
 	}
+	deps.RateLimits = o.RateLimits
 	srv := api.NewServer(cfg, deps)
 	if o.Room != nil && o.Dispatch {
 		ctx, stop := context.WithCancel(context.Background())
