@@ -65,8 +65,11 @@ func init() { redis.SetLogger(quietRedisLog{}) }
 // others (t.Parallel): the suite takes about as long as its longest test.
 func newStack(t *testing.T) *stack { return newStackOn(t, nil, withRoom) }
 
-// Whether a stack's API puts a crowd in its waiting room (every stack does now; the cluster
-// stack's API runs without it to keep the plain path under its faults too).
+// Whether a stack's API puts a crowd in its waiting room. The stacks whose Redis goes back in
+// time or loses everything (the stock and cluster stacks) run without it: with it, one CI run
+// of 2026-12-06 left a checkout open after "a PUT right after redis lost everything", not
+// yet explained (docs/design.md, the room's limits). The room's own rollback is tested in
+// e2e (TestEndsInTheRoomSurviveRedisGoingBackInTime).
 const (
 	withRoom    = false
 	withoutRoom = true
