@@ -2,10 +2,10 @@ package lua
 
 import (
 	"context"
-	"slices"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/internal/batch"
 )
 
 // Coalescer sends the Redis commands of concurrent callers together. One pipeline is in
@@ -19,11 +19,7 @@ import (
 // and the rate limiter's scripts through CoalescedScripts): a sold-out crowd, answered from
 // memory otherwise, paid a round trip each for them.
 type Coalescer struct {
-	rdb Pipeliner
-
-	mu      sync.Mutex
-	waiting []*coalescedCall // for the next pipeline, in order of arrival
-	running bool             // a pipeline is in flight, or about to be
+	calls *batch.Runner[func(redis.Pipeliner)]
 }
 
 // Pipeliner is what a Coalescer needs of a Redis client (a *redis.Client or a
@@ -36,18 +32,22 @@ type Pipeliner interface {
 // commands): a larger crowd takes more round trips, one after the other.
 const maxCoalescedCalls = 200
 
-// coalescedCall is one call's commands, queued by queue on the shared pipeline; done is
-// closed once that pipeline answered. gone (under Coalescer.mu) marks a call whose caller
-// stopped waiting before its pipeline left: it is left out.
-type coalescedCall struct {
-	ctx   context.Context
-	queue func(redis.Pipeliner)
-	done  chan struct{}
-	gone  bool
-}
-
 // NewCoalescer returns a Coalescer on rdb.
-func NewCoalescer(rdb Pipeliner) *Coalescer { return &Coalescer{rdb: rdb} }
+func NewCoalescer(rdb Pipeliner) *Coalescer {
+	return &Coalescer{calls: &batch.Runner[func(redis.Pipeliner)]{
+		Max: maxCoalescedCalls,
+		Send: func(ctx context.Context, queues []func(redis.Pipeliner)) {
+			pipe := rdb.Pipeline()
+			for _, queue := range queues {
+				queue(pipe)
+			}
+			_, _ = pipe.Exec(ctx) // each command carries its own error
+		},
+		// A pipeline cancelled mid-answer costs its connection, and the client's own
+		// timeouts bound it: it runs to its end even when all its callers have left.
+		FinishAbandoned: true,
+	}}
+}
 
 // Do queues the call's commands (queue adds them to the pipeline it is given, as with
 // redis.Pipeliner, and keeps the commands it gets back) and returns once Redis answered
@@ -55,71 +55,5 @@ func NewCoalescer(rdb Pipeliner) *Coalescer { return &Coalescer{rdb: rdb} }
 // queue runs on another goroutine. If ctx ends first, Do returns its error at once, and the
 // commands must not be read: a pipeline that already left may still be filling them.
 func (c *Coalescer) Do(ctx context.Context, queue func(redis.Pipeliner)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	call := &coalescedCall{ctx: ctx, queue: queue, done: make(chan struct{})}
-	c.mu.Lock()
-	c.waiting = append(c.waiting, call)
-	if !c.running {
-		c.running = true
-		go c.run()
-	}
-	c.mu.Unlock()
-	select {
-	case <-call.done:
-		return nil
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	call.gone = true
-	c.mu.Unlock()
-	return ctx.Err()
-}
-
-// run sends pipelines, one at a time, until no call waits.
-func (c *Coalescer) run() {
-	for {
-		calls := c.next()
-		if calls == nil {
-			return
-		}
-		// The pipeline belongs to no one call: it carries the first one's context values
-		// (a trace) without its deadline; the client's own timeouts bound it.
-		ctx := context.WithoutCancel(calls[0].ctx)
-		pipe := c.rdb.Pipeline()
-		for _, call := range calls {
-			call.queue(pipe)
-		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		for _, call := range calls {
-			close(call.done)
-		}
-	}
-}
-
-// next takes the calls still waiting (at most maxCoalescedCalls, first come first) for the
-// next pipeline; none when no call waits, and then run ends.
-func (c *Coalescer) next() []*coalescedCall {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var calls []*coalescedCall
-	n := 0
-	for _, call := range c.waiting {
-		if call.gone {
-			n++
-			continue
-		}
-		if len(calls) == maxCoalescedCalls {
-			break
-		}
-		calls = append(calls, call)
-		n++
-	}
-	c.waiting = slices.Delete(c.waiting, 0, n)
-	if len(calls) == 0 {
-		c.running = false
-		return nil
-	}
-	return calls
+	return c.calls.Do(ctx, queue)
 }

@@ -10,21 +10,30 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
 // heldRedis is a client whose pipelines wait, once their commands are queued, for the test
 // to let them through (a send on door lets one, closing it lets all), so the test decides
 // which calls meet in one pipeline. Each pipeline's length is sent on sent as it waits.
+// Its keys (key) are the test's own.
 type heldRedis struct {
 	rdb   *redis.Client
+	sku   string
 	door  chan struct{}
 	sent  chan int
 	execs atomic.Int64
 }
 
-func newHeldRedis(rdb *redis.Client) *heldRedis {
-	return &heldRedis{rdb: rdb, door: make(chan struct{}), sent: make(chan int, 100)}
+// newHeldCoalescer returns a Coalescer on a heldRedis of its own.
+func newHeldCoalescer(t *testing.T) (*Coalescer, *heldRedis) {
+	rdb := testClient(t)
+	h := &heldRedis{rdb: rdb, sku: testSKU(t, rdb), door: make(chan struct{}), sent: make(chan int, 100)}
+	return NewCoalescer(h), h
 }
+
+func (h *heldRedis) key(name string) string { return "coalesce:{" + h.sku + "}:" + name }
 
 func (h *heldRedis) Pipeline() redis.Pipeliner { return heldPipe{h.rdb.Pipeline(), h} }
 
@@ -40,39 +49,10 @@ func (p heldPipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
 	return p.Pipeliner.Exec(ctx)
 }
 
+// nextPipeline is the length of the next pipeline, once it waits at the door.
 func (h *heldRedis) nextPipeline(t *testing.T) int {
 	t.Helper()
-	select {
-	case n := <-h.sent:
-		return n
-	case <-time.After(5 * time.Second):
-		t.Fatal("no pipeline within 5 s")
-		return 0
-	}
-}
-
-// waiting is how many calls wait for the next pipeline.
-func (c *Coalescer) waitingCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.waiting)
-}
-
-func (c *Coalescer) isRunning() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.running
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 5 s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return testenv.Receive(t, "a pipeline", h.sent)
 }
 
 // incr is a call of two commands on key: INCR, then GET.
@@ -98,23 +78,15 @@ type incrAnswer struct {
 }
 
 func goIncr(ctx context.Context, c *Coalescer, key string) <-chan incrAnswer {
-	out := make(chan incrAnswer, 1)
-	go func() {
+	return testenv.Go(func() incrAnswer {
 		n, got, err := incr(ctx, c, key)
-		out <- incrAnswer{n, got, err}
-	}()
-	return out
+		return incrAnswer{n, got, err}
+	})
 }
 
 func answered(t *testing.T, ch <-chan incrAnswer) incrAnswer {
 	t.Helper()
-	select {
-	case a := <-ch:
-		return a
-	case <-time.After(10 * time.Second):
-		t.Fatal("no answer within 10 s")
-		return incrAnswer{}
-	}
+	return testenv.Receive(t, "an answer", ch)
 }
 
 // The calls that come while a pipeline is in flight go together in the next one, each with
@@ -122,23 +94,20 @@ func answered(t *testing.T, ch <-chan incrAnswer) incrAnswer {
 // its first.
 func TestCoalescerSendsTheCallsThatWaitedInOnePipeline(t *testing.T) {
 	t.Parallel()
-	rdb := testClient(t)
-	sku := testSKU(t, rdb)
-	held := newHeldRedis(rdb)
-	c := NewCoalescer(held)
+	c, held := newHeldCoalescer(t)
 	ctx := t.Context()
 
-	first := goIncr(ctx, c, "coalesce:{"+sku+"}:first")
+	first := goIncr(ctx, c, held.key("first"))
 	if n := held.nextPipeline(t); n != 2 {
 		t.Errorf("the first pipeline carries %d commands, want its call's 2", n)
 	}
 	const crowd = 50
-	shared := "coalesce:{" + sku + "}:shared"
+	shared := held.key("shared")
 	var answers []<-chan incrAnswer
 	for range crowd {
 		answers = append(answers, goIncr(ctx, c, shared))
 	}
-	waitFor(t, "the crowd waits", func() bool { return c.waitingCount() == crowd })
+	testenv.Eventually(t, "the crowd waits", func() bool { return c.calls.Waiting() == crowd })
 	close(held.door)
 	if a := answered(t, first); a.err != nil || a.n != 1 || a.got != "1" {
 		t.Errorf("first call: %+v, want 1 and \"1\"", a)
@@ -156,34 +125,6 @@ func TestCoalescerSendsTheCallsThatWaitedInOnePipeline(t *testing.T) {
 	}
 	if n := held.execs.Load(); n != 2 {
 		t.Errorf("%d pipelines for 1 + %d calls, want 2", n, crowd)
-	}
-}
-
-// No pipeline carries more than maxCoalescedCalls calls.
-func TestCoalescerSplitsALargeCrowd(t *testing.T) {
-	t.Parallel()
-	rdb := testClient(t)
-	sku := testSKU(t, rdb)
-	held := newHeldRedis(rdb)
-	c := NewCoalescer(held)
-	ctx := t.Context()
-	first := goIncr(ctx, c, "coalesce:{"+sku+"}:first")
-	held.nextPipeline(t)
-	crowd := maxCoalescedCalls + 7
-	var answers []<-chan incrAnswer
-	for range crowd {
-		answers = append(answers, goIncr(ctx, c, "coalesce:{"+sku+"}:crowd"))
-	}
-	waitFor(t, "the crowd waits", func() bool { return c.waitingCount() == crowd })
-	close(held.door)
-	answered(t, first)
-	for _, ch := range answers {
-		if a := answered(t, ch); a.err != nil {
-			t.Fatalf("a call of the crowd: %v", a.err)
-		}
-	}
-	if a, b := held.nextPipeline(t), held.nextPipeline(t); a != 2*maxCoalescedCalls || b != 2*7 {
-		t.Errorf("the crowd's pipelines carry %d and %d commands, want %d and %d", a, b, 2*maxCoalescedCalls, 2*7)
 	}
 }
 
@@ -208,54 +149,22 @@ func TestCoalescerWithRedisDownGivesEachCommandTheError(t *testing.T) {
 	}
 }
 
-// A call whose context has ended sends nothing; one that ends while it waits returns at
-// once and is left out of the next pipeline; one that ends while its pipeline is in flight
-// returns at once, and the other calls of that pipeline get their answers.
-func TestCoalescerAnswersACancelledCallAtOnce(t *testing.T) {
+// A pipeline runs to its end even when its callers have left: cancelling it mid-answer
+// would cost its connection.
+func TestCoalescerFinishesAPipelineItsCallersLeft(t *testing.T) {
 	t.Parallel()
-	rdb := testClient(t)
-	sku := testSKU(t, rdb)
-	held := newHeldRedis(rdb)
-	c := NewCoalescer(held)
-	ctx := t.Context()
-	key := func(s string) string { return "coalesce:{" + sku + "}:" + s }
-
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, _, err := incr(done, c, key("never")); !errors.Is(err, context.Canceled) {
-		t.Errorf("a call cancelled before: %v, want context.Canceled", err)
-	}
-	if c.isRunning() || held.execs.Load() != 0 {
-		t.Error("a cancelled call sent a pipeline")
-	}
-
-	blocker := goIncr(ctx, c, key("blocker"))
+	c, held := newHeldCoalescer(t)
+	key := held.key("left")
+	leaving, leave := context.WithCancel(t.Context())
+	gone := goIncr(leaving, c, key)
 	held.nextPipeline(t)
-	leaving, leave := context.WithCancel(ctx)
-	quitter, quit := context.WithCancel(ctx)
-	gone := goIncr(leaving, c, key("gone"))
-	stays := goIncr(ctx, c, key("stays"))
-	waitFor(t, "two calls wait", func() bool { return c.waitingCount() == 2 })
-	quitted := goIncr(quitter, c, key("quit"))
-	waitFor(t, "three calls wait", func() bool { return c.waitingCount() == 3 })
-	quit()
-	if a := answered(t, quitted); !errors.Is(a.err, context.Canceled) {
-		t.Errorf("cancelled while waiting: %v, want context.Canceled", a.err)
-	}
-	held.door <- struct{}{} // the blocker's pipeline
-	answered(t, blocker)
-	if n := held.nextPipeline(t); n != 4 {
-		t.Errorf("the next pipeline carries %d commands, want 4 (two calls, not the one that gave up)", n)
-	}
 	leave()
 	if a := answered(t, gone); !errors.Is(a.err, context.Canceled) {
 		t.Errorf("cancelled while its pipeline is in flight: %v, want context.Canceled", a.err)
 	}
-	held.door <- struct{}{}
-	if a := answered(t, stays); a.err != nil || a.n != 1 {
-		t.Errorf("the call beside a cancelled one: %+v, want 1", a)
-	}
-	if n, err := rdb.Exists(ctx, key("quit")).Result(); err != nil || n != 0 {
-		t.Errorf("the call that gave up before its pipeline left ran anyway (%d, %v)", n, err)
-	}
+	close(held.door)
+	testenv.Eventually(t, "the left pipeline's INCR ran", func() bool {
+		n, err := held.rdb.Exists(t.Context(), key).Result()
+		return err == nil && n == 1
+	})
 }

@@ -222,3 +222,37 @@ func FreePort(t testing.TB) string {
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port
 }
+
+// Eventually polls cond every millisecond until it holds, failing the test after 5 s: for
+// what another goroutine does soon, without a sleep guessing how soon.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 5 s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Go runs f on a goroutine of its own and returns where its result will arrive: a call a
+// test lets block while it does something else, and then receives with Receive.
+func Go[T any](f func() T) <-chan T {
+	out := make(chan T, 1)
+	go func() { out <- f() }()
+	return out
+}
+
+// Receive returns what ch sends, failing the test if nothing came within 10 s.
+func Receive[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not within 10 s: %s", what)
+		var zero T
+		return zero
+	}
+}
