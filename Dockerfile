@@ -3,7 +3,7 @@
 # The one `checkout` binary (api, worker, migrate, setup-temporal, dev) in a small image.
 # Built by docker-compose.yml; the subcommand is the container's command, e.g. `checkout api`.
 
-FROM golang:1.26 AS build
+FROM golang:1.27.3 AS build
 WORKDIR /src
 # Static binary: the runtime image has no libc.
 ENV CGO_ENABLED=0

@@ -2,6 +2,8 @@ module github.com/checkout-saga/checkout-saga
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/exaring/otelpgx v0.13.0

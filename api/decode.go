@@ -14,6 +14,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -79,9 +80,9 @@ func jsonProblem(err error) *Problem {
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return problem(http.StatusBadRequest, "invalid_json", "body must be a JSON object")
 	case errors.As(err, &typeErr):
-		detail := "must be " + jsonKind(typeErr.Type)
-		p := problem(http.StatusBadRequest, "invalid_json", typeErr.Field+": "+detail)
-		p.Errors = []FieldError{{Field: typeErr.Field, Detail: detail}}
+		detail, field := "must be "+jsonKind(typeErr.Type), fieldPath(typeErr.Field)
+		p := problem(http.StatusBadRequest, "invalid_json", field+": "+detail)
+		p.Errors = []FieldError{{Field: field, Detail: detail}}
 		return p
 	case errors.As(err, &syntaxErr):
 		return problem(http.StatusBadRequest, "invalid_json", fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset))
@@ -94,6 +95,24 @@ func jsonProblem(err error) *Problem {
 		return problem(http.StatusBadRequest, "invalid_json", "request body is empty")
 	}
 	return problem(http.StatusBadRequest, "invalid_json", "malformed JSON")
+}
+
+// fieldPath writes the decoder's path to a field the way the API's other problems do:
+// Go 1.27's decoder names an element's index as a segment ("items.0.quantity"), which
+// becomes "items[0].quantity"; Go 1.26's names none ("items.quantity").
+func fieldPath(path string) string {
+	var b strings.Builder
+	for i, seg := range strings.Split(path, ".") {
+		switch _, err := strconv.Atoi(seg); {
+		case err == nil && i > 0:
+			b.WriteString("[" + seg + "]")
+		case i > 0:
+			b.WriteString("." + seg)
+		default:
+			b.WriteString(seg)
+		}
+	}
+	return b.String()
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.

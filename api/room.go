@@ -174,7 +174,9 @@ func (s *Server) recordRoomEnd(ctx context.Context, end *shop.RoomEnd) error {
 	rec := shop.CheckoutRecord{CheckoutID: end.Entry.CartID, CustomerID: end.Entry.CustomerID,
 		Status: string(end.Status), Reason: roomEndReason(end.Status)}
 	for _, it := range end.Entry.Items {
-		p := products[it.SKU] // an SKU gone from the catalog is priced 0: the cart bought nothing
+		// Every SKU is in the catalog: a cart enters the room only after the catalog knew its
+		// SKUs, and SKUs are never deleted (checkout_items' foreign key would refuse the end).
+		p := products[it.SKU]
 		rec.Currency = cmp.Or(rec.Currency, p.Currency)
 		rec.AmountCents += p.PriceCents * it.Quantity
 		rec.Items = append(rec.Items, shop.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPriceCents: p.PriceCents})

@@ -2,6 +2,8 @@ module github.com/checkout-saga/checkout-saga/bench
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/checkout-saga/checkout-saga v0.0.0
 	github.com/go-redis/redis_rate/v10 v10.0.1

@@ -80,14 +80,15 @@ func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ 
 	}
 	s.closers = append(s.closers, s.tc.Close)
 
-	// The product's defaults: redis.ParseURL and pgxpool.New, as cmd/checkout opens them.
+	// The product's defaults, as cmd/checkout opens them: redis.ParseURL, and store.NewPool
+	// (store.DefaultPoolMaxConns connections; pgxpool.New's own default is 4 on 2 cores).
 	opts, err := redis.ParseURL(e.redisURL)
 	if err != nil {
 		return nil, err
 	}
 	s.rdb = redis.NewClient(opts)
 	s.closers = append(s.closers, func() { _ = s.rdb.Close() })
-	s.pool, err = pgxpool.New(ctx, e.dbURL)
+	s.pool, err = store.NewPool(ctx, e.dbURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)
 	}

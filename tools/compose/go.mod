@@ -2,6 +2,8 @@ module github.com/checkout-saga/checkout-saga/tools/compose
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	go.yaml.in/yaml/v3 v3.0.6

@@ -9,6 +9,8 @@ module github.com/checkout-saga/checkout-saga/tools/vulncheck
 
 go 1.26.0
 
+toolchain go1.27.3
+
 require (
 	golang.org/x/vuln v1.9.0
 	golang.org/x/vulndb v0.0.0-20261105234957-e22db6528018
