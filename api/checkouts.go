@@ -256,7 +256,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 	place, roomErr := s.lookupRoom(ctx, id)
 	if place.InRoom() || place.Left {
 		// A waiting cart: ?wait waits for it to leave the room, not for its end.
-		place = s.awaitRoom(ctx, id, place, wait)
+		place, roomErr = s.awaitRoom(ctx, id, place, wait)
 		if answered, err := s.answerRoomGet(c, place); answered {
 			return err
 		}

@@ -25,10 +25,10 @@ func (s *Server) gate(ctx context.Context, req CheckoutRequest) (p *Problem, ret
 	if p == nil {
 		p, retry = s.soldOut(ctx, req)
 	}
-	if p == nil || s.recorded == nil {
+	if p == nil {
 		return p, retry
 	}
-	if recorded, err := s.recorded.recorded(ctx, req.CartID); err == nil && recorded {
+	if s.recordedCart(ctx, req.CartID) {
 		return nil, true
 	}
 	return p, false

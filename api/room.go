@@ -67,7 +67,8 @@ type QueuedLinks struct {
 // passes it returns the place to release once the saga's reservation is answered; otherwise
 // answered is true and err is the answer's error, if any (202, 409 or 503 sent). Without a
 // room, when Redis cannot answer, or for a retry of a cart known to have a saga (which
-// answers it, see gate), the request waits for a place as before the room.
+// answers it, see gate; a cart the room would refuse is asked about in Postgres too), the
+// request waits for a place as before the room.
 func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry, retry bool) (release func(), answered bool, err error) {
 	ctx := c.Request().Context()
 	var a shop.RoomAnswer
@@ -77,6 +78,16 @@ func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry, retry bool) (releas
 		if err != nil {
 			s.Logger.Warn("waiting room unreachable; admitting as without it", "checkout_id", e.CartID, "error", err)
 			a.Outcome = shop.RoomPass
+		}
+		if (a.Outcome == shop.RoomShort || a.Outcome == shop.RoomBusy) && s.recordedCart(ctx, e.CartID) {
+			// The room refuses new carts (it wrote nothing). This one Postgres recorded: a
+			// retry whose Redis markers are gone (the gate let it through, as its units
+			// looked free), whose saga answers, whatever units the line speaks for.
+			if release != nil {
+				release()
+				release = nil
+			}
+			retry = true
 		}
 	}
 	if a.Outcome == shop.RoomPass && release != nil {
@@ -106,6 +117,16 @@ func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry, retry bool) (releas
 		p.retryAfter = 5
 		return nil, true, p
 	}
+}
+
+// recordedCart reports whether Postgres recorded the cart (so it has, or had, a saga); false
+// when it cannot tell, which keeps a refusal.
+func (s *Server) recordedCart(ctx context.Context, cartID string) bool {
+	if s.recorded == nil {
+		return false
+	}
+	recorded, err := s.recorded.recorded(ctx, cartID)
+	return err == nil && recorded
 }
 
 // answerRoom answers a POST of a cart the room knows: still waiting (202 with its place, if
@@ -260,18 +281,24 @@ func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, 
 const roomPoll = 50 * time.Millisecond
 
 // awaitRoom waits up to d for the cart to leave the line (its saga started, or its end in
-// the room), and returns what the room then knows.
-func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPlace, d time.Duration) shop.RoomPlace {
+// the room), and returns what the room then knows. If Redis stops answering meanwhile, it
+// returns what the room said last, with the error: a GET must not take a cart it could not
+// look up for one that does not exist.
+func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPlace, d time.Duration) (shop.RoomPlace, error) {
 	deadline := time.Now().Add(d)
 	for (place.Queued || place.Leaving) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return place
+			return place, nil
 		case <-time.After(roomPoll):
 		}
-		place = s.roomPlace(ctx, cartID)
+		next, err := s.lookupRoom(ctx, cartID)
+		if err != nil {
+			return place, err
+		}
+		place = next
 	}
-	return place
+	return place, nil
 }
 
 // answerRoomGet answers a GET of a cart the room knows, once it waited; false when the cart
@@ -347,6 +374,10 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// roomPutBackTimeout bounds the put-back of a cart whose start failed; if it cannot be put
+// back, its lease brings it back.
+const roomPutBackTimeout = 5 * time.Second
+
 // startFromRoom starts the saga of a cart taken from the line; it reports false when the
 // cart went back in line because its saga could not start now.
 func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
@@ -355,6 +386,9 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 	log := s.Logger.With("checkout_id", e.CartID)
 	back := func(why string, err error) bool {
 		log.Warn("waiting room: cart back in line", "why", why, "error", err)
+		// Its own time: a start that timed out has used up ctx.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), roomPutBackTimeout)
+		defer cancel()
 		if err := s.Room.Retry(ctx, e.CartID); err != nil {
 			log.Warn("waiting room: put back", "error", err) // its lease brings it back
 		}

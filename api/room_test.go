@@ -186,11 +186,11 @@ func TestCancellingAWaitingCartFreesItsUnitsForTheNextInLine(t *testing.T) {
 // A retried POST of a cart known to have a saga goes to that saga, which answers its
 // recorded end, even when carts wait in the room: the room is for new carts, and a retry
 // queued behind them, or refused for units it held, would answer something else. The cart
-// is known by Postgres (Redis forgot it, and its SKU is sold out) or by Redis (it started,
-// and the carts ahead speak for the last unit).
+// is known by Postgres (Redis forgot it, and its SKU is sold out, or has a unit free that the
+// carts ahead speak for) or by Redis (it started, and the carts ahead speak for the last unit).
 func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
-	for _, redisForgot := range []bool{true, false} {
-		t.Run(fmt.Sprintf("redis forgot the cart: %v", redisForgot), func(t *testing.T) {
+	for _, redisKnows := range []string{"nothing, sold out", "nothing, a unit the line speaks for", "the cart started"} {
+		t.Run("redis knows "+redisKnows, func(t *testing.T) {
 			tc := mocks.NewClient(t)
 			h := newRoomHarness(t, 1, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
 			ctx := t.Context()
@@ -203,12 +203,15 @@ func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
 			if err := db.RecordOutcome(ctx, store.Outcome{CheckoutID: cart, Status: string(shop.StatusConfirmed)}); err != nil {
 				t.Fatal(err)
 			}
-			if redisForgot { // and the drop sold out
+			switch redisKnows {
+			case "nothing, sold out":
 				if _, err := h.inv.Set(ctx, shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := h.stock.MarkStarted(ctx, cart); err != nil {
-				t.Fatal(err)
+			case "the cart started":
+				if err := h.stock.MarkStarted(ctx, cart); err != nil {
+					t.Fatal(err)
+				}
 			}
 			h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
 			// Temporal has forgotten the saga (retention): the start says so, and the API
@@ -234,4 +237,30 @@ func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A cart whose saga could not start in time (Temporal did not answer within the request's
+// timeout) is put back for the next take at once: the put-back has its own time, not what is
+// left of the start's, which the timeout used up. Without it the cart waits out its lease
+// (30 s) marked as being started, and its buyer with it.
+func TestACartWhoseStartTimedOutIsTakenAgainAtOnce(t *testing.T) {
+	tc := mocks.NewClient(t)
+	h := newRoomHarness(t, 5, 1, 100, func(cfg *api.Config, d *api.Deps) {
+		cfg.RequestTimeout = 300 * time.Millisecond
+		d.Temporal = tc
+	})
+	timedOut := make(chan struct{}, 10)
+	tc.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil).Maybe()
+	tc.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		<-args.Get(0).(context.Context).Done()
+		timedOut <- struct{}{}
+	}).Return(nil, context.DeadlineExceeded).Maybe()
+
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.srv.RunWaitingRoom(ctx); close(done) }()
+	defer func() { stop(); <-done }()
+	testenv.Receive(t, "the blocker's first start timing out", timedOut)
+	// The dispatcher waits a second before the next take; the lease would take 30.
+	testenv.Receive(t, "the blocker's second start, well before its lease ran out", timedOut)
 }
