@@ -15,6 +15,7 @@ import (
 	"time"
 
 	enums "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/checkout-saga/checkout-saga/api"
@@ -363,8 +364,24 @@ func (sl *sale) play(t *testing.T, trigger int, fault func()) {
 		if c.final != shop.StatusOutOfStock {
 			continue
 		}
-		desc, err := sl.s.tc.DescribeWorkflowExecution(context.Background(), shop.WorkflowID(c.id), "")
-		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		var running bool
+		if err := waitFor(clientDeadline, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			desc, err := sl.s.tc.DescribeWorkflowExecution(ctx, shop.WorkflowID(c.id), "")
+			var notFound *serviceerror.NotFound
+			switch {
+			case errors.As(err, &notFound):
+				return nil
+			case err != nil: // Temporal busy or cut: ask again, never take it for "no saga"
+				return err
+			}
+			running = desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+			return nil
+		}); err != nil {
+			t.Errorf("is the saga of refused cart %s running? %v", c.id, err)
+		}
+		if !running {
 			continue
 		}
 		orphans = append(orphans, c)
