@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/mocks"
@@ -263,4 +264,31 @@ func TestACartWhoseStartTimedOutIsTakenAgainAtOnce(t *testing.T) {
 	testenv.Receive(t, "the blocker's first start timing out", timedOut)
 	// The dispatcher waits a second before the next take; the lease would take 30.
 	testenv.Receive(t, "the blocker's second start, well before its lease ran out", timedOut)
+}
+
+// A GET that waits for a cart in the room while Redis stops answering answers with what the
+// room said last (the cart waits), not with the 404 of a cart that does not exist, which
+// would send its buyer to POST it again as new.
+func TestAWaitingGetThatLosesRedisKeepsTheCartsPlace(t *testing.T) {
+	rdb := redis.NewClient(testenv.Redis(t).Options()) // the room's own client, closed mid-wait
+	room := lua.NewRoom(rdb, testenv.RandomID("room"))
+	t.Cleanup(func() { deleteRoom(t, room) })
+	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
+		cfg.MaxStartingCheckouts = 1
+		cfg.WaitingRoomSize = 100
+		deps.Room = room
+	}), room: room}
+	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")
+	blocker := shop.RoomEntry{CartID: "blocker", CustomerID: "u-0", Items: []shop.CartLine{{SKU: h.sku, Quantity: 1}},
+		TimeoutSeconds: 900, IdempotencyKey: "blocker", RequestHash: "h"}
+	if a, err := room.Enter(t.Context(), blocker, false, 100, 0); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("the blocker enters the room: %+v %v", a, err)
+	}
+	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+
+	time.AfterFunc(300*time.Millisecond, func() { _ = rdb.Close() })
+	rec := h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=2", header: withSecret(v.CheckoutSecret)})
+	if got := queued(t, rec, http.StatusOK); got.Status != "queued" {
+		t.Fatalf("GET while Redis went away: %+v, want the cart still queued", got)
+	}
 }
