@@ -15,8 +15,8 @@ STRIPE_MOCK := .tools/stripe-mock
 # Go: the modules name their toolchain (`toolchain go1.27.3` in go.mod), whose standard library
 # fixes the twelve vulnerabilities make vulncheck finds in Go 1.26.8's net/http, crypto/tls and
 # crypto/x509. Debian's and the official images' Go set GOTOOLCHAIN=local, which ignores that
-# line; auto lets the go command fetch the named toolchain from the module proxy once (about
-# 70 MB, checked against the checksum database) and use it for every build and test here.
+# line; auto lets the go command fetch the named toolchain from the module proxy once (a 76 MB
+# zip, checked against the checksum database) and use it for every build and test here.
 export GOTOOLCHAIN := auto
 # The scale profile: the full Temporal server on the local Postgres, its SQL schema
 # tool and the Web UI server, pinned in tools/temporal-server/go.mod (server 1.30.8, newer than

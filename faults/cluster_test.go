@@ -24,7 +24,7 @@ import (
 func TestSalesOnARedisCluster(t *testing.T) {
 	t.Parallel() // its own cluster and stack (newStackOn)
 	rdb := testenv.RedisClusterWithReplicas(t, 3, 1)
-	s := newStackOn(t, rdb, withRoom)
+	s := newStackOn(t, rdb)
 
 	// Each fault runs while a sale is on and returns what it did, for the report. A fault
 	// that sends Redis back in time also brings back holds whose release it lost: a checkout

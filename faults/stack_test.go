@@ -63,20 +63,12 @@ func init() { redis.SetLogger(quietRedisLog{}) }
 // newStack starts a stack of the test's own: its own Redis, Postgres cluster, Temporal server,
 // worker process and API. The suite's tests share nothing, so each runs in parallel with the
 // others (t.Parallel): the suite takes about as long as its longest test.
-func newStack(t *testing.T) *stack { return newStackOn(t, nil, withRoom) }
-
-// Whether a stack's API puts a crowd in its waiting room (checkouttest's NoWaitingRoom). Every
-// stack of the suite runs with it, as the product does.
-type roomMode bool
-
-const (
-	withRoom    roomMode = true
-	withoutRoom roomMode = false
-)
+// Every stack's API puts a crowd in its waiting room, as the product does.
+func newStack(t *testing.T) *stack { return newStackOn(t, nil) }
 
 // newStackOn is newStack on a Redis Cluster instead of the suite's own Redis (nil: that one);
 // s.redis is then nil.
-func newStackOn(t *testing.T, cluster *redis.ClusterClient, room roomMode) *stack {
+func newStackOn(t *testing.T, cluster *redis.ClusterClient) *stack {
 	started := time.Now()
 	dir := t.TempDir()
 	keep := os.Getenv("FAULTS_KEEP") // debugging: keep logs and db files
@@ -165,7 +157,7 @@ func newStackOn(t *testing.T, cluster *redis.ClusterClient, room roomMode) *stac
 	}
 	t.Cleanup(apiClient.Close)
 	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: apiClient, Pool: s.pool, Redis: s.rdb}, checkouttest.Options{
-		NoWorker: true, Logger: logger, NoWaitingRoom: room == withoutRoom,
+		NoWorker: true, Logger: logger,
 		API: api.Config{
 			AdminToken: adminToken, StripeWebhookSecrets: []string{webhookSecret}, RequestTimeout: requestTimeout,
 		},

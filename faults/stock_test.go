@@ -26,7 +26,7 @@ import (
 // on_hand at rest, no hold left by an ended checkout).
 func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 	t.Parallel() // its own stack (newStack)
-	s := newStackOn(t, nil, withRoom)
+	s := newStack(t)
 
 	t.Run("redis rolled back to a snapshot mid-sale", func(t *testing.T) {
 		sl := newSale(s, saleCarts, saleUnits)
