@@ -40,7 +40,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 	}
 	c.Set(ctxCheckoutID, req.CartID)
 	c.Set(ctxWorkflowID, shop.WorkflowID(req.CartID))
-	if err := s.limitCheckouts(c, req.CustomerID); err != nil {
+	if err := s.limitCustomer(c, req.CustomerID); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

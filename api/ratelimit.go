@@ -11,12 +11,18 @@ import (
 )
 
 // RateLimits are the limits a script meets before it costs anything: requests per client
-// address on the buyer's routes (create, read, cancel), and checkouts per customer. They
-// are counted in Redis (GCRA, go-redis/redis_rate), so every API replica shares them. A zero
+// address on the buyer's routes, checkouts per address, and checkouts per customer. They are
+// counted in Redis (GCRA, go-redis/redis_rate), so every API replica shares them. A zero
 // Limit is off.
+//
+// Each request pays one count per dimension it is limited on: a read or a cancel counts
+// against its address's requests, a new checkout against its address's checkouts (before
+// its body is read) and its customer's. Every count is a script run in Redis, which a
+// sold-out crowd pays on every refused POST.
 type RateLimits struct {
 	Limiter *redis_rate.Limiter
-	// PerAddress: every buyer request (create, read, cancel) of one client address.
+	// PerAddress: the reads and cancels of one client address, and its checkouts too when
+	// CheckoutsPerAddress is off.
 	PerAddress redis_rate.Limit
 	// CheckoutsPerAddress: checkouts one client address starts, whatever customer ids it
 	// sends: what bounds a script that invents customers.
@@ -26,9 +32,10 @@ type RateLimits struct {
 }
 
 // limitAddress answers 429 with Retry-After once the caller's address has used its share of
-// requests, before the body is read or any store is asked. The address is the connection's
-// peer unless Config.TrustedProxies names the proxies whose X-Forwarded-For is believed (see
-// NewServer), so a client cannot pick a fresh address per request.
+// reads and cancels, before the checkout secret is checked or any store is asked. The
+// address is the connection's peer unless Config.TrustedProxies names the proxies whose
+// X-Forwarded-For is believed (see NewServer), so a client cannot pick a fresh address per
+// request.
 func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.RateLimits == nil {
@@ -41,15 +48,33 @@ func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limitCheckouts answers 429 once the caller's address, or the customer, has started its
-// share of checkouts: one script inventing customer ids is bounded by its address, one
-// customer spread over many addresses by its id.
-func (s *Server) limitCheckouts(c echo.Context, customerID string) error {
+// limitAddressCheckouts answers 429 once the caller's address has started its share of
+// checkouts, before the body is read: one script inventing customer ids is bounded by its
+// address, and refused for the price of one count. A new checkout counts against the
+// address's checkouts, a tighter budget than its requests (10 a minute against 20 a second by
+// default), and not against both: each count is a script run in Redis. With
+// CheckoutsPerAddress off, a checkout counts as one of the address's requests.
+func (s *Server) limitAddressCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.RateLimits == nil {
+			return next(c)
+		}
+		key, limit, what := "checkouts-addr:"+c.RealIP(), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"
+		if limit.IsZero() {
+			key, limit, what = "addr:"+c.RealIP(), s.RateLimits.PerAddress, "requests from your address"
+		}
+		if err := s.allow(c, key, limit, what); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// limitCustomer answers 429 once the customer has started its share of checkouts, from
+// whatever addresses.
+func (s *Server) limitCustomer(c echo.Context, customerID string) error {
 	if s.RateLimits == nil {
 		return nil
-	}
-	if err := s.allow(c, "checkouts-addr:"+c.RealIP(), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
-		return err
 	}
 	return s.allow(c, "checkouts-customer:"+customerID, s.RateLimits.PerCustomer, "checkouts for this customer")
 }

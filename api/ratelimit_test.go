@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -64,6 +65,39 @@ func TestInventedCustomersFromOneAddressGetItsShareOnly(t *testing.T) {
 	}
 	if rec := h.postFrom(t, "203.0.113.7", "u-"+run, "c-other-"+run); rec.Code != http.StatusUnprocessableEntity {
 		t.Errorf("another address: %d, want its own share", rec.Code)
+	}
+}
+
+// A checkout counts against its address before its body is read, on the checkouts per
+// address, or on the address's requests when that limit is off: a script past its share is
+// refused for the price of one count, whatever it sends. Each address here sends bodies that
+// are not JSON, answered 400 while its share lasts and 429 after.
+func TestACheckoutPastItsAddressShareIsRefusedBeforeItsBodyIsRead(t *testing.T) {
+	three := redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}
+	for _, tc := range []struct {
+		name   string
+		limits api.RateLimits
+	}{
+		{"checkouts per address", api.RateLimits{CheckoutsPerAddress: three}},
+		{"requests per address, checkouts per address off", api.RateLimits{PerAddress: three}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := limitedHarness(t, tc.limits)
+			// An address of its own, so no earlier run's count is left on it.
+			addr := fmt.Sprintf("10.%d.%d.%d:40000", rand.N(256), rand.N(256), rand.N(254)+1)
+			answers := map[int]int{}
+			for range 8 {
+				req := httptest.NewRequest(http.MethodPost, "/v1/checkouts", body(`{"cart_id": not json`))
+				req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+				req.RemoteAddr = addr
+				rec := httptest.NewRecorder()
+				h.e.ServeHTTP(rec, req)
+				answers[rec.Code]++
+			}
+			if answers[http.StatusBadRequest] != 3 || answers[http.StatusTooManyRequests] != 5 {
+				t.Errorf("8 bad bodies from one address with 3 checkouts to spend: %v; want 3 x 400 and 5 x 429", answers)
+			}
+		})
 	}
 }
 

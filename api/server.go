@@ -269,8 +269,8 @@ func NewServer(cfg Config, deps Deps) *Server {
 	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
 	// Every body but a webhook's is JSON (requireJSON); a webhook's is verified as the raw
 	// bytes its sender signed, whatever it is labelled. The buyer's routes count against the
-	// caller's address first (limitAddress), before anything else costs.
-	v1.POST("/checkouts", s.startCheckout, s.limitAddress, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, s.requireIdentity, requireJSON)
+	// caller's address first (limitAddressCheckouts, limitAddress), before anything else costs.
+	v1.POST("/checkouts", s.startCheckout, s.limitAddressCheckouts, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, s.requireIdentity, requireJSON)
 	v1.GET("/checkouts/:cart_id", s.getCheckout, s.limitAddress, s.requireClient)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient, requireJSON)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))

@@ -304,7 +304,7 @@ func (g gateResult) limitedRate() float64 { return g.limited.rate() }
 // second with a burst of twice the rate, checkouts per address and per customer a minute),
 // each at the configuration's highest value (1,000,000): every gate request comes from one
 // address and one customer, and none may be refused, so the limiter costs its Redis calls and
-// changes no answer.
+// changes no answer. A POST counts on two of them: checkouts per address and per customer.
 func gateLimits(rdb *redis.Client) *api.RateLimits {
 	const n = 1_000_000
 	return &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(rdb)), // as cmd/checkout wires it

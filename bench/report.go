@@ -63,8 +63,8 @@ func gateTargets(g gateResult) []target {
 	per := func(d time.Duration, cell holdCell) time.Duration { return d / time.Duration(max(cell.ops, 1)) }
 	offAll, onAll := per(g.soldOutCPU.total(), g.soldOut), per(g.limitedCPU.total(), g.limited)
 	t := rateTarget("Sold-out path with the limiter on >= 0.9 x with it off (same run)", g.limitedRate(), g.soldOutRate(), "req/s", 0.9,
-		fmt.Sprintf("with the limiter on, a POST also runs go-redis/redis_rate's GCRA script three times (requests per address, "+
-			"before the body is read; checkouts per address and per customer, after), as many EVALSHAs, which share pipelines "+
+		fmt.Sprintf("with the limiter on, a POST also runs go-redis/redis_rate's GCRA script twice (checkouts per address, "+
+			"before the body is read; checkouts per customer, after), as many EVALSHAs, which share pipelines "+
 			"with the other requests' (lua.CoalescedScripts). They cost %s of Redis and %s of this process per 409 above the "+
 			"limiter-off path's %s of every process (the CPU rows): on 2 cores, where this path is CPU-bound, that extra CPU "+
 			"is what the rate loses (%s per 409 in all, against %s).",
@@ -421,8 +421,8 @@ func (r results) markdown(o options, charts []chart) string {
 	w("5. **Sold-out gate.** On a SKU stocked with 0 units, %d goroutines POST new carts for it for %s; the\n", r.gate.concurrency, r.sizes.gateDuration)
 	w("   same client POSTs the same body to a bare Echo handler that answers a small JSON, for the same time. The carts go to\n")
 	w("   two more API replicas of the product (the sold-out flag, a waiting room they share), alike but for the rate\n")
-	w("   limiter: one without limits, one with the product's three limits (per address, checkouts per address, per\n")
-	w("   customer) at 1,000,000 each, which refuse nothing. The three are measured in turns (bare, off, on, on, off, bare,\n")
+	w("   limiter: one without limits, one with the product's limits (per address, checkouts per address, per customer;\n")
+	w("   a POST counts on the last two) at 1,000,000 each, which refuse nothing. The three are measured in turns (bare, off, on, on, off, bare,\n")
 	w("   ...), %d of %s each.\n\n", gateTurns, r.sizes.gateDuration/gateTurns)
 
 	w("## Run it yourself\n\n")

@@ -28,8 +28,8 @@ const (
 // for a buyer with a few tabs, far too few to hold a sale's stock from one account.
 const DefaultMaxOpenPerCustomer = 5
 
-// DefaultRatePerAddress is how many buyer requests a second one client address may send (in
-// bursts of twice that): a buyer sends a few, a page polling with ?wait one every few
+// DefaultRatePerAddress is how many buyer reads and cancels a second one client address may
+// send (in bursts of twice that): a buyer sends a few, a page polling with ?wait one every few
 // seconds. DefaultCheckoutsPerAddress is how many checkouts a minute one address may start,
 // whatever customer ids it sends: a household or an office; a shop whose buyers share one
 // address (a carrier's NAT, a kiosk) raises it, or calls server to server. DefaultRatePerCustomer
@@ -54,7 +54,8 @@ type config struct {
 	TemporalGzip bool
 	// TemporalSecurity: TLS, mTLS and an API key for a secured Temporal (temporaltls.go).
 	TemporalSecurity temporalSecurity
-	// RatePerAddress: RATE_LIMIT_PER_ADDRESS, buyer requests a second per client address;
+	// RatePerAddress: RATE_LIMIT_PER_ADDRESS, buyer reads and cancels a second per client
+	// address (and its checkouts when RATE_LIMIT_CHECKOUTS_PER_ADDRESS is 0);
 	// CheckoutsPerAddress: RATE_LIMIT_CHECKOUTS_PER_ADDRESS, checkouts a minute per address;
 	// RatePerCustomer: RATE_LIMIT_PER_CUSTOMER, checkouts a minute per customer. 0 turns one
 	// off. TrustedProxies: TRUSTED_PROXIES, the load balancers' CIDRs whose X-Forwarded-For
