@@ -277,20 +277,16 @@ func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, 
 	return err
 }
 
-// roomPoll is how often a GET that waits for a cart to leave the room looks again.
-const roomPoll = 50 * time.Millisecond
-
 // awaitRoom waits up to d for the cart to leave the line (its saga started, or its end in
-// the room), and returns what the room then knows. If Redis stops answering meanwhile, it
-// returns what the room said last, with the error: a GET must not take a cart it could not
-// look up for one that does not exist.
+// the room), and returns what the room then knows. It looks the cart up again only when the
+// cart may have moved (untilRoomMoves). If Redis stops answering meanwhile, it returns what
+// the room said last, with the error: a GET must not take a cart it could not look up for
+// one that does not exist.
 func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPlace, d time.Duration) (shop.RoomPlace, error) {
 	deadline := time.Now().Add(d)
 	for (place.Queued || place.Leaving) && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
+		if !s.roomCount.untilMoved(ctx, place, deadline) {
 			return place, nil
-		case <-time.After(roomPoll):
 		}
 		next, err := s.lookupRoom(ctx, cartID)
 		if err != nil {
@@ -334,7 +330,7 @@ func (s *Server) RunWaitingRoom(ctx context.Context) {
 	if s.Room == nil {
 		return
 	}
-	go s.roomRate.measure(ctx, s.Room.Served)
+	go s.roomCount.follow(ctx, s.Room.Served)
 	var starts sync.WaitGroup
 	defer starts.Wait()
 	for ctx.Err() == nil {
@@ -457,44 +453,6 @@ func (s *Server) sagaMayExist(ctx context.Context, cartID string) bool {
 	return !isNotFound(err)
 }
 
-// roomRate is the rate carts leave the room, across every replica, measured from the room's
-// count of carts taken: an exponentially weighted average over about ten seconds.
-type roomRate struct {
-	mu      sync.Mutex
-	perSec  float64
-	last    int64
-	started bool
-}
-
-// measure samples served every second until ctx ends.
-func (r *roomRate) measure(ctx context.Context, served func(context.Context) (int64, error)) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		n, err := served(ctx)
-		if err != nil {
-			continue
-		}
-		r.mu.Lock()
-		if r.started {
-			r.perSec = 0.8*r.perSec + 0.2*float64(n-r.last)
-		}
-		r.last, r.started = n, true
-		r.mu.Unlock()
-	}
-}
-
-func (r *roomRate) get() float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.perSec
-}
-
 // estimateWait is how long a cart at position should wait: its place over the rate carts
 // leave the room. Before any rate is measured (the first second of a sale) it is the
 // admission bound's own pace: the bound's places, each freed in about the target latency.
@@ -502,7 +460,7 @@ func (s *Server) estimateWait(position int64) int64 {
 	if position <= 0 {
 		return 0
 	}
-	rate := s.roomRate.get()
+	rate := s.roomCount.rate()
 	if rate < 1 {
 		limit, _ := s.admission.current()
 		rate = float64(max(limit, 1)) / s.cfg.AdmissionTarget.Seconds()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +292,37 @@ func TestAWaitingGetThatLosesRedisKeepsTheCartsPlace(t *testing.T) {
 	rec := h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=5", header: withSecret(v.CheckoutSecret)})
 	if got := queued(t, rec, http.StatusOK); got.Status != "queued" {
 		t.Fatalf("GET while Redis went away: %+v, want the cart still queued", got)
+	}
+}
+
+// countedRoom is the room, with a count of the lookups asked of it.
+type countedRoom struct {
+	*lua.Room
+	lookups atomic.Int64
+}
+
+func (r *countedRoom) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error) {
+	r.lookups.Add(1)
+	return r.Room.Lookup(ctx, cartID)
+}
+
+// A GET that waits for a cart far back in line looks it up when the cart may have moved,
+// not every 50 ms: a crowd of waiting buyers would otherwise cost Redis a lookup (five
+// reads) per buyer twenty times a second. Here nothing is taken from the line (no
+// dispatcher), so the GET looks at most once a second.
+func TestAWaitingGetLooksItsCartUpOnlyWhenItMayHaveMoved(t *testing.T) {
+	var room *countedRoom
+	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, deps *api.Deps) {
+		room = &countedRoom{Room: deps.Room.(*lua.Room)}
+		deps.Room = room
+	})
+	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	before := room.lookups.Load()
+	rec := h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=3", header: withSecret(v.CheckoutSecret)})
+	if got := queued(t, rec, http.StatusOK); got.Position != 2 {
+		t.Fatalf("GET = %+v, want place 2", got)
+	}
+	if n := room.lookups.Load() - before; n > 6 {
+		t.Errorf("a GET waiting 3 s for a cart that did not move looked it up %d times, want at most 6 (about once a second)", n)
 	}
 }

@@ -177,7 +177,7 @@ type Server struct {
 	secrets   checkoutSecrets
 	e         *echo.Echo
 	roomBell  chan struct{} // rung when this replica puts a cart in the room
-	roomRate  roomRate      // carts leaving the room per second, measured
+	roomCount *roomCount    // carts taken from the room: their rate, and word of each move
 	// readyCache answers /readyz from one round of checks a second (ops.go)
 	readyCache readyCache
 }
@@ -233,7 +233,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, Deps: deps, admission: newLimiter(cfg.MaxStartingCheckouts, cfg.AdmissionTarget),
 		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys),
-		roomBell: make(chan struct{}, 1)}
+		roomBell: make(chan struct{}, 1), roomCount: newRoomCount()}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
 	}

@@ -1,0 +1,133 @@
+package api
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+)
+
+// roomCount follows the room's count of carts ever taken from its line (lua.Room.Served),
+// which every replica shares. It gives the rate carts leave the room at, for each cart's
+// estimated wait, and wakes the GETs that wait on this replica for their cart to leave the
+// line. One reader per replica asks Redis for the count, every roomPoll while a GET waits
+// here and once a second otherwise, so a crowd of waiting GETs costs Redis what one does;
+// each GET looks its cart up (five reads) only when the cart may have moved. Looking every
+// 50 ms instead, 70,000 waiting buyers would ask Redis for 1.4 million lookups a second.
+type roomCount struct {
+	mu      sync.Mutex
+	served  int64         // the count last read
+	moved   chan struct{} // closed, and replaced, when served changes
+	waiting int           // GETs waiting on this replica
+	perSec  float64       // carts taken a second, weighted over about ten seconds
+	rateAt  int64         // served at the rate's last sample
+	sampled bool          // the rate has its first sample
+	maxWait time.Duration // roomPollMax (tests lengthen it)
+}
+
+const (
+	// roomPoll is how often the count is read while a GET waits on this replica, and how
+	// often a GET looks again at a cart whose saga is being started.
+	roomPoll = 50 * time.Millisecond
+	// roomPollMax is the longest a waiting GET goes without looking its cart up: a cancel
+	// ahead moves a cart without a take.
+	roomPollMax = time.Second
+)
+
+func newRoomCount() *roomCount { return &roomCount{moved: make(chan struct{}), maxWait: roomPollMax} }
+
+// follow reads the count until ctx ends.
+func (r *roomCount) follow(ctx context.Context, served func(context.Context) (int64, error)) {
+	tick := time.NewTicker(roomPoll)
+	defer tick.Stop()
+	sampledAt := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		elapsed := time.Since(sampledAt)
+		sample := elapsed >= time.Second
+		if !sample && !r.anyWaiting() {
+			continue
+		}
+		n, err := served(ctx)
+		if err != nil {
+			continue
+		}
+		r.set(n, sample, elapsed)
+		if sample {
+			sampledAt = time.Now()
+		}
+	}
+}
+
+func (r *roomCount) anyWaiting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.waiting > 0
+}
+
+// set records the count read, and, when sample, the rate over the elapsed time.
+func (r *roomCount) set(n int64, sample bool, elapsed time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n != r.served {
+		r.served = n
+		close(r.moved)
+		r.moved = make(chan struct{})
+	}
+	if sample {
+		if r.sampled {
+			r.perSec = 0.8*r.perSec + 0.2*float64(n-r.rateAt)/elapsed.Seconds()
+		}
+		r.rateAt, r.sampled = n, true
+	}
+}
+
+// rate is the carts taken from the room a second, 0 before it is measured.
+func (r *roomCount) rate() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.perSec
+}
+
+// untilMoved waits until the cart may have moved, at most until deadline, and reports false
+// if ctx ended first. A cart being started (not in line) may have moved after roomPoll. A
+// cart in line may have once half the carts ahead of it were taken: the next lookup halves
+// the rest again, so a cart at place p is looked up about log2(p) times on its way to the
+// head, and at least every roomPollMax.
+func (r *roomCount) untilMoved(ctx context.Context, place shop.RoomPlace, deadline time.Time) bool {
+	wait := min(time.Until(deadline), r.maxWait)
+	if !place.Queued {
+		wait = min(wait, roomPoll)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	r.mu.Lock()
+	r.waiting++
+	target := r.served + (place.Position+1)/2
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.waiting--
+		r.mu.Unlock()
+	}()
+	for {
+		r.mu.Lock()
+		served, moved := r.served, r.moved
+		r.mu.Unlock()
+		if place.Queued && served >= target {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-moved:
+		}
+	}
+}
