@@ -69,15 +69,15 @@ func quickSizes() sizes {
 }
 
 type options struct {
-	out, charts, temporalCLI, redisURL, postgresURL string
-	quick, scale, scaleOnly                         bool
-	scaleShapes                                     string
-	e2eOnly, gateOnly, grpcGzip, devSARefresh       bool
-	poll                                            time.Duration
-	partitions, e2eRounds                           int
-	cpuProfile                                      string
-	sizes                                           sizes
-	command                                         string
+	out, charts, temporalCLI, redisURL, postgresURL      string
+	quick, scale, scaleOnly                              bool
+	scaleShapes                                          string
+	e2eOnly, gateOnly, flashOnly, grpcGzip, devSARefresh bool
+	poll                                                 time.Duration
+	partitions, e2eRounds                                int
+	cpuProfile                                           string
+	sizes                                                sizes
+	command                                              string
 }
 
 func main() {
@@ -90,6 +90,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.gateOnly, "gate-only", false, "run only phase 5 (the sold-out gate beside a bare Echo handler, with the rate limiter off and on) and print its figures, for trying a change; writes no report")
+	flag.BoolVar(&o.flashOnly, "flash-only", false, "run only phase 4 (the flash sale) and print its figures, for trying a change to the waiting room or the admission; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
 	flag.IntVar(&o.e2eRounds, "e2e-rounds", 0, "how many times phase 3 (empty workflows, then checkouts) runs, its targets taking each ratio's median round (0: 3, or 1 with -quick)")
@@ -176,6 +177,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.gateOnly {
 		return runGateOnly(ctx, e, logger, o.sizes)
+	}
+	if o.flashOnly {
+		return runFlashOnly(ctx, e, logger, o.sizes)
 	}
 	if o.scaleOnly {
 		progress("scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
@@ -296,6 +300,20 @@ func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) erro
 	progress("information: CPU per checkout %.2f x empty (old bound 2)%s. Checkouts/s %.2f x empty (old bound 0.5)%s. POST p99 %.1f x StartWorkflow p99 (old bound 3)%s, %.1f x the empty workflow's start to result p99%s",
 		cpu.cpuRatio(), roundsNote(cpus, "%.2f"), rate.rateRatio(), roundsNote(rates, "%.2f"), post.postRatio(), roundsNote(posts, "%.1f"),
 		res.postResultRatio(), roundsNote(ress, "%.1f"))
+	return nil
+}
+
+// runFlashOnly is phase 4 alone, for trying a change to the waiting room or the admission:
+// its figures are the progress lines on stderr.
+func runFlashOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) error {
+	st, err := e.openStack(ctx, logger, quietAPILogger())
+	if err != nil {
+		return fmt.Errorf("start api and worker: %w", err)
+	}
+	defer st.close()
+	if _, err := st.benchFlashSale(ctx, sz); err != nil {
+		return fmt.Errorf("flash sale: %w", err)
+	}
 	return nil
 }
 
