@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,12 +18,14 @@ import (
 	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 type role int
@@ -528,7 +531,7 @@ func (sl *sale) violations(ctx context.Context) []string {
 		}
 		level, err := s.rdb.HMGet(ctx, lua.StockKey(sku), "available", "held").Result()
 		if err != nil || level[0] == nil || level[1] == nil {
-			badf("%s: redis has no stock (%v, %v)", sku, level, err)
+			badf("%s: %s (%v, %v)", sku, errNoStock, level, err)
 			continue
 		}
 		available, _ := strconv.ParseInt(level[0].(string), 10, 64)
@@ -660,13 +663,24 @@ func (sl *sale) count(ctx context.Context, query string) (int64, error) {
 // settle polls the invariants until they hold or the deadline passes, and fails the test
 // with what was still wrong. It returns how long they took to hold and how many were still
 // broken at the deadline.
+//
+// A SKU that Redis lost is rebuilt from Postgres by the next script that touches it, or by
+// the stock reconcile every five minutes (lua.Stock.Rebuild). When none of the sale's carts
+// touched it after the loss, its stock is still missing from Redis: then the suite runs the
+// reconcile's schedule now, as its timer would later, and the invariants judge its rebuild.
 func (sl *sale) settle(t *testing.T, within time.Duration) (time.Duration, int) {
 	start := time.Now()
 	var bad []string
+	reconciled := false
 	_ = waitFor(within, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if bad = sl.violations(ctx); len(bad) > 0 {
+			if !reconciled && slices.ContainsFunc(bad, func(b string) bool { return strings.Contains(b, errNoStock) }) {
+				err := sl.s.tc.ScheduleClient().GetHandle(ctx, workflows.StockScheduleID).Trigger(ctx, client.ScheduleTriggerOptions{})
+				t.Logf("a SKU's stock is missing from Redis after the sale (%v): stock reconcile triggered (%v)", bad, err)
+				reconciled = err == nil
+			}
 			return fmt.Errorf("%d violations", len(bad))
 		}
 		return nil
@@ -678,3 +692,6 @@ func (sl *sale) settle(t *testing.T, within time.Duration) (time.Duration, int) 
 }
 
 var errNotYet = errors.New("not yet")
+
+// errNoStock is the violation of a SKU whose stock Redis does not have.
+const errNoStock = "redis has no stock"
