@@ -326,3 +326,34 @@ func TestAWaitingGetLooksItsCartUpOnlyWhenItMayHaveMoved(t *testing.T) {
 		t.Errorf("a GET waiting 3 s for a cart that did not move looked it up %d times, want at most 6 (about once a second)", n)
 	}
 }
+
+// poppedRoom is the room, with a count of the takes asked of it.
+type poppedRoom struct {
+	*lua.Room
+	pops atomic.Int64
+}
+
+func (r *poppedRoom) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
+	r.pops.Add(1)
+	return r.Room.Pop(ctx)
+}
+
+// A replica whose line stays empty looks at it less and less often, down to a few times a
+// second: every replica's idle takes are Lua scripts in the room's one Redis slot. (A cart
+// that enters through the replica rings it, and is taken at once all the same.)
+func TestAnIdleReplicaLooksAtAnEmptyLineLessAndLessOften(t *testing.T) {
+	var room *poppedRoom
+	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
+		room = &poppedRoom{Room: lua.NewRoom(testenv.Redis(t), testenv.RandomID("room"))}
+		t.Cleanup(func() { deleteRoom(t, room.Room) })
+		deps.Room = room
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.srv.RunWaitingRoom(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(3 * time.Second)
+	if n := room.pops.Load(); n > 30 {
+		t.Errorf("an idle replica took from its empty line %d times in 3 s, want at most 30 (a take every 20 ms is 150)", n)
+	}
+}
