@@ -35,7 +35,8 @@ type WaitingRoom interface {
 	Retry(ctx context.Context, cartID string) error // its saga could not start now
 	Refuse(ctx context.Context, end shop.RoomEnd) error
 	// Cancel ends a waiting cart; record keeps the end first (see Server.recordRoomEnd).
-	Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, cancelled, leaving bool, err error)
+	// Not cancelled, place is what the room knows of the cart instead.
+	Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, place shop.RoomPlace, cancelled bool, err error)
 	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
 	Served(ctx context.Context) (int64, error) // carts ever taken from the line
 }
@@ -487,7 +488,7 @@ func (s *Server) cancelInRoom(c echo.Context, cartID string) (place shop.RoomPla
 	}
 	ctx := c.Request().Context()
 	var recordErr error
-	end, cancelled, leaving, roomErr := s.Room.Cancel(ctx, cartID, func(end *shop.RoomEnd) error {
+	end, place, cancelled, roomErr := s.Room.Cancel(ctx, cartID, func(end *shop.RoomEnd) error {
 		recordErr = s.recordRoomEnd(ctx, end)
 		return recordErr
 	})
@@ -495,21 +496,17 @@ func (s *Server) cancelInRoom(c echo.Context, cartID string) (place shop.RoomPla
 	case errors.Is(recordErr, errSagaRecorded):
 		// Redis lost the word that the cart left for its saga: the saga answers the cancel
 		// once the cart is taken again (or at once, if it runs).
-		place.Leaving = true
-		return place, nil, false, nil
+		return shop.RoomPlace{Leaving: true}, nil, false, nil
 	case recordErr != nil:
-		return place, nil, true, unavailable("postgres", recordErr)
+		return shop.RoomPlace{}, nil, true, unavailable("postgres", recordErr)
 	case roomErr != nil:
 		s.Logger.Warn("waiting room cancel", "checkout_id", cartID, "error", roomErr)
 		return place, roomErr, false, nil
 	case cancelled:
 		return place, nil, true, c.JSON(http.StatusOK, s.present(roomView(end)))
-	}
-	place = s.roomPlace(ctx, cartID)
-	if place.End != nil {
+	case place.End != nil:
 		return place, nil, true, c.JSON(http.StatusOK, s.present(roomView(*place.End)))
 	}
-	place.Leaving = place.Leaving || leaving
 	return place, nil, false, nil
 }
 

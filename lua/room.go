@@ -189,31 +189,34 @@ func (r *Room) Refuse(ctx context.Context, end shop.RoomEnd) error {
 	return err
 }
 
-// Cancel ends a cart still in line as cancelled. It reports false when the cart is not in
-// line; leaving is true when its saga is being started (cancel it there). record, if not nil,
-// is called with the end before the room writes it (to keep it where Redis going back in
-// time cannot undo it), and may change it (an end kept before stands); its error leaves the
-// cart in line and is returned.
-func (r *Room) Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, cancelled, leaving bool, err error) {
-	place, err := r.Lookup(ctx, cartID)
+// Cancel ends a cart still in line as cancelled. When the cart is not in line (cancelled is
+// false), place is what the room knows of it instead: being started (Leaving: cancel it
+// there), ended in the room, or nothing. record, if not nil, is called with the end before
+// the room writes it (to keep it where Redis going back in time cannot undo it), and may
+// change it (an end kept before stands); its error leaves the cart in line and is returned.
+func (r *Room) Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, place shop.RoomPlace, cancelled bool, err error) {
+	place, err = r.Lookup(ctx, cartID)
 	if err != nil || !place.Queued || place.Entry == nil {
-		return end, false, place.Leaving, err
+		return end, place, false, err
 	}
 	end = shop.RoomEnd{Status: shop.StatusCancelled, Entry: *place.Entry}
 	if record != nil {
 		if err := record(&end); err != nil {
-			return end, false, false, err
+			return end, place, false, err
 		}
 	}
 	switch got, err := r.end(ctx, cartID, "cancel", &end); {
 	case err != nil:
-		return end, false, false, err
+		return end, place, false, err
 	case got == "leaving":
-		return end, false, true, nil
+		place.Queued, place.Position, place.Leaving = false, 0, true
+		return end, place, false, nil
 	case got == "none":
-		return end, false, false, nil
+		// It left the line between the lookup and the script.
+		place, err = r.Lookup(ctx, cartID)
+		return end, place, false, err
 	}
-	return end, true, false, nil
+	return end, shop.RoomPlace{}, true, nil
 }
 
 func (r *Room) end(ctx context.Context, cartID, how string, end *shop.RoomEnd) (string, error) {
