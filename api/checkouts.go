@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -256,9 +257,16 @@ func (s *Server) getCheckout(c echo.Context) error {
 	place, roomErr := s.lookupRoom(ctx, id)
 	if place.InRoom() || place.Left {
 		// A waiting cart: ?wait waits for it to leave the room, not for its end.
+		waited := place.Queued || place.Leaving
 		place, roomErr = s.awaitRoom(ctx, id, place, wait)
 		if answered, err := s.answerRoomGet(c, place); answered {
 			return err
+		}
+		// The cart left while this GET waited: the saga's answer to its start, which the
+		// replica that started it kept in the room, is the saga's view of this moment.
+		var v shop.View
+		if waited && place.Left && json.Unmarshal(place.Answer, &v) == nil && v.CheckoutID == id {
+			return c.JSON(http.StatusOK, s.present(v))
 		}
 		wait = 0
 	}

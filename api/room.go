@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -31,7 +32,9 @@ type WaitingRoom interface {
 	Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error)
 	// Pop takes the head of the line under a lease; false when the line is empty.
 	Pop(ctx context.Context) (shop.RoomEntry, bool, error)
-	Leave(ctx context.Context, cartID string) error // its saga started
+	// Leave forgets a cart whose saga started; answer (JSON, or nil) is kept a short while
+	// for the GET that waited for it (RoomPlace.Answer).
+	Leave(ctx context.Context, cartID string, answer []byte) error
 	Retry(ctx context.Context, cartID string) error // its saga could not start now
 	Refuse(ctx context.Context, end shop.RoomEnd) error
 	// Cancel ends a waiting cart; record keeps the end first (see Server.recordRoomEnd).
@@ -440,7 +443,9 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		PaymentTimeoutSeconds: e.TimeoutSeconds, RequestID: newRequestID(),
 		RequestHash: e.RequestHash, IdempotencyKey: e.IdempotencyKey,
 	}
-	if _, err := s.reserve(ctx, in); err != nil {
+	var answer []byte
+	res, err := s.reserve(ctx, in)
+	if err != nil {
 		var p *Problem
 		if errors.As(err, &p) && p.Status < 500 {
 			// The saga exists and answered (a limit on its updates, say): the cart has left.
@@ -448,8 +453,11 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		} else {
 			return back("start", err)
 		}
+	} else if res.View.CheckoutID == e.CartID {
+		// The waiting GET answers with it, instead of asking the saga a moment later.
+		answer, _ = json.Marshal(res.View)
 	}
-	if err := s.Room.Leave(ctx, e.CartID); err != nil {
+	if err := s.Room.Leave(ctx, e.CartID, answer); err != nil {
 		log.Warn("waiting room: leave", "error", err) // its lease brings it back; a second start is harmless
 	}
 	return true

@@ -170,10 +170,14 @@ func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
 	return e, true, nil
 }
 
-// Leave forgets a cart taken from the line whose saga has started.
-func (r *Room) Leave(ctx context.Context, cartID string) error {
-	_, err := r.end(ctx, cartID, "leave", nil)
-	return err
+// Leave forgets a cart taken from the line whose saga has started. answer, if not nil, is
+// the saga's answer to the start (JSON), kept a short while for the GET that waited for the
+// cart to leave (RoomPlace.Answer), so it needs not ask the saga again.
+func (r *Room) Leave(ctx context.Context, cartID string, answer []byte) error {
+	if err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, "leave", string(answer), int64(r.endTTL.Seconds()), int64(leftTTL.Seconds())).Err(); err != nil {
+		return fmt.Errorf("waiting room leave, cart %s: %w", cartID, err)
+	}
+	return nil
 }
 
 // Retry puts a cart taken from the line back at its place: its saga could not start now.
@@ -240,14 +244,13 @@ func (r *Room) end(ctx context.Context, cartID, how string, end *shop.RoomEnd) (
 func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error) {
 	var rank *redis.IntCmd
 	var lease *redis.FloatCmd
-	var entry, ended *redis.StringCmd
-	var left *redis.IntCmd
+	var entry, ended, left *redis.StringCmd
 	err := r.lookups.Do(ctx, func(pipe redis.Pipeliner) {
 		rank = pipe.ZRank(ctx, r.key("line"), cartID)
 		lease = pipe.ZScore(ctx, r.key("leaving"), cartID)
 		entry = pipe.HGet(ctx, r.key("carts"), cartID)
 		ended = pipe.Get(ctx, r.endKey(cartID))
-		left = pipe.Exists(ctx, r.leftKey(cartID))
+		left = pipe.Get(ctx, r.leftKey(cartID))
 	})
 	if err == nil {
 		for _, cmd := range []redis.Cmder{rank, lease, entry, ended, left} {
@@ -265,7 +268,12 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 		p.Queued, p.Position = true, rank.Val()+1
 	}
 	p.Leaving = lease.Err() == nil
-	p.Left = left.Val() > 0
+	if answer, err := left.Result(); err == nil {
+		p.Left = true
+		if answer != "1" {
+			p.Answer = []byte(answer)
+		}
+	}
 	if raw, err := entry.Result(); err == nil {
 		p.Entry = &shop.RoomEntry{}
 		if err := json.Unmarshal([]byte(raw), p.Entry); err != nil {

@@ -4,7 +4,8 @@
 --       customers
 -- ARGV: cart, how, end (JSON, for how = "refuse" or "cancel"), end_ttl (s), left_ttl (s)
 --   how = "leave":  its saga started; the room forgets it, but for a short-lived marker
---                   that lets a GET ?wait sent just after answer at once.
+--                   that lets a GET ?wait sent just after answer at once (end: the saga's
+--                   answer to its start, kept in the marker for the GET that waited).
 --   how = "retry":  its saga could not start now; back in line at its place (the next take
 --                   requeues it, as for a lease that ran out).
 --   how = "refuse": refused at its turn without a saga; the end is kept for GET and retries.
@@ -35,7 +36,9 @@ end
 
 if how == 'leave' then
   forget()
-  redis.call('SET', left, '1', 'EX', tonumber(ARGV[5]))
+  local answer = ended
+  if answer == '' then answer = '1' end
+  redis.call('SET', left, answer, 'EX', tonumber(ARGV[5]))
 elseif how == 'retry' then
   if redis.call('ZSCORE', leaving, cart) then
     redis.call('ZADD', leaving, 0, cart)

@@ -61,7 +61,7 @@ func TestTheRoomServesCartsInTheOrderTheyArrived(t *testing.T) {
 		if !ok || e.CartID != fmt.Sprint("c", i) {
 			t.Fatalf("take %d: %+v %v, want c%d", i, e, ok, i)
 		}
-		if err := r.Leave(t.Context(), e.CartID); err != nil {
+		if err := r.Leave(t.Context(), e.CartID, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -285,7 +285,7 @@ func roomSchedule(t *testing.T, seed uint64) {
 			delete(starting, id)
 			switch rng.IntN(4) {
 			case 0: // its saga started: the cart leaves the room, wherever it is now
-				if err := r.Leave(t.Context(), id); err != nil {
+				if err := r.Leave(t.Context(), id, nil); err != nil {
 					t.Fatal(err)
 				}
 				remove(id)

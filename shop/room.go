@@ -51,8 +51,11 @@ type RoomPlace struct {
 	Position int64 // with Queued
 	Leaving  bool  // taken from the line, its saga being started
 	Left     bool  // left the line for its saga a moment ago
-	Entry    *RoomEntry
-	End      *RoomEnd // ended in the room
+	// Answer is the saga's answer to the start of a cart that Left (JSON), kept as long as
+	// Left for the GET that waited for the cart to leave.
+	Answer []byte
+	Entry  *RoomEntry
+	End    *RoomEnd // ended in the room
 }
 
 // InRoom reports whether the room has anything to say about the cart.
