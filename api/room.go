@@ -283,9 +283,9 @@ func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, 
 
 // awaitRoom waits up to d for the cart to leave the line (its saga started, or its end in
 // the room), and returns what the room then knows. It looks the cart up again only when the
-// cart may have moved (untilRoomMoves). If Redis stops answering meanwhile, it returns what
-// the room said last, with the error: a GET must not take a cart it could not look up for
-// one that does not exist.
+// cart may have moved (roomCount.untilMoved). If Redis stops answering meanwhile, it returns
+// what the room said last, with the error: a GET must not take a cart it could not look up
+// for one that does not exist.
 func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPlace, d time.Duration) (shop.RoomPlace, error) {
 	deadline := time.Now().Add(d)
 	for (place.Queued || place.Leaving) && time.Now().Before(deadline) {
