@@ -174,10 +174,8 @@ func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
 // the saga's answer to the start (JSON), kept a short while for the GET that waited for the
 // cart to leave (RoomPlace.Answer), so it needs not ask the saga again.
 func (r *Room) Leave(ctx context.Context, cartID string, answer []byte) error {
-	if err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, "leave", string(answer), int64(r.endTTL.Seconds()), int64(leftTTL.Seconds())).Err(); err != nil {
-		return fmt.Errorf("waiting room leave, cart %s: %w", cartID, err)
-	}
-	return nil
+	_, err := r.run(ctx, cartID, "leave", answer)
+	return err
 }
 
 // Retry puts a cart taken from the line back at its place: its saga could not start now.
@@ -223,14 +221,20 @@ func (r *Room) Cancel(ctx context.Context, cartID string, record func(*shop.Room
 	return end, shop.RoomPlace{}, true, nil
 }
 
+// end runs room_end.lua for the cart with its end, if any.
 func (r *Room) end(ctx context.Context, cartID, how string, end *shop.RoomEnd) (string, error) {
-	raw := []byte("")
+	var raw []byte
 	if end != nil {
 		var err error
 		if raw, err = json.Marshal(end); err != nil {
 			return "", err
 		}
 	}
+	return r.run(ctx, cartID, how, raw)
+}
+
+// run runs room_end.lua for the cart, raw its end or, to leave, the start's answer.
+func (r *Room) run(ctx context.Context, cartID, how string, raw []byte) (string, error) {
 	got, err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, how, string(raw), int64(r.endTTL.Seconds()), int64(leftTTL.Seconds())).Text()
 	if err != nil {
 		return "", fmt.Errorf("waiting room %s, cart %s: %w", how, cartID, err)
