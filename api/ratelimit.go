@@ -55,15 +55,12 @@ func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 // default), and not against both: each count is a script run in Redis. With
 // CheckoutsPerAddress off, a checkout counts as one of the address's requests.
 func (s *Server) limitAddressCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
+	asRequest := s.limitAddress(next)
 	return func(c echo.Context) error {
-		if s.RateLimits == nil {
-			return next(c)
+		if s.RateLimits == nil || s.RateLimits.CheckoutsPerAddress.IsZero() {
+			return asRequest(c)
 		}
-		key, limit, what := "checkouts-addr:"+c.RealIP(), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"
-		if limit.IsZero() {
-			key, limit, what = "addr:"+c.RealIP(), s.RateLimits.PerAddress, "requests from your address"
-		}
-		if err := s.allow(c, key, limit, what); err != nil {
+		if err := s.allow(c, "checkouts-addr:"+c.RealIP(), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
 			return err
 		}
 		return next(c)

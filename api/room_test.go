@@ -364,12 +364,22 @@ func TestAnIdleReplicaLooksAtAnEmptyLineLessAndLessOften(t *testing.T) {
 // saga: one status query less per cart that waited. (The harness has no Temporal: asking the
 // saga would fail the GET.)
 func TestAWaitingGetIsAnsweredWithTheSagasAnswerToItsStart(t *testing.T) {
-	h := newRoomHarness(t, 100, 1, 100, nil)
+	var room *countedRoom
+	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, deps *api.Deps) {
+		room = &countedRoom{Room: deps.Room.(*lua.Room)}
+		deps.Room = room
+	})
 	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	before := room.lookups.Load()
 	get := testenv.Go(func() *httptest.ResponseRecorder {
 		return h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=10", header: withSecret(v.CheckoutSecret)})
 	})
-	time.Sleep(200 * time.Millisecond) // the GET waits
+	// The GET waits once it found the cart in line (its first lookup).
+	for deadline := time.Now().Add(10 * time.Second); room.lookups.Load() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the GET did not look the cart up within 10 s")
+		}
+	}
 	started := shop.View{CheckoutID: "c-1", CustomerID: "u-c-1", Status: shop.StatusAwaitingPayment, Currency: "usd", AmountCents: 500}
 	answer, _ := json.Marshal(started)
 	for _, cart := range []string{"blocker", "c-1"} { // as the dispatcher takes and starts them
