@@ -147,7 +147,7 @@ func keyReused(key string) *Problem {
 // saga; the reuse policy REJECT_DUPLICATE refuses to start a second saga for a cart whose saga
 // already finished, which reserve then answers from that saga's result.
 func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.ReservationResult, error) {
-	start := s.Temporal.NewWithStartWorkflowOperation(workflows.StartOptions(in), workflows.Checkout, in)
+	start := workflows.StartOperation(s.Temporal, in)
 	handle, err := s.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions:          workflows.ReservationUpdate(in),

@@ -59,7 +59,7 @@ func TestSagaCost(t *testing.T) {
 		for i := 0; i < n; i++ {
 			id := fmt.Sprintf("%s-%s-%d", name, testenv.RandomID(""), i)
 			in := workflows.Input{CheckoutID: id, CustomerID: "u-cost", Items: []shop.CartLine{{SKU: item, Quantity: 1}}, PaymentTimeoutSeconds: 600, RequestID: "req-" + id}
-			start := c.NewWithStartWorkflowOperation(workflows.StartOptions(in), workflows.Checkout, in)
+			start := workflows.StartOperation(c, in)
 			h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start, UpdateOptions: workflows.ReservationUpdate(in)})
 			if err != nil {

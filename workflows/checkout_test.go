@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
@@ -204,7 +207,7 @@ func phoneCheckout(t *testing.T, qty int64) (*fixture, string, workflows.Input) 
 func input(items ...shop.Item) workflows.Input {
 	return workflows.Input{
 		CheckoutID: testenv.RandomID("c-"), CustomerID: "u-9", Items: cartLines(items),
-		PaymentTimeoutSeconds: 900, RequestID: "req-1", RequestHash: "h",
+		PaymentTimeoutSeconds: 900, RequestID: "req-1", RequestHash: "h", Shape: workflows.NewestShape,
 	}
 }
 
@@ -448,6 +451,66 @@ func TestAnotherProvidersPaymentUnderTheSameIDIsNoRepeat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A GetVersion that a saga asks writes a Version marker and a search-attribute upsert into its
+// history. A new checkout's way to confirmed asks none: what every new saga takes comes with
+// its input's shape (workflows.NewestShape). A saga an older API started (shape 0) still asks
+// the change it met, and keys payments as its history says.
+func TestANewSagaAsksNoVersionOnItsWayToConfirmed(t *testing.T) {
+	for name, c := range map[string]struct {
+		shape int
+		want  map[string]bool
+	}{
+		"newest shape":             {shape: workflows.NewestShape, want: map[string]bool{}},
+		"started before the shape": {shape: 0, want: map[string]bool{"payment-keys-by-provider": true}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, _, in := phoneCheckout(t, 1)
+			in.Shape = c.shape
+			asked := &versionsAsked{asked: map[string]bool{}}
+			f.env.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{asked}})
+			f.payAt(time.Minute, paid("evt_1", 99_900))
+
+			v := f.run(in)
+
+			if v.Status != shop.StatusConfirmed {
+				t.Fatalf("status %s, want confirmed", v.Status)
+			}
+			if !maps.Equal(asked.asked, c.want) {
+				t.Errorf("GetVersion asked %v, want %v", asked.asked, c.want)
+			}
+		})
+	}
+}
+
+// versionsAsked notes the change ids a saga asks workflow.GetVersion about.
+type versionsAsked struct {
+	interceptor.WorkerInterceptorBase
+	asked map[string]bool
+}
+
+func (v *versionsAsked) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &versionsInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, root: v}
+}
+
+type versionsInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	root *versionsAsked
+}
+
+func (i *versionsInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&versionsOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, root: i.root})
+}
+
+type versionsOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	root *versionsAsked
+}
+
+func (o *versionsOutbound) GetVersion(ctx workflow.Context, changeID string, minSupported, maxSupported workflow.Version) workflow.Version {
+	o.root.asked[changeID] = true
+	return o.Next.GetVersion(ctx, changeID, minSupported, maxSupported)
 }
 
 func TestWrongAmountNeverConfirms(t *testing.T) {

@@ -132,7 +132,7 @@ func (c *checkout) onPayment(ctx workflow.Context, p shop.Payment) {
 // paymentKey is how the saga remembers a payment's event id or ref: with its provider, and
 // "\x00" between them, which no provider name holds (api.ParseStandardWebhookSecrets).
 func (c *checkout) paymentKey(ctx workflow.Context, provider, id string) string {
-	if workflow.GetVersion(ctx, paymentKeysChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if c.in.Shape < shapePaymentKeys && workflow.GetVersion(ctx, paymentKeysChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return id
 	}
 	return provider + "\x00" + id

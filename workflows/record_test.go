@@ -117,7 +117,7 @@ func (r *recorder) sku(onHand int64) string {
 // workflows.StartOptions and reservation update, and waits for the answer.
 func (r *recorder) start(in workflows.Input) workflows.ReservationResult {
 	r.t.Helper()
-	start := r.c.NewWithStartWorkflowOperation(workflows.StartOptions(in), workflows.Checkout, in)
+	start := workflows.StartOperation(r.c, in)
 	handle, err := r.c.UpdateWithStartWorkflow(r.ctx(), client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions:          workflows.ReservationUpdate(in),
@@ -132,10 +132,16 @@ func (r *recorder) start(in workflows.Input) workflows.ReservationResult {
 	return res
 }
 
-// pay signals a payment event the way the webhook handler does (api/webhooks.go, deliver).
+// pay records a verified payment event and signals it, the way the webhook handler does
+// (api/webhooks.go): the saga confirms only payments a verified webhook recorded.
 func (r *recorder) pay(checkoutID, eventID string, outcome shop.PaymentKind, ref string, amount int64) {
 	r.t.Helper()
 	p := shop.Payment{Provider: "stripe", EventID: eventID, Outcome: outcome, PaymentRef: ref, AmountCents: amount, Currency: "usd"}
+	if _, err := r.p.Store.RecordPaymentEvent(r.ctx(), shop.PaymentEvent{Provider: p.Provider, EventID: p.EventID, Type: "record",
+		CheckoutID: checkoutID, PaymentRef: p.PaymentRef, AmountCents: p.AmountCents, Currency: p.Currency,
+		Outcome: string(p.Outcome), Payload: []byte("{}")}); err != nil {
+		r.t.Fatalf("record payment %s of %s: %v", eventID, checkoutID, err)
+	}
 	if err := r.c.SignalWorkflow(r.ctx(), shop.WorkflowID(checkoutID), "", workflows.SignalPayment, p); err != nil {
 		r.t.Fatalf("signal %s payment %s to %s: %v", outcome, eventID, checkoutID, err)
 	}

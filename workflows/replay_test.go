@@ -27,7 +27,7 @@ import (
 // helper workflow. Deleting a file does not make the test pass; it fails until the history
 // is recorded again.
 var recordedHistories = []string{
-	"confirmed",                     // update-with-start, payment signal, ConfirmOrder, CommitStock per SKU
+	"confirmed",                     // update-with-start, payment signal, ConfirmOrder, CommitStock per SKU (confirmed_before_payment_keys.json is the shape before payment-keys-by-provider and before shapes)
 	"out_of_stock",                  // the second SKU is short: the first hold is released
 	"expired",                       // the payment timer fires
 	"cancelled_by_update",           // the cancel update while waiting for payment

@@ -29,6 +29,13 @@ func StartOptions(in Input) client.StartWorkflowOptions {
 	}
 }
 
+// StartOperation starts a new checkout saga at the newest shape, with StartOptions: the
+// start that update-with-start sends with ReservationUpdate.
+func StartOperation(c client.Client, in Input) client.WithStartWorkflowOperation {
+	in.Shape = NewestShape
+	return c.NewWithStartWorkflowOperation(StartOptions(in), Checkout, in)
+}
+
 // ReservationUpdate is the reservation update sent with the start: its id is the request's,
 // so a request retried by the client library is answered once.
 func ReservationUpdate(in Input) client.UpdateWorkflowOptions {

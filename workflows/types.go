@@ -92,6 +92,10 @@ type Input struct {
 	RequestHash string `json:"request_hash"`
 	// IdempotencyKey is the key the starting request carried (the cart id by default).
 	IdempotencyKey string `json:"idempotency_key"`
+	// Shape is the saga's shape the starter asked for: StartOperation starts new sagas at
+	// NewestShape. A saga started before shapes existed has 0 and asks workflow.GetVersion
+	// as before (shapes.go).
+	Shape int `json:"shape,omitempty"`
 }
 
 // ReservationRequest is the argument of the reservation update. RequestHash and
