@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +22,10 @@ import (
 )
 
 // TestSagaCost measures what one checkout costs the Temporal server, from the server's own
-// numbers: history events (GetWorkflowHistory) and state transitions (the dev server's
-// state_transition_count metric). It is a measurement, not a check, built only with the cost
-// tag; the figures it logs are quoted in docs/design.md ("Design choices, and why"):
+// numbers: history events (GetWorkflowHistory), state transitions (the dev server's
+// state_transition_count metric) and persistence requests by operation (persistence_requests
+// and visibility_persistence_requests). It is a measurement, not a check, built only with the
+// cost tag; the figures it logs are quoted in docs/design.md ("Design choices, and why"):
 //
 //	TEMPORAL_CLI=$PWD/.tools/temporal go test -tags cost -count=1 -run TestSagaCost -v ./e2e/
 func TestSagaCost(t *testing.T) {
@@ -54,7 +58,7 @@ func TestSagaCost(t *testing.T) {
 
 	const n = 20
 	measure := func(name, item string, pay bool) {
-		before := stateTransitions(t, metricsPort)
+		before, opsBefore := settledCounters(t, metricsPort)
 		var events int
 		for i := 0; i < n; i++ {
 			id := fmt.Sprintf("%s-%s-%d", name, testenv.RandomID(""), i)
@@ -94,12 +98,57 @@ func TestSagaCost(t *testing.T) {
 				events++
 			}
 		}
-		after := stateTransitions(t, metricsPort)
-		t.Logf("%s: %.1f history events and %.1f state transitions per checkout (%d checkouts)",
-			name, float64(events)/n, (after-before)/n, n)
+		after, opsAfter := settledCounters(t, metricsPort)
+		var ops []string
+		total := 0.0
+		for _, op := range slices.Sorted(maps.Keys(opsAfter)) {
+			if d := opsAfter[op] - opsBefore[op]; d > 0 {
+				ops = append(ops, fmt.Sprintf("%s %.1f", op, d/n))
+				total += d / n
+			}
+		}
+		t.Logf("%s: %.1f history events, %.1f state transitions and %.1f persistence requests per checkout (%d checkouts): %s",
+			name, float64(events)/n, (after-before)/n, total, n, strings.Join(ops, ", "))
 	}
 	measure("confirmed", sku, true)
 	measure("out_of_stock", soldOut, false)
+}
+
+// settledCounters reads the state transitions and the persistence requests once they stopped
+// moving: the server publishes its counters every second or so, and the work a checkout left
+// (visibility, timer tasks) finishes after its result.
+func settledCounters(t *testing.T, port string) (float64, map[string]float64) {
+	last, lastOps := stateTransitions(t, port), persistenceRequests(t, port)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		time.Sleep(1500 * time.Millisecond)
+		now, ops := stateTransitions(t, port), persistenceRequests(t, port)
+		if now == last && maps.Equal(ops, lastOps) {
+			return now, ops
+		}
+		last, lastOps = now, ops
+	}
+	t.Fatal("the server's counters still moved a minute after the checkouts")
+	return 0, nil
+}
+
+// persistenceRequests reads the dev server's persistence_requests and
+// visibility_persistence_requests counters by operation.
+func persistenceRequests(t *testing.T, port string) map[string]float64 {
+	families, err := checkouttest.ScrapeMetrics(t.Context(), "http://127.0.0.1:"+port+"/metrics")
+	if err != nil {
+		t.Fatalf("read server metrics: %v", err)
+	}
+	byOp := map[string]float64{}
+	for family, prefix := range map[string]string{"persistence_requests": "", "visibility_persistence_requests": "visibility "} {
+		for _, m := range families[family].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" {
+					byOp[prefix+l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return byOp
 }
 
 // stateTransitions sums the dev server's state_transition_count histogram.

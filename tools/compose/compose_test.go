@@ -263,6 +263,11 @@ func TestComposeFileWiresTheProductionShape(t *testing.T) {
 				t.Errorf("%s = %+v, want 1 for task queue checkout", key, vs)
 			}
 		}
+		// The steps that end a checkout unpaid start in the workflow task's answer
+		// (workflows.DevServerFlags).
+		if vs := dc["system.enableActivityEagerExecution"]; len(vs) != 1 || vs[0].Value != true {
+			t.Errorf("system.enableActivityEagerExecution = %+v, want true", vs)
+		}
 	})
 
 	t.Run("app environment", func(t *testing.T) {
