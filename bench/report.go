@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -574,5 +575,20 @@ func roundsNote(qs []float64, format string) string {
 	for i, q := range qs {
 		each[i] = fmt.Sprintf(format, q)
 	}
-	return fmt.Sprintf("; the median of %d rounds, which gave %s x", len(qs), strings.Join(each, ", "))
+	note := fmt.Sprintf("; the median of %d rounds, which gave %s x", len(qs), strings.Join(each, ", "))
+	sorted := slices.Sorted(slices.Values(qs))
+	median := sorted[len(sorted)/2]
+	if lo, hi := sorted[0]/median, sorted[len(sorted)-1]/median; lo < 1-roundsAgree || hi > 1+roundsAgree {
+		// The rounds run the same code on the same stack minutes apart; what moves them is
+		// the machine's other load (the load averages above), which a ratio of one round
+		// carries on one side and not the other.
+		note += fmt.Sprintf(" (they spread from %.2f to %.2f x their median, more than %.0f %%: the machine's other load "+
+			"moved between and within the rounds, see the load averages; compare builds in alternated runs, docs/performance.md)",
+			lo, hi, roundsAgree*100)
+	}
+	return note
 }
+
+// roundsAgree is how far from their median the rounds of phase 3 may spread before the
+// report says they do not agree.
+const roundsAgree = 0.15
