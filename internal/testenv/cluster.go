@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -51,11 +52,15 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		addrs = append(addrs, "127.0.0.1:"+port)
 	}
-	for _, a := range addrs {
+	for i, a := range addrs {
 		waitFor(t, "redis node "+a, func() error {
 			c := redis.NewClient(&redis.Options{Addr: a})
 			defer c.Close()
-			return c.Ping(context.Background()).Err()
+			if err := c.Ping(context.Background()).Err(); err != nil {
+				log, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("node-%d.log", i)))
+				return fmt.Errorf("%w; its log:\n%s", err, log)
+			}
+			return nil
 		})
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
@@ -118,10 +123,14 @@ func clusterPort(t testing.TB) string {
 }
 
 // FreeClusterPort returns a free port for a Redis Cluster node: one whose cluster bus port
-// (port + 10000) is free too, or the node cannot start.
+// (port + 10000) is free too, or the node cannot start. The node's port lies in 2000-9999 and
+// its bus port in 12000-19999: below the kernel's ephemeral ports (32768 and up), where a port
+// free when checked can be taken, before redis-server binds it, as the source port of any
+// connection the machine opens (a node on 49300 never answered a PING in a CI run while
+// other tests ran), and below the ports FreePortBase gives a Temporal server (20000 and up).
 func FreeClusterPort() (string, error) {
 	for range 100 {
-		p := 20000 + rand.IntN(30000)
+		p := 2000 + rand.IntN(8000)
 		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
