@@ -307,17 +307,24 @@ func (r *countedRoom) Lookup(ctx context.Context, cartID string) (shop.RoomPlace
 	return r.Room.Lookup(ctx, cartID)
 }
 
-// A GET that waits for a cart far back in line looks it up when the cart may have moved,
-// not every 50 ms: a crowd of waiting buyers would otherwise cost Redis a lookup (five
-// reads) per buyer twenty times a second. Here nothing is taken from the line (no
-// dispatcher), so the GET looks at most once a second.
-func TestAWaitingGetLooksItsCartUpOnlyWhenItMayHaveMoved(t *testing.T) {
+// queuedBehindACountedRoom is a room harness whose room counts its lookups, with cart c-1
+// posted and waiting in line (202) behind the harness's blocker.
+func queuedBehindACountedRoom(t *testing.T) (*roomHarness, *countedRoom, api.QueuedView) {
+	t.Helper()
 	var room *countedRoom
 	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, deps *api.Deps) {
 		room = &countedRoom{Room: deps.Room.(*lua.Room)}
 		deps.Room = room
 	})
-	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	return h, room, queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+}
+
+// A GET that waits for a cart far back in line looks it up when the cart may have moved,
+// not every 50 ms: a crowd of waiting buyers would otherwise cost Redis a lookup (five
+// reads) per buyer twenty times a second. Here nothing is taken from the line (no
+// dispatcher), so the GET looks at most once a second.
+func TestAWaitingGetLooksItsCartUpOnlyWhenItMayHaveMoved(t *testing.T) {
+	h, room, v := queuedBehindACountedRoom(t)
 	before := room.lookups.Load()
 	rec := h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=3", header: withSecret(v.CheckoutSecret)})
 	if got := queued(t, rec, http.StatusOK); got.Position != 2 {
@@ -364,12 +371,7 @@ func TestAnIdleReplicaLooksAtAnEmptyLineLessAndLessOften(t *testing.T) {
 // saga: one status query less per cart that waited. (The harness has no Temporal: asking the
 // saga would fail the GET.)
 func TestAWaitingGetIsAnsweredWithTheSagasAnswerToItsStart(t *testing.T) {
-	var room *countedRoom
-	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, deps *api.Deps) {
-		room = &countedRoom{Room: deps.Room.(*lua.Room)}
-		deps.Room = room
-	})
-	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	h, room, v := queuedBehindACountedRoom(t)
 	before := room.lookups.Load()
 	get := testenv.Go(func() *httptest.ResponseRecorder {
 		return h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=10", header: withSecret(v.CheckoutSecret)})

@@ -172,11 +172,15 @@ func (f *fixture) signalPayment(skipTask bool, p shop.Payment) {
 // recordPayment stores p as a verified payment event of checkoutID.
 func (f *fixture) recordPayment(checkoutID string, p shop.Payment) {
 	f.t.Helper()
-	if _, err := f.acts.Store.RecordPaymentEvent(context.Background(), shop.PaymentEvent{Provider: p.Provider, EventID: p.EventID,
-		Type: "test", CheckoutID: checkoutID, PaymentRef: p.PaymentRef, AmountCents: p.AmountCents, Currency: p.Currency,
-		Outcome: string(p.Outcome), Payload: []byte("{}")}); err != nil {
+	if _, err := f.acts.Store.RecordPaymentEvent(context.Background(), verifiedEvent(checkoutID, p)); err != nil {
 		f.t.Fatalf("record payment %s: %v", p.EventID, err)
 	}
+}
+
+// verifiedEvent is p as the event a verified webhook records for checkoutID.
+func verifiedEvent(checkoutID string, p shop.Payment) shop.PaymentEvent {
+	return shop.PaymentEvent{Provider: p.Provider, EventID: p.EventID, Type: "test", CheckoutID: checkoutID,
+		PaymentRef: p.PaymentRef, AmountCents: p.AmountCents, Currency: p.Currency, Outcome: string(p.Outcome), Payload: []byte("{}")}
 }
 
 func (f *fixture) run(in workflows.Input) shop.View {

@@ -137,9 +137,7 @@ func (r *recorder) start(in workflows.Input) workflows.ReservationResult {
 func (r *recorder) pay(checkoutID, eventID string, outcome shop.PaymentKind, ref string, amount int64) {
 	r.t.Helper()
 	p := shop.Payment{Provider: "stripe", EventID: eventID, Outcome: outcome, PaymentRef: ref, AmountCents: amount, Currency: "usd"}
-	if _, err := r.p.Store.RecordPaymentEvent(r.ctx(), shop.PaymentEvent{Provider: p.Provider, EventID: p.EventID, Type: "record",
-		CheckoutID: checkoutID, PaymentRef: p.PaymentRef, AmountCents: p.AmountCents, Currency: p.Currency,
-		Outcome: string(p.Outcome), Payload: []byte("{}")}); err != nil {
+	if _, err := r.p.Store.RecordPaymentEvent(r.ctx(), verifiedEvent(checkoutID, p)); err != nil {
 		r.t.Fatalf("record payment %s of %s: %v", eventID, checkoutID, err)
 	}
 	if err := r.c.SignalWorkflow(r.ctx(), shop.WorkflowID(checkoutID), "", workflows.SignalPayment, p); err != nil {
