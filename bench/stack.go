@@ -94,7 +94,8 @@ func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ 
 	}
 	s.closers = append(s.closers, s.pool.Close)
 
-	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: s.tc, Pool: s.pool, Redis: s.rdb}, checkouttest.Options{Logger: apiLogger})
+	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: s.tc, Pool: s.pool, Redis: s.rdb}, checkouttest.Options{Logger: apiLogger,
+		MaxOpenPerCustomer: store.DefaultMaxOpenPerCustomer})
 	if err != nil {
 		return nil, err
 	}

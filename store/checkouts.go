@@ -82,41 +82,61 @@ func queueReadCheckout(b *pgx.Batch, checkoutID string, c *shop.CheckoutRecord) 
 // Payments recorded for the checkout before it existed (orphans) are claimed for it, in the
 // same transaction.
 //
-// After the customer's limits are judged, everything else is one round trip (a pipelined
-// batch): the checkout and its items (both only if new; refused over a limit, recorded as
-// ended at once), the stored checkout as it now is, and the orphan claim.
+// It is one round trip: a pipelined batch, which Postgres runs as one transaction. With
+// limits on (MaxOpenPerCustomer, or a SKU of the cart with max_per_customer), the batch
+// first takes a lock per customer, held to its end, so a customer's concurrent checkouts are
+// judged one at a time against everything recorded before them: a thousand at once hold
+// exactly the limit. The statement after the lock sees what the lock's last holder
+// committed (each statement of a read-committed transaction reads afresh), judges the cart
+// (limits, listing each SKU's max_per_customer, SKUs without one absent) and records it:
+// refused over a limit, recorded as ended at once, with the limit as its reason. Then the
+// stored checkout as it now is, and the orphan claim.
 func (s *Store) InsertCheckout(ctx context.Context, c shop.CheckoutRecord, limits map[string]int64) (shop.CheckoutRecord, error) {
 	var rec shop.CheckoutRecord
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		refusal, err := s.overCustomerLimits(ctx, tx, c, limits)
-		if err != nil {
-			return err
-		}
-		status := shop.RecordOpen
-		if refusal != "" {
-			// Recorded as ended, so a retry (and a GET after retention) answers the same.
-			status = "out_of_stock"
-		}
-		skus, quantities, prices := make([]string, len(c.Items)), make([]int64, len(c.Items)), make([]int64, len(c.Items))
-		for i, it := range c.Items {
-			skus[i], quantities[i], prices[i] = it.SKU, it.Quantity, it.UnitPriceCents
-		}
-		b := &pgx.Batch{}
-		b.Queue(`
-			WITH new AS (
-				INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at)
-				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), CASE WHEN $6 = '' THEN NULL ELSE now() END)
-				ON CONFLICT (checkout_id) DO NOTHING
-				RETURNING checkout_id)
-			INSERT INTO checkout_items (checkout_id, sku, quantity, unit_price_cents)
-			SELECT new.checkout_id, i.sku, i.quantity, i.price
-			FROM new, unnest($7::text[], $8::bigint[], $9::bigint[]) AS i (sku, quantity, price)`,
-			c.CheckoutID, c.CustomerID, status, c.Currency, c.AmountCents, refusal, skus, quantities, prices)
-		queueReadCheckout(b, c.CheckoutID, &rec)
-		queueMatchOrphans(b, c.CheckoutID, &rec.Payments)
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
+	skus, quantities, prices, maxUnits := make([]string, len(c.Items)), make([]int64, len(c.Items)), make([]int64, len(c.Items)), make([]int64, len(c.Items))
+	for i, it := range c.Items {
+		skus[i], quantities[i], prices[i], maxUnits[i] = it.SKU, it.Quantity, it.UnitPriceCents, limits[it.SKU]
+	}
+	b := &pgx.Batch{}
+	if s.MaxOpenPerCustomer > 0 || len(limits) > 0 {
+		b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('checkout customer ' || $1, 0))`, c.CustomerID)
+	}
+	// A checkout recorded before is not judged again: the insert does nothing. The per-SKU
+	// count is in the statement only for a cart with a SKU limit: Postgres plans a statement
+	// with it afresh at every run (its generic plan looks dearer), a cost every checkout
+	// would pay for the few SKUs that have a limit.
+	args := []any{c.CheckoutID, c.CustomerID, shop.RecordOpen, c.Currency, c.AmountCents, skus, quantities, prices,
+		s.MaxOpenPerCustomer, shop.RejectTooManyOpen, string(shop.StatusOutOfStock)}
+	skuLimits := ""
+	if len(limits) > 0 {
+		skuLimits = `
+				WHEN EXISTS (
+					SELECT 1 FROM unnest($6::text[], $7::bigint[], $12::bigint[]) AS l (sku, quantity, max_units)
+					WHERE l.max_units > 0 AND l.quantity + (
+						SELECT coalesce(sum(ci.quantity), 0) FROM checkout_items ci JOIN checkouts co USING (checkout_id)
+						WHERE co.customer_id = $2 AND ci.sku = l.sku AND (co.ended_at IS NULL OR co.status = 'confirmed')) > l.max_units)
+					THEN $13`
+		args = append(args, maxUnits, shop.RejectCustomerLimit)
+	}
+	b.Queue(`
+		WITH judged AS (
+			SELECT CASE
+				WHEN $9::int > 0 AND (SELECT count(*) FROM checkouts WHERE customer_id = $2 AND ended_at IS NULL) >= $9
+					THEN $10`+skuLimits+`
+				ELSE '' END AS refusal),
+		new AS (
+			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at)
+			SELECT $1, $2, CASE WHEN refusal = '' THEN $3 ELSE $11 END, $4, $5, NULLIF(refusal, ''),
+				CASE WHEN refusal = '' THEN NULL ELSE now() END
+			FROM judged
+			ON CONFLICT (checkout_id) DO NOTHING
+			RETURNING checkout_id)
+		INSERT INTO checkout_items (checkout_id, sku, quantity, unit_price_cents)
+		SELECT new.checkout_id, i.sku, i.quantity, i.price
+		FROM new, unnest($6::text[], $7::bigint[], $8::bigint[]) AS i (sku, quantity, price)`, args...)
+	queueReadCheckout(b, c.CheckoutID, &rec)
+	queueMatchOrphans(b, c.CheckoutID, &rec.Payments)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return shop.CheckoutRecord{}, fmt.Errorf("record checkout %s: %w", c.CheckoutID, err)
 	}
 	return rec, nil
@@ -154,52 +174,6 @@ func (s *Store) RecordEnd(ctx context.Context, c shop.CheckoutRecord) (string, e
 		return "", fmt.Errorf("record end %s of checkout %s: %w", c.Status, c.CheckoutID, err)
 	}
 	return status, nil
-}
-
-// overCustomerLimits judges a new checkout against its customer's limits: the cap on open
-// checkouts and each SKU's max_per_customer (limits, SKU -> units; SKUs without one absent),
-// counted over the customer's open and confirmed checkouts. It takes a lock per customer
-// first, held to the end of tx, so a customer's concurrent checkouts are judged one at a
-// time against everything recorded before them: a thousand at once hold exactly the limit.
-// It returns the refusal's reason, or "".
-func (s *Store) overCustomerLimits(ctx context.Context, tx pgx.Tx, c shop.CheckoutRecord, limits map[string]int64) (string, error) {
-	if s.MaxOpenPerCustomer <= 0 && len(limits) == 0 {
-		return "", nil
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('checkout customer ' || $1, 0))`, c.CustomerID); err != nil {
-		return "", fmt.Errorf("lock customer %s: %w", c.CustomerID, err)
-	}
-	var exists bool
-	var open int
-	if err := tx.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM checkouts WHERE checkout_id = $1),
-			(SELECT count(*) FROM checkouts WHERE customer_id = $2 AND ended_at IS NULL)`,
-		c.CheckoutID, c.CustomerID).Scan(&exists, &open); err != nil {
-		return "", fmt.Errorf("count open checkouts of customer %s: %w", c.CustomerID, err)
-	}
-	if exists {
-		return "", nil // a retry: judged the first time
-	}
-	if s.MaxOpenPerCustomer > 0 && open >= s.MaxOpenPerCustomer {
-		return shop.RejectTooManyOpen, nil
-	}
-	for _, it := range c.Items {
-		limit, ok := limits[it.SKU]
-		if !ok {
-			continue
-		}
-		var units int64
-		if err := tx.QueryRow(ctx, `
-			SELECT coalesce(sum(ci.quantity), 0) FROM checkout_items ci JOIN checkouts co USING (checkout_id)
-			WHERE co.customer_id = $1 AND ci.sku = $2 AND (co.ended_at IS NULL OR co.status = 'confirmed')`,
-			c.CustomerID, it.SKU).Scan(&units); err != nil {
-			return "", fmt.Errorf("count units of %s of customer %s: %w", it.SKU, c.CustomerID, err)
-		}
-		if units+it.Quantity > limit {
-			return shop.RejectCustomerLimit, nil
-		}
-	}
-	return "", nil
 }
 
 // Outcome is how a checkout that was not confirmed ended (activities.RecordOutcomeInput).

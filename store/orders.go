@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/checkout-saga/checkout-saga/shop"
 )
@@ -14,6 +15,9 @@ import (
 // ErrInsufficientOnHand means Postgres has fewer units than an order needs: the Redis holds
 // and Postgres disagree, which support must look at.
 var ErrInsufficientOnHand = errors.New("postgres on_hand is lower than the order's quantity")
+
+// checkViolation is Postgres's SQLSTATE for a row that breaks a CHECK constraint.
+const checkViolation = "23514"
 
 // ErrPaidOtherwise means the checkout's order exists and names another payment.
 var ErrPaidOtherwise = errors.New("the order was paid by another payment")
@@ -35,71 +39,78 @@ type Order struct {
 }
 
 // ConfirmOrder writes the order, its lines, the stock change, the ledger rows and the
-// checkout's end in one transaction. A second call for the same checkout finds the order
-// (orders.checkout_id is unique) and returns it without changing anything.
+// checkout's end in one statement: one round trip, which holds each SKU's row lock (every
+// confirm of a hot SKU waits for it) only until its own commit. It first locks the
+// checkout's row if it is still open, and writes only then, so an end recorded meanwhile
+// (expired, cancelled) either comes first, and nothing is written, or waits for the order.
+// A unit short in Postgres breaks skus' on_hand >= 0 check, which undoes the whole statement.
+//
+// A second call for the same checkout finds it ended and the order written, and returns the
+// order without changing anything; an order paid by another payment is ErrPaidOtherwise, a
+// checkout that ended without an order ErrCheckoutEnded.
 func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, created bool, err error) {
 	orderID = shop.OrderID(in.CheckoutID)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+	skus, quantities, prices := make([]string, len(in.Items)), make([]int64, len(in.Items)), make([]int64, len(in.Items))
+	for i, it := range in.Items {
+		skus[i], quantities[i], prices[i] = it.SKU, it.Quantity, it.UnitPriceCents
+	}
+	err = s.pool.QueryRow(ctx, `
+		WITH open AS (
+			SELECT checkout_id FROM checkouts WHERE checkout_id = $2 AND ended_at IS NULL FOR UPDATE),
+		ord AS (
 			INSERT INTO orders (order_id, checkout_id, customer_id, amount_cents, currency, payment_provider, payment_ref)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (checkout_id) DO NOTHING`,
-			orderID, in.CheckoutID, in.CustomerID, in.AmountCents, in.Currency, in.PaymentProvider, in.PaymentRef)
-		if err != nil {
-			return fmt.Errorf("insert order: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			// Confirmed by an earlier attempt, if that attempt was for this payment. An
-			// order paid by another payment is not this payment's: it must be refunded.
-			var provider, ref string
-			if err := tx.QueryRow(ctx, `SELECT payment_provider, payment_ref FROM orders WHERE checkout_id = $1`,
-				in.CheckoutID).Scan(&provider, &ref); err != nil {
-				return fmt.Errorf("read existing order: %w", err)
-			}
-			if provider != in.PaymentProvider || ref != in.PaymentRef {
-				return fmt.Errorf("order %s was paid by %s payment %s: %w", orderID, provider, ref, ErrPaidOtherwise)
-			}
-			return nil
-		}
-		created = true
-		for _, it := range in.Items {
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO order_lines (order_id, sku, quantity, unit_price_cents) VALUES ($1, $2, $3, $4)`,
-				orderID, it.SKU, it.Quantity, it.UnitPriceCents); err != nil {
-				return fmt.Errorf("insert order line %s: %w", it.SKU, err)
-			}
-			tag, err := tx.Exec(ctx, `
-				UPDATE skus SET on_hand = on_hand - $2, sold = sold + $2, updated_at = now()
-				WHERE sku = $1 AND on_hand >= $2`, it.SKU, it.Quantity)
-			if err != nil {
-				return fmt.Errorf("take %d x %s from on_hand: %w", it.Quantity, it.SKU, err)
-			}
-			if tag.RowsAffected() == 0 {
-				return fmt.Errorf("take %d x %s from on_hand: %w", it.Quantity, it.SKU, ErrInsufficientOnHand)
-			}
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id)
-				VALUES ($1, $2, $3, 'sold', $4)`, it.SKU, -it.Quantity, it.Quantity, in.CheckoutID); err != nil {
-				return fmt.Errorf("append ledger for %s: %w", it.SKU, err)
-			}
-		}
-		tag, err = tx.Exec(ctx, `
-			UPDATE checkouts SET status = 'confirmed', order_id = $2, reason = NULL, expires_at = $3,
+			SELECT $1, checkout_id, $3, $4, $5, $6, $7 FROM open
+			ON CONFLICT (checkout_id) DO NOTHING
+			RETURNING order_id),
+		lines AS (
+			INSERT INTO order_lines (order_id, sku, quantity, unit_price_cents)
+			SELECT ord.order_id, i.sku, i.quantity, i.price
+			FROM ord, unnest($8::text[], $9::bigint[], $10::bigint[]) AS i (sku, quantity, price)),
+		taken AS (
+			UPDATE skus SET on_hand = on_hand - i.quantity, sold = sold + i.quantity, updated_at = now()
+			FROM ord, unnest($8::text[], $9::bigint[]) AS i (sku, quantity)
+			WHERE skus.sku = i.sku
+			RETURNING skus.sku, i.quantity),
+		ledger AS (
+			INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id)
+			SELECT sku, -quantity, quantity, 'sold', $2 FROM taken),
+		ended AS (
+			UPDATE checkouts SET status = 'confirmed', order_id = $1, reason = NULL, expires_at = $11,
 				ended_at = now(), updated_at = now()
-			WHERE checkout_id = $1 AND ended_at IS NULL`, in.CheckoutID, orderID, in.ExpiresAt)
-		if err != nil {
-			return fmt.Errorf("mark checkout confirmed: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			// A checkout that already ended (expired, cancelled) released its units:
-			// confirming it now would sell stock that is no longer held.
-			return fmt.Errorf("mark checkout confirmed: %w", ErrCheckoutEnded)
-		}
-		return nil
-	})
+			FROM ord WHERE checkouts.checkout_id = $2)
+		SELECT EXISTS (SELECT 1 FROM ord)`,
+		orderID, in.CheckoutID, in.CustomerID, in.AmountCents, in.Currency, in.PaymentProvider, in.PaymentRef,
+		skus, quantities, prices, in.ExpiresAt).Scan(&created)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == checkViolation && pgErr.ConstraintName == "skus_on_hand_check" {
+		return "", false, fmt.Errorf("confirm order for checkout %s: %s: %w", in.CheckoutID, pgErr.Detail, ErrInsufficientOnHand)
+	}
 	if err != nil {
 		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, err)
 	}
-	return orderID, created, nil
+	if created {
+		return orderID, true, nil
+	}
+	// Not open: confirmed by an earlier attempt, if that attempt was for this payment (an
+	// order paid by another payment is not this payment's: it must be refunded), or ended
+	// otherwise. Read afresh: the statement above read as of its start, before a confirm it
+	// waited for committed.
+	var provider, ref *string
+	var found bool
+	if err := s.pool.QueryRow(ctx, `
+		SELECT true, o.payment_provider, o.payment_ref FROM checkouts c LEFT JOIN orders o USING (checkout_id)
+		WHERE c.checkout_id = $1`, in.CheckoutID).Scan(&found, &provider, &ref); errors.Is(err, pgx.ErrNoRows) {
+		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, shop.ErrNotFound)
+	} else if err != nil {
+		return "", false, fmt.Errorf("confirm order for checkout %s: read its end: %w", in.CheckoutID, err)
+	}
+	switch {
+	case provider == nil:
+		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, ErrCheckoutEnded)
+	case *provider != in.PaymentProvider || *ref != in.PaymentRef:
+		return "", false, fmt.Errorf("confirm order for checkout %s: order %s was paid by %s payment %s: %w", in.CheckoutID, orderID, *provider, *ref, ErrPaidOtherwise)
+	}
+	return orderID, false, nil
 }
 
 // OrderPaymentRef returns the payment reference recorded on the checkout's order.

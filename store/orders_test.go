@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -240,5 +241,85 @@ func TestRecordOutcomeLeavesConfirmedCheckout(t *testing.T) {
 	if got.Status != "confirmed" || got.OrderID != orderID || got.Reason != "" || !got.EndedAt.Equal(*before.EndedAt) {
 		t.Errorf("confirmed checkout after a late cancel: status %q, order %q, reason %q, ended_at %v; want it untouched",
 			got.Status, got.OrderID, got.Reason, got.EndedAt)
+	}
+}
+
+// A confirm races its own retries, a confirm for another payment and the checkout's end
+// (support ending a checkout whose saga is gone as a retried confirm arrives), in many
+// schedules. Whatever the order, the checkout ends once: either confirmed, with one order
+// for one of the two payments, its units sold once and every call for that payment answered
+// with the order, or ended by the end that says so, with nothing written and every confirm
+// refused as ErrCheckoutEnded.
+func TestAConfirmRacingItsRetriesAnotherPaymentAndTheEndEndsOnce(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	for round := range 40 {
+		skuA, skuB, rec := recordCart(t, pool, 10, 10, 2, 1)
+		first, second := confirmInput(rec), confirmInput(rec)
+		second.PaymentRef = "pay-2"
+		calls := []store.Order{first, first, first, second}
+		type answer struct {
+			orderID string
+			created bool
+			err     error
+		}
+		answers := make([]answer, len(calls))
+		var wg sync.WaitGroup
+		for i, in := range calls {
+			wg.Go(func() {
+				orderID, created, err := s.ConfirmOrder(t.Context(), in)
+				answers[i] = answer{orderID, created, err}
+			})
+		}
+		var ended bool
+		wg.Go(func() {
+			var err error
+			if ended, err = s.EndAbandoned(t.Context(), rec.CheckoutID, "its saga is gone"); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+
+		got, err := s.Checkout(t.Context(), rec.CheckoutID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := testenv.ReadSKU(t, pool, skuA), testenv.ReadSKU(t, pool, skuB)
+		orders := testenv.Count(t, pool, `SELECT count(*) FROM orders WHERE checkout_id = $1`, rec.CheckoutID)
+		lines := testenv.Count(t, pool, `SELECT count(*) FROM order_lines WHERE order_id = $1`, shop.OrderID(rec.CheckoutID))
+		if ended != (got.Status == "failed") {
+			t.Errorf("round %d: the end reported it ended the checkout: %v; the checkout is %s", round, ended, got.Status)
+		}
+		switch got.Status {
+		case "confirmed":
+			won := got.PaymentRef
+			createdOnce := 0
+			for i, ans := range answers {
+				switch {
+				case calls[i].PaymentRef == won && (ans.err != nil || ans.orderID != got.OrderID):
+					t.Errorf("round %d: a confirm for the paying %s answered (%q, %v), want the order %s", round, won, ans.orderID, ans.err, got.OrderID)
+				case calls[i].PaymentRef != won && !errors.Is(ans.err, store.ErrPaidOtherwise):
+					t.Errorf("round %d: a confirm for %s, not the one that paid, answered (%q, %v), want ErrPaidOtherwise", round, calls[i].PaymentRef, ans.orderID, ans.err)
+				}
+				if ans.created {
+					createdOnce++
+				}
+			}
+			if createdOnce != 1 || orders != 1 || lines != 2 || a.Sold != 2 || b.Sold != 1 || a.LedgerRows != 2 || b.LedgerRows != 2 {
+				t.Errorf("round %d: confirmed with %d calls creating the order, %d orders, %d lines, %s %+v, %s %+v; want 1, 1, 2, 2 and 1 sold, one ledger row each",
+					round, createdOnce, orders, lines, skuA, a, skuB, b)
+			}
+		case "failed":
+			for i, ans := range answers {
+				if !errors.Is(ans.err, store.ErrCheckoutEnded) {
+					t.Errorf("round %d: a confirm for %s of an ended checkout answered (%q, %v), want ErrCheckoutEnded", round, calls[i].PaymentRef, ans.orderID, ans.err)
+				}
+			}
+			if orders != 0 || lines != 0 || a.Sold != 0 || b.Sold != 0 || a.LedgerRows != 1 || b.LedgerRows != 1 {
+				t.Errorf("round %d: ended with %d orders, %d lines, %s %+v, %s %+v; want nothing written", round, orders, lines, skuA, a, skuB, b)
+			}
+		default:
+			t.Errorf("round %d: the checkout ended %q, want confirmed or failed", round, got.Status)
+		}
 	}
 }

@@ -25,6 +25,11 @@ type Store struct {
 	MaxOpenPerCustomer int
 }
 
+// DefaultMaxOpenPerCustomer is how many open checkouts one customer may have at once
+// (MAX_OPEN_CHECKOUTS_PER_CUSTOMER): enough for a buyer with a few tabs, far too few to hold
+// a sale's stock from one account.
+const DefaultMaxOpenPerCustomer = 5
+
 // New wraps a pgx pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 

@@ -30,7 +30,7 @@ func TestNewPoolSizesThePool(t *testing.T) {
 
 // newStore is a store over a fresh, migrated database, and its pool for the tests that
 // read the tables or put SKUs directly.
-func newStore(t *testing.T) (*pgxpool.Pool, *store.Store) {
+func newStore(t testing.TB) (*pgxpool.Pool, *store.Store) {
 	t.Helper()
 	_, pool := testenv.Postgres(t)
 	return pool, store.New(pool)

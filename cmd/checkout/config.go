@@ -24,10 +24,6 @@ const (
 	devCheckoutSecretKey = api.DevCheckoutSecretKey
 )
 
-// DefaultMaxOpenPerCustomer is how many open checkouts one customer may have at once: enough
-// for a buyer with a few tabs, far too few to hold a sale's stock from one account.
-const DefaultMaxOpenPerCustomer = 5
-
 // DefaultRatePerAddress is how many buyer reads and cancels a second one client address may
 // send (in bursts of twice that): a buyer sends a few, a page polling with ?wait one every few
 // seconds. DefaultCheckoutsPerAddress is how many checkouts a minute one address may start,
@@ -154,7 +150,7 @@ func loadConfig(dev bool) (config, error) {
 			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
 		MaxPaymentTimeout: integer("MAX_PAYMENT_TIMEOUT_SECONDS", api.DefaultMaxPaymentTimeoutSeconds,
 			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
-		MaxOpenPerCustomer: integer("MAX_OPEN_CHECKOUTS_PER_CUSTOMER", DefaultMaxOpenPerCustomer, 0, 10_000),
+		MaxOpenPerCustomer: integer("MAX_OPEN_CHECKOUTS_PER_CUSTOMER", store.DefaultMaxOpenPerCustomer, 0, 10_000),
 		TemporalCLI:        str("TEMPORAL_CLI", ".tools/temporal"),
 		StripeAPIKey:       str("STRIPE_API_KEY", ""),
 		StripeAPIURL:       str("STRIPE_API_URL", ""),

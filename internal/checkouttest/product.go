@@ -58,7 +58,8 @@ type Services struct {
 }
 
 // Options change what Open and Start run. The zero value is the product as cmd/checkout
-// runs it: the worker, and one API with the sold-out gate, AdminToken and WebhookSecret.
+// runs it: the worker, and one API with the sold-out gate, AdminToken and WebhookSecret;
+// but for MaxOpenPerCustomer.
 type Options struct {
 	// API is the API's configuration; empty AdminToken, StripeWebhookSecrets,
 	// CheckoutSecretKeys, Namespace, TemporalUIURL and DefaultPaymentTimeoutSeconds get the
@@ -66,6 +67,9 @@ type Options struct {
 	API api.Config
 	// Payments are the worker's payment providers (none: refunds fail, as without a key).
 	Payments map[string]payments.Provider
+	// MaxOpenPerCustomer caps a customer's open checkouts in Postgres (store's); 0, the
+	// tests' default, caps none, where cmd/checkout caps them at store.DefaultMaxOpenPerCustomer.
+	MaxOpenPerCustomer int
 	// NoWorker starts no worker: the test starts and stops its own with StartWorker.
 	NoWorker bool
 	// NoAPI serves no API; ServeAPI starts one.
@@ -113,6 +117,7 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	p := &Product{Services: svc, opts: opts, Logger: opts.Logger, Store: store.New(svc.Pool), Stock: lua.New(svc.Redis)}
+	p.Store.MaxOpenPerCustomer = opts.MaxOpenPerCustomer
 	p.Catalog = store.NewCatalogCache(p.Store, store.DefaultCatalogTTL, store.DefaultCatalogCacheSize)
 	p.Inventory = &inventory.Inventory{Store: p.Store, Stock: p.Stock, Catalog: p.Catalog}
 	defer func() {
