@@ -215,7 +215,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	k, _ := medianRound(r.rounds, e2eRound.cpuFloorRatio)
-	r.empty, r.floor, r.e2e = k.empty, k.floor, k.e2e
+	r.empty, r.floor, r.saga, r.e2e = k.empty, k.floor, k.saga, k.e2e
 
 	progress("4/5 flash sale: %d units, %d requests, %d clients", o.sizes.flashUnits, o.sizes.flashRequests, o.sizes.flashConcurrency)
 	if r.flash, err = st.benchFlashSale(ctx, o.sizes); err != nil {
@@ -287,7 +287,8 @@ func runE2EOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) erro
 	for i, k := range rounds {
 		progress("round %d: CPU s per 1,000 empty workflows: %s", i+1, perK(k.empty.cpu, k.empty.workflows))
 		progress("round %d: CPU s per 1,000 floor workflows: %s (%.2f x empty)", i+1, perK(k.floor.cpu, k.floor.workflows), k.floorRatio())
-		progress("round %d: CPU s per 1,000 confirmed checkouts: %s (%.2f x floor)", i+1, perK(k.e2e.cpu, k.e2e.checkouts), k.cpuFloorRatio())
+		progress("round %d: CPU s per 1,000 sagas with nothing behind their activities: %s (%.2f x floor)", i+1, perK(k.saga.cpu, k.saga.workflows), k.sagaFloorRatio())
+		progress("round %d: CPU s per 1,000 confirmed checkouts: %s (%.2f x floor, %.2f x the saga with nothing behind it)", i+1, perK(k.e2e.cpu, k.e2e.checkouts), k.cpuFloorRatio(), k.cpuSagaRatio())
 	}
 	cpu, cpus := medianRound(rounds, e2eRound.cpuFloorRatio)
 	post, posts := medianRound(rounds, e2eRound.postFloorRatio)

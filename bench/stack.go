@@ -197,6 +197,7 @@ func (r emptyResult) rate() float64 { return float64(r.workflows) / r.elapsed.Se
 type baseline struct {
 	name, queue string
 	workflow    any
+	register    func(sdkworker.Worker) // the activities it needs, if any
 	run         func(ctx context.Context, tc client.Client, id string, started func()) error
 }
 
@@ -259,6 +260,7 @@ var floorBaseline = baseline{name: floorType, queue: floorQueue, workflow: floor
 // e2eRound is one round of phase 3: the empty workflows, the floor, then the checkouts.
 type e2eRound struct {
 	empty, floor emptyResult
+	saga         emptyResult // the checkout saga with nothing behind its activities
 	e2e          e2eResult
 }
 
@@ -279,6 +281,12 @@ func (s *stack) benchEnd2End(ctx context.Context, sz sizes) ([]e2eRound, error) 
 		}
 		if rounds[k].floor, err = s.benchBaseline(ctx, sz, k, floorBaseline); err != nil {
 			return nil, fmt.Errorf("floor workflows: %w", err)
+		}
+		if err := s.settle(ctx); err != nil {
+			return nil, err
+		}
+		if rounds[k].saga, err = s.benchBaseline(ctx, sz, k, sagaBaseline); err != nil {
+			return nil, fmt.Errorf("saga baseline: %w", err)
 		}
 		if err := s.settle(ctx); err != nil {
 			return nil, err
@@ -341,6 +349,9 @@ func (s *stack) benchBaseline(ctx context.Context, sz sizes, round int, b baseli
 	// tasks are polled the way the checkouts' are.
 	w := sdkworker.New(s.tc, b.queue, worker.Options(store.DefaultPoolMaxConns))
 	w.RegisterWorkflowWithOptions(b.workflow, workflow.RegisterOptions{Name: b.name})
+	if b.register != nil {
+		b.register(w)
+	}
 	if err := w.Start(); err != nil {
 		return r, fmt.Errorf("start %s worker: %w", b.name, err)
 	}
