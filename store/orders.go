@@ -96,10 +96,9 @@ func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, cre
 	// otherwise. Read afresh: the statement above read as of its start, before a confirm it
 	// waited for committed.
 	var provider, ref *string
-	var found bool
 	if err := s.pool.QueryRow(ctx, `
-		SELECT true, o.payment_provider, o.payment_ref FROM checkouts c LEFT JOIN orders o USING (checkout_id)
-		WHERE c.checkout_id = $1`, in.CheckoutID).Scan(&found, &provider, &ref); errors.Is(err, pgx.ErrNoRows) {
+		SELECT o.payment_provider, o.payment_ref FROM checkouts c LEFT JOIN orders o USING (checkout_id)
+		WHERE c.checkout_id = $1`, in.CheckoutID).Scan(&provider, &ref); errors.Is(err, pgx.ErrNoRows) {
 		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, shop.ErrNotFound)
 	} else if err != nil {
 		return "", false, fmt.Errorf("confirm order for checkout %s: read its end: %w", in.CheckoutID, err)
