@@ -223,6 +223,9 @@ type APIOptions struct {
 	// and no Dispatch is one that died after it answered its 202s.
 	Room     *lua.Room
 	Dispatch bool
+	// Took, if set, is called with each cart the replica takes from the room, in the order
+	// it took them (tests watch the room's order).
+	Took func(shop.RoomEntry)
 	// RateLimits are the replica's limits per address and customer (nil: none, as the
 	// tests' replicas run; the binary always wires them).
 	RateLimits *api.RateLimits
@@ -262,6 +265,9 @@ func (p *Product) ServeAPIWith(cfg api.Config, tc client.Client, o APIOptions) (
 	}
 	if o.Room != nil {
 		deps.Room = o.Room
+		if o.Took != nil {
+			deps.Room = watchedRoom{o.Room, o.Took}
+		}
 	}
 	deps.RateLimits = o.RateLimits
 	srv := api.NewServer(cfg, deps)
@@ -278,6 +284,20 @@ func (p *Product) ServeAPIWith(cfg api.Config, tc client.Client, o APIOptions) (
 	hs := httptest.NewServer(h)
 	p.onClose(hs.Close)
 	return hs.URL
+}
+
+// watchedRoom tells took of every cart taken from the room.
+type watchedRoom struct {
+	*lua.Room
+	took func(shop.RoomEntry)
+}
+
+func (r watchedRoom) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
+	e, ok, err := r.Room.Pop(ctx)
+	if ok && err == nil {
+		r.took(e)
+	}
+	return e, ok, err
 }
 
 func or(s, def string) string {
