@@ -253,21 +253,16 @@ type ConfirmOrderInput struct {
 }
 
 // ConfirmOrder writes the order, takes its units from on_hand into sold, appends the ledger
-// and marks the checkout confirmed, in one transaction; idempotent per checkout.
+// and marks the checkout confirmed, in one statement, for a verified payment only (see
+// store.ConfirmOrder); idempotent per checkout.
 func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (string, error) {
-	// Only verified money pays: anyone who reaches Temporal can signal a saga, so a payment
-	// must be one that a verified webhook or the provider's own listing recorded.
-	verified, err := a.Store.PaymentVerified(ctx, in.PaymentProvider, in.PaymentRef, in.CheckoutID, in.AmountCents, in.Currency)
-	if err != nil {
-		return "", err
-	}
-	if !verified {
-		metrics.UnverifiedPayments.Inc()
-		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"no verified event recorded %s payment %s of %d %s for checkout %s", in.PaymentProvider, in.PaymentRef, in.AmountCents, in.Currency, in.CheckoutID),
-			shop.ErrTypeUnverifiedPayment, nil)
-	}
+	// Only verified money pays: anyone who reaches Temporal can signal a saga, so the store
+	// confirms only a payment that a verified webhook or the provider's own listing recorded.
 	orderID, created, err := a.Store.ConfirmOrder(ctx, store.Order(in))
+	if errors.Is(err, store.ErrUnverifiedPayment) {
+		metrics.UnverifiedPayments.Inc()
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeUnverifiedPayment, nil)
+	}
 	if errors.Is(err, store.ErrInsufficientOnHand) || errors.Is(err, store.ErrCheckoutEnded) || errors.Is(err, store.ErrPaidOtherwise) {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeStockMismatch, nil)
 	}

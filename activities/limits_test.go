@@ -56,8 +56,10 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 	if second.Status != shop.RecordOpen {
 		t.Fatalf("after the first expired: %+v, want open", second)
 	}
-	if _, _, err := a.Store.ConfirmOrder(t.Context(), store.Order{CheckoutID: second.CheckoutID, CustomerID: customer,
-		Items: []shop.Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}); err != nil {
+	paid := ConfirmOrderInput{CheckoutID: second.CheckoutID, CustomerID: customer, Items: []shop.Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}},
+		AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}
+	recordPayment(t, a, paid)
+	if _, _, err := a.Store.ConfirmOrder(t.Context(), store.Order(paid)); err != nil {
 		t.Fatal(err)
 	}
 	if r := record(1, sku); r.Status != "out_of_stock" || r.Reason != shop.RejectCustomerLimit {

@@ -80,8 +80,20 @@ func (f *recoveryFixture) lostHold(onHand int64) string {
 
 // confirm confirms the order of checkout's one unit in Postgres, as the saga does once paid.
 func (f *recoveryFixture) confirm(ctx context.Context, checkout string) error {
-	_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: checkout, CustomerID: "u-1",
-		Items: []shop.Item{{SKU: f.sku, Quantity: 1, UnitPriceCents: 100}}, AmountCents: 100, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout})
+	return f.confirmUnits(ctx, checkout, 1)
+}
+
+// confirmUnits records the payment of checkout's units, as the webhook does, and confirms
+// their order in Postgres.
+func (f *recoveryFixture) confirmUnits(ctx context.Context, checkout string, units int64) error {
+	in := store.Order{CheckoutID: checkout, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: units, UnitPriceCents: 100}},
+		AmountCents: 100 * units, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout}
+	if _, err := f.acts.Store.RecordPaymentEvent(ctx, shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + checkout,
+		Type: "test", CheckoutID: checkout, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
+		Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}); err != nil {
+		return err
+	}
+	_, _, err := f.acts.Store.ConfirmOrder(ctx, in)
 	return err
 }
 

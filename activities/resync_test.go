@@ -1,11 +1,6 @@
 package activities
 
-import (
-	"testing"
-
-	"github.com/checkout-saga/checkout-saga/shop"
-	"github.com/checkout-saga/checkout-saga/store"
-)
+import "testing"
 
 // A resync (a reconcile under the SKU's row lock) can run while a hold's end is half done:
 // Postgres already moved on_hand, Redis has not ended the hold yet. The hold's end must still
@@ -27,8 +22,7 @@ func (f *recoveryFixture) resyncMidway(finish func()) {
 func TestResyncBetweenConfirmAndCommitKeepsTheUnits(t *testing.T) {
 	f := newRecoveryFixture(t)
 	a := f.checkout(2)
-	if _, _, err := f.acts.Store.ConfirmOrder(t.Context(), store.Order{CheckoutID: a, CustomerID: "u-1",
-		Items: []shop.Item{{SKU: f.sku, Quantity: 2, UnitPriceCents: 100}}, AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + a}); err != nil {
+	if err := f.confirmUnits(t.Context(), a, 2); err != nil {
 		t.Fatal(err)
 	}
 	f.resyncMidway(func() {

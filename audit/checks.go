@@ -82,8 +82,8 @@ func (a *Auditor) payments(ctx context.Context) ([]shop.AuditViolation, error) {
 }
 
 // verifiedOrders: every order's payment (payment_provider + payment_ref) was recorded by a
-// successful payment event of its checkout, for its amount. The saga confirms nothing else
-// (activities.ConfirmOrder); an order without one was written around it (a forged payment
+// successful payment event of its checkout, for its amount. The store confirms nothing else
+// (store.ConfirmOrder); an order without one was written around it (a forged payment
 // on a product from before that check, or a direct write). Reads orders, payment_events.
 func (a *Auditor) verifiedOrders(ctx context.Context) ([]shop.AuditViolation, error) {
 	rows, err := a.pool.Query(ctx, `

@@ -25,6 +25,9 @@ var ErrPaidOtherwise = errors.New("the order was paid by another payment")
 // ErrCheckoutEnded means an order was asked for a checkout that already ended otherwise.
 var ErrCheckoutEnded = errors.New("the checkout already ended without an order")
 
+// ErrUnverifiedPayment means no verified event recorded the payment an order was asked for.
+var ErrUnverifiedPayment = errors.New("no verified event recorded the payment")
+
 // Order is everything the order row needs (activities.ConfirmOrderInput).
 type Order struct {
 	CheckoutID      string
@@ -38,47 +41,59 @@ type Order struct {
 	ExpiresAt *time.Time
 }
 
+// confirmOrderSQL is ConfirmOrder's statement: $1 order, $2 checkout, $3 customer, $4 amount,
+// $5 currency, $6 provider, $7 payment, $8 SKUs, $9 quantities, $10 unit prices, $11 the
+// hold's expiry. It answers whether it wrote the order.
+const confirmOrderSQL = `
+	WITH open AS (
+		SELECT checkout_id FROM checkouts WHERE checkout_id = $2 AND ended_at IS NULL
+			AND EXISTS (SELECT 1 FROM payment_events
+				WHERE provider = $6 AND payment_ref = $7 AND outcome = 'succeeded' AND checkout_id = $2
+					AND amount_cents = $4 AND lower(currency) = lower($5))
+		FOR UPDATE),
+	ord AS (
+		INSERT INTO orders (order_id, checkout_id, customer_id, amount_cents, currency, payment_provider, payment_ref)
+		SELECT $1, checkout_id, $3, $4, $5, $6, $7 FROM open
+		ON CONFLICT (checkout_id) DO NOTHING
+		RETURNING order_id),
+	lines AS (
+		INSERT INTO order_lines (order_id, sku, quantity, unit_price_cents)
+		SELECT ord.order_id, i.sku, i.quantity, i.price
+		FROM ord, unnest($8::text[], $9::bigint[], $10::bigint[]) AS i (sku, quantity, price)),
+	taken AS (
+		UPDATE skus SET on_hand = on_hand - i.quantity, sold = sold + i.quantity, updated_at = now()
+		FROM ord, unnest($8::text[], $9::bigint[]) AS i (sku, quantity)
+		WHERE skus.sku = i.sku
+		RETURNING skus.sku, i.quantity),
+	ledger AS (
+		INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id)
+		SELECT sku, -quantity, quantity, 'sold', $2 FROM taken),
+	ended AS (
+		UPDATE checkouts SET status = 'confirmed', order_id = $1, reason = NULL, expires_at = $11,
+			ended_at = now(), updated_at = now()
+		FROM ord WHERE checkouts.checkout_id = $2)
+	SELECT EXISTS (SELECT 1 FROM ord)`
+
 // ConfirmOrder writes the order, its lines, the stock change, the ledger rows and the
 // checkout's end in one statement: one round trip, which holds each SKU's row lock (every
 // confirm of a hot SKU waits for it) only until its own commit. It first locks the
-// checkout's row if it is still open, and writes only then, so an end recorded meanwhile
-// (expired, cancelled) either comes first, and nothing is written, or waits for the order.
-// A unit short in Postgres breaks skus' on_hand >= 0 check, which undoes the whole statement.
+// checkout's row if it is still open and a verified event recorded the payment (a webhook
+// whose signature the API checked, or the provider's own listing, for this checkout and
+// exactly this amount), and writes only then, so an end recorded meanwhile (expired,
+// cancelled) either comes first, and nothing is written, or waits for the order. A unit
+// short in Postgres breaks skus' on_hand >= 0 check, which undoes the whole statement.
 //
-// A second call for the same checkout finds it ended and the order written, and returns the
-// order without changing anything; an order paid by another payment is ErrPaidOtherwise, a
-// checkout that ended without an order ErrCheckoutEnded.
+// A payment no verified event recorded is ErrUnverifiedPayment: only verified money pays,
+// whoever asks. A second call for the same checkout finds it ended and the order written,
+// and returns the order without changing anything; an order paid by another payment is
+// ErrPaidOtherwise, a checkout that ended without an order ErrCheckoutEnded.
 func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, created bool, err error) {
 	orderID = shop.OrderID(in.CheckoutID)
 	skus, quantities, prices := make([]string, len(in.Items)), make([]int64, len(in.Items)), make([]int64, len(in.Items))
 	for i, it := range in.Items {
 		skus[i], quantities[i], prices[i] = it.SKU, it.Quantity, it.UnitPriceCents
 	}
-	err = s.pool.QueryRow(ctx, `
-		WITH open AS (
-			SELECT checkout_id FROM checkouts WHERE checkout_id = $2 AND ended_at IS NULL FOR UPDATE),
-		ord AS (
-			INSERT INTO orders (order_id, checkout_id, customer_id, amount_cents, currency, payment_provider, payment_ref)
-			SELECT $1, checkout_id, $3, $4, $5, $6, $7 FROM open
-			ON CONFLICT (checkout_id) DO NOTHING
-			RETURNING order_id),
-		lines AS (
-			INSERT INTO order_lines (order_id, sku, quantity, unit_price_cents)
-			SELECT ord.order_id, i.sku, i.quantity, i.price
-			FROM ord, unnest($8::text[], $9::bigint[], $10::bigint[]) AS i (sku, quantity, price)),
-		taken AS (
-			UPDATE skus SET on_hand = on_hand - i.quantity, sold = sold + i.quantity, updated_at = now()
-			FROM ord, unnest($8::text[], $9::bigint[]) AS i (sku, quantity)
-			WHERE skus.sku = i.sku
-			RETURNING skus.sku, i.quantity),
-		ledger AS (
-			INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason, checkout_id)
-			SELECT sku, -quantity, quantity, 'sold', $2 FROM taken),
-		ended AS (
-			UPDATE checkouts SET status = 'confirmed', order_id = $1, reason = NULL, expires_at = $11,
-				ended_at = now(), updated_at = now()
-			FROM ord WHERE checkouts.checkout_id = $2)
-		SELECT EXISTS (SELECT 1 FROM ord)`,
+	err = s.pool.QueryRow(ctx, confirmOrderSQL,
 		orderID, in.CheckoutID, in.CustomerID, in.AmountCents, in.Currency, in.PaymentProvider, in.PaymentRef,
 		skus, quantities, prices, in.ExpiresAt).Scan(&created)
 	var pgErr *pgconn.PgError
@@ -91,10 +106,17 @@ func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, cre
 	if created {
 		return orderID, true, nil
 	}
-	// Not open: confirmed by an earlier attempt, if that attempt was for this payment (an
-	// order paid by another payment is not this payment's: it must be refunded), or ended
-	// otherwise. Read afresh: the statement above read as of its start, before a confirm it
-	// waited for committed.
+	// Nothing written: the payment is not verified, or the checkout is not open. Confirmed by
+	// an earlier attempt, if that attempt was for this payment (an order paid by another
+	// payment is not this payment's: it must be refunded), or ended otherwise. Read afresh:
+	// the statement above read as of its start, before a confirm it waited for committed.
+	switch verified, err := s.PaymentVerified(ctx, in.PaymentProvider, in.PaymentRef, in.CheckoutID, in.AmountCents, in.Currency); {
+	case err != nil:
+		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, err)
+	case !verified:
+		return "", false, fmt.Errorf("confirm order for checkout %s: %s payment %s of %d %s: %w",
+			in.CheckoutID, in.PaymentProvider, in.PaymentRef, in.AmountCents, in.Currency, ErrUnverifiedPayment)
+	}
 	var provider, ref *string
 	if err := s.pool.QueryRow(ctx, `
 		SELECT o.payment_provider, o.payment_ref FROM checkouts c LEFT JOIN orders o USING (checkout_id)

@@ -35,10 +35,28 @@ func confirmInput(rec shop.CheckoutRecord) store.Order {
 	}
 }
 
-// mustConfirm confirms the order of the recorded cart (confirmInput), failing the test on an
-// error; it returns the order id and whether this call created it.
+// paid is the verified event a webhook records for the payment of in, which a confirm
+// requires; its id is the payment's, so recording it twice records it once.
+func paid(in store.Order) shop.PaymentEvent {
+	return shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + in.CheckoutID + "-" + in.PaymentRef,
+		Type: "payment.succeeded", CheckoutID: in.CheckoutID, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents,
+		Currency: in.Currency, Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}
+}
+
+// verify records the payment of in as verified (paid).
+func verify(t *testing.T, s *store.Store, in store.Order) {
+	t.Helper()
+	if _, err := s.RecordPaymentEvent(t.Context(), paid(in)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustConfirm confirms the order of the recorded cart (confirmInput), paid by a verified
+// payment, failing the test on an error; it returns the order id and whether this call
+// created it.
 func mustConfirm(t *testing.T, s *store.Store, rec shop.CheckoutRecord) (orderID string, created bool) {
 	t.Helper()
+	verify(t, s, confirmInput(rec))
 	orderID, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
 	if err != nil {
 		t.Fatalf("confirm order: %v", err)
@@ -147,11 +165,57 @@ func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 	mustConfirm(t, s, rec)
 	other := confirmInput(rec)
 	other.PaymentRef = "pay-2"
+	verify(t, s, other)
 	if _, _, err := s.ConfirmOrder(t.Context(), other); !errors.Is(err, store.ErrPaidOtherwise) {
 		t.Errorf("confirm with a second payment: %v, want %v", err, store.ErrPaidOtherwise)
 	}
 	if got := testenv.ReadSKU(t, pool, skuA); got.Sold != 3 {
 		t.Errorf("%s: %+v, want the 3 units of the first order sold, nothing more", skuA, got)
+	}
+}
+
+// Only verified money pays, whoever asks the store: a payment no verified event recorded,
+// or one recorded for another checkout, amount, currency, provider or outcome, confirms
+// nothing, even a retry of a confirmed checkout; the payment once recorded confirms.
+func TestConfirmOrderConfirmsOnlyAVerifiedPayment(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	skuA, _, rec := recordCart(t, pool, 10, 10, 1, 1)
+	in := confirmInput(rec)
+	near := map[string]func(*shop.PaymentEvent){
+		"another checkout": func(ev *shop.PaymentEvent) { ev.CheckoutID = "c-someone-else" },
+		"a lower amount":   func(ev *shop.PaymentEvent) { ev.AmountCents-- },
+		"a higher amount":  func(ev *shop.PaymentEvent) { ev.AmountCents++ },
+		"another currency": func(ev *shop.PaymentEvent) { ev.Currency = "eur" },
+		"another provider": func(ev *shop.PaymentEvent) { ev.Provider = "acme" },
+		"a failed payment": func(ev *shop.PaymentEvent) { ev.Outcome = string(shop.PaymentFailed) },
+	}
+	for name, change := range near {
+		ev := paid(in)
+		ev.EventID += "-" + name
+		change(&ev)
+		if _, err := s.RecordPaymentEvent(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.ConfirmOrder(t.Context(), in); !errors.Is(err, store.ErrUnverifiedPayment) {
+		t.Fatalf("confirm with %d events near the payment but none of it: %v, want ErrUnverifiedPayment", len(near), err)
+	}
+	if got := testenv.ReadSKU(t, pool, skuA); got.Sold != 0 || got.LedgerRows != 1 {
+		t.Errorf("%s after an unverified confirm: %+v, want nothing sold", skuA, got)
+	}
+	if c, err := s.Checkout(t.Context(), rec.CheckoutID); err != nil || c.Status == "confirmed" {
+		t.Errorf("checkout after an unverified confirm: %+v %v, want it open", c, err)
+	}
+
+	mustConfirm(t, s, rec) // records the payment, then confirms
+	forged := in
+	forged.PaymentRef = "pay-forged"
+	if _, _, err := s.ConfirmOrder(t.Context(), forged); !errors.Is(err, store.ErrUnverifiedPayment) {
+		t.Errorf("confirm of the confirmed checkout with an unrecorded payment: %v, want ErrUnverifiedPayment", err)
+	}
+	if got := testenv.ReadSKU(t, pool, skuA); got.Sold != 1 {
+		t.Errorf("%s: %+v, want the one unit sold", skuA, got)
 	}
 }
 
@@ -162,6 +226,7 @@ func TestConfirmOrderRollsBackWhenOneLineIsShort(t *testing.T) {
 	skuA, skuB, rec := recordCart(t, pool, 10, 1, 2, 2)
 	beforeA, beforeB := testenv.ReadSKU(t, pool, skuA), testenv.ReadSKU(t, pool, skuB)
 
+	verify(t, s, confirmInput(rec))
 	_, created, err := s.ConfirmOrder(t.Context(), confirmInput(rec))
 	if !errors.Is(err, store.ErrInsufficientOnHand) {
 		t.Fatalf("confirm with a short line: err = %v, want store.ErrInsufficientOnHand", err)
@@ -257,6 +322,8 @@ func TestAConfirmRacingItsRetriesAnotherPaymentAndTheEndEndsOnce(t *testing.T) {
 		skuA, skuB, rec := recordCart(t, pool, 10, 10, 2, 1)
 		first, second := confirmInput(rec), confirmInput(rec)
 		second.PaymentRef = "pay-2"
+		verify(t, s, first)
+		verify(t, s, second)
 		calls := []store.Order{first, first, first, second}
 		type answer struct {
 			orderID string

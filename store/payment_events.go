@@ -38,6 +38,14 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, ev shop.PaymentEvent) (s
 	return shop.RecordedEvent{Delivered: deliveredAt != nil}, nil
 }
 
+// paymentVerifiedSQL is PaymentVerified's question: $1 provider, $2 payment, $3 checkout
+// (empty for any), $4 amount, $5 currency. It reads payment_events by payment
+// (payment_events_payment_idx).
+const paymentVerifiedSQL = `
+	SELECT EXISTS (SELECT 1 FROM payment_events
+		WHERE provider = $1 AND payment_ref = $2 AND outcome = 'succeeded' AND lower(currency) = lower($5)
+			AND ($3 = '' AND amount_cents >= $4 OR checkout_id = $3 AND amount_cents = $4))`
+
 // PaymentVerified reports whether a verified event recorded the successful payment ref of
 // provider for at least amountCents in currency: a webhook whose signature the API checked,
 // or a payment the provider itself listed to reconciliation. With checkoutID, the event must
@@ -45,11 +53,7 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, ev shop.PaymentEvent) (s
 // the answer cannot be taken back.
 func (s *Store) PaymentVerified(ctx context.Context, provider, paymentRef, checkoutID string, amountCents int64, currency string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM payment_events
-			WHERE provider = $1 AND payment_ref = $2 AND outcome = 'succeeded' AND lower(currency) = lower($5)
-				AND ($3 = '' AND amount_cents >= $4 OR checkout_id = $3 AND amount_cents = $4))`,
-		provider, paymentRef, checkoutID, amountCents, currency).Scan(&ok)
+	err := s.pool.QueryRow(ctx, paymentVerifiedSQL, provider, paymentRef, checkoutID, amountCents, currency).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("read the events of %s payment %s: %w", provider, paymentRef, err)
 	}

@@ -80,6 +80,7 @@ func TestACheckoutsWritesWaitForPostgresOnceEach(t *testing.T) {
 	if recorded.Status != shop.RecordOpen {
 		t.Fatalf("recorded %+v, want open", recorded)
 	}
+	verify(t, s, confirmInput(recorded)) // as the webhook does, before the confirm
 	if n := trips.count(t, func() error {
 		_, _, err := s.ConfirmOrder(t.Context(), confirmInput(recorded))
 		return err

@@ -1,0 +1,7 @@
+package store
+
+// The statements whose plans TestPaymentQuestionsReadEventsByIndex reads.
+var (
+	PaymentVerifiedSQL = paymentVerifiedSQL
+	ConfirmOrderSQL    = confirmOrderSQL
+)
