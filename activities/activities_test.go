@@ -165,11 +165,16 @@ func confirmable(t *testing.T, onHand, quantity int64, provider, ref string) (*A
 // recordPayment stores the payment of in as the verified event a webhook records.
 func recordPayment(t *testing.T, a *Activities, in ConfirmOrderInput) {
 	t.Helper()
-	if _, err := a.Store.RecordPaymentEvent(t.Context(), shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + in.CheckoutID + "-" + in.PaymentRef,
-		Type: "test", CheckoutID: in.CheckoutID, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
-		Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}); err != nil {
+	if _, err := a.Store.RecordPaymentEvent(t.Context(), verifiedEvent(in)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// verifiedEvent is the event a webhook records for the payment of in.
+func verifiedEvent(in ConfirmOrderInput) shop.PaymentEvent {
+	return shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + in.CheckoutID + "-" + in.PaymentRef,
+		Type: "test", CheckoutID: in.CheckoutID, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
+		Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}
 }
 
 // A payment signal sent to Temporal from outside the product (the Web UI, the CLI) names a

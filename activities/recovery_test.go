@@ -86,14 +86,12 @@ func (f *recoveryFixture) confirm(ctx context.Context, checkout string) error {
 // confirmUnits records the payment of checkout's units, as the webhook does, and confirms
 // their order in Postgres.
 func (f *recoveryFixture) confirmUnits(ctx context.Context, checkout string, units int64) error {
-	in := store.Order{CheckoutID: checkout, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: units, UnitPriceCents: 100}},
+	in := ConfirmOrderInput{CheckoutID: checkout, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: units, UnitPriceCents: 100}},
 		AmountCents: 100 * units, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout}
-	if _, err := f.acts.Store.RecordPaymentEvent(ctx, shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + checkout,
-		Type: "test", CheckoutID: checkout, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
-		Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}); err != nil {
+	if _, err := f.acts.Store.RecordPaymentEvent(ctx, verifiedEvent(in)); err != nil {
 		return err
 	}
-	_, _, err := f.acts.Store.ConfirmOrder(ctx, in)
+	_, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order(in))
 	return err
 }
 
