@@ -43,7 +43,8 @@ type Order struct {
 
 // confirmOrderSQL is ConfirmOrder's statement: $1 order, $2 checkout, $3 customer, $4 amount,
 // $5 currency, $6 provider, $7 payment, $8 SKUs, $9 quantities, $10 unit prices, $11 the
-// hold's expiry. It answers whether it wrote the order.
+// hold's expiry. It answers whether it wrote the order. Its EXISTS is paymentVerifiedSQL's
+// question for this checkout: keep the two alike.
 const confirmOrderSQL = `
 	WITH open AS (
 		SELECT checkout_id FROM checkouts WHERE checkout_id = $2 AND ended_at IS NULL

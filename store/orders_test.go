@@ -35,18 +35,18 @@ func confirmInput(rec shop.CheckoutRecord) store.Order {
 	}
 }
 
-// paid is the verified event a webhook records for the payment of in, which a confirm
+// verifiedEvent is the verified event a webhook records for the payment of in, which a confirm
 // requires; its id is the payment's, so recording it twice records it once.
-func paid(in store.Order) shop.PaymentEvent {
+func verifiedEvent(in store.Order) shop.PaymentEvent {
 	return shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + in.CheckoutID + "-" + in.PaymentRef,
 		Type: "payment.succeeded", CheckoutID: in.CheckoutID, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents,
 		Currency: in.Currency, Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}
 }
 
-// verify records the payment of in as verified (paid).
+// verify records the payment of in as verified (verifiedEvent).
 func verify(t *testing.T, s *store.Store, in store.Order) {
 	t.Helper()
-	if _, err := s.RecordPaymentEvent(t.Context(), paid(in)); err != nil {
+	if _, err := s.RecordPaymentEvent(t.Context(), verifiedEvent(in)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -191,7 +191,7 @@ func TestConfirmOrderConfirmsOnlyAVerifiedPayment(t *testing.T) {
 		"a failed payment": func(ev *shop.PaymentEvent) { ev.Outcome = string(shop.PaymentFailed) },
 	}
 	for name, change := range near {
-		ev := paid(in)
+		ev := verifiedEvent(in)
 		ev.EventID += "-" + name
 		change(&ev)
 		if _, err := s.RecordPaymentEvent(t.Context(), ev); err != nil {
