@@ -31,7 +31,7 @@ func recordedCart(t *testing.T, pool *pgxpool.Pool) string {
 // through (a send on door lets one, closing it lets all) or for its context to end, so the
 // test decides which asks meet in one batch.
 type heldLookup struct {
-	lookup  func(context.Context, []string) (map[string]bool, error)
+	lookup  func(context.Context, []string) (map[string]shop.Fingerprint, error)
 	door    chan struct{}
 	entered chan []string // each query's ids, as it starts
 	ended   chan struct{} // one for each query cancelled before the door let it through
@@ -42,7 +42,7 @@ func newHeldLookup(s *store.Store) *heldLookup {
 	return &heldLookup{lookup: s.RecordedCheckouts, door: make(chan struct{}), entered: make(chan []string, 100), ended: make(chan struct{}, 100)}
 }
 
-func (h *heldLookup) run(ctx context.Context, ids []string) (map[string]bool, error) {
+func (h *heldLookup) run(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error) {
 	h.queries.Add(1)
 	h.entered <- ids
 	select {
@@ -62,7 +62,7 @@ type recordedAnswer struct {
 // ask asks in the background and returns where the answer will arrive.
 func ask(ctx context.Context, r *recordedCheck, id string) <-chan recordedAnswer {
 	return testenv.Go(func() recordedAnswer {
-		rec, err := r.recorded(ctx, id)
+		_, rec, err := r.recorded(ctx, id)
 		return recordedAnswer{rec, err}
 	})
 }
@@ -120,7 +120,7 @@ func TestRecordedCheckAsksPostgresOnceForTheCartsThatWaited(t *testing.T) {
 	}
 }
 
-// When Postgres cannot answer, no cart is told it is recorded: the gate's refusal stands.
+// When Postgres cannot answer, no cart is told it is recorded: the caller gets the error.
 func TestRecordedCheckWithPostgresDownAnswersAnError(t *testing.T) {
 	t.Parallel()
 	// A pool on a port where nothing listens: every query fails to connect.
@@ -133,7 +133,7 @@ func TestRecordedCheckWithPostgresDownAnswersAnError(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Go(func() {
-			rec, err := r.recorded(t.Context(), fmt.Sprintf("c-down-%d", i))
+			_, rec, err := r.recorded(t.Context(), fmt.Sprintf("c-down-%d", i))
 			if err == nil || rec {
 				t.Errorf("with Postgres down: recorded %v, err %v; want an error", rec, err)
 			}

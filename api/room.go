@@ -129,7 +129,7 @@ func (s *Server) recordedCart(ctx context.Context, cartID string) bool {
 	if s.recorded == nil {
 		return false
 	}
-	recorded, err := s.recorded.recorded(ctx, cartID)
+	_, recorded, err := s.recorded.recorded(ctx, cartID)
 	return err == nil && recorded
 }
 

@@ -39,8 +39,9 @@ type Inventory interface {
 // CheckoutRecords reads checkouts from Postgres, for those whose saga is no longer in Temporal.
 type CheckoutRecords interface {
 	Checkout(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error)
-	// RecordedCheckouts reports which of ids are recorded, in one query.
-	RecordedCheckouts(ctx context.Context, ids []string) (map[string]bool, error)
+	// RecordedCheckouts reports which of ids are recorded, with the fingerprint of the
+	// request that created each, in one query.
+	RecordedCheckouts(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
 	// RecordEnd records the end of a cart that ended in the waiting room, without a saga, and

@@ -39,6 +39,9 @@ type CheckoutRecord struct {
 	// Payments are the payment events recorded for this checkout before the saga saw them
 	// (orphans: the webhook came before the checkout existed). Only RecordCheckout fills it.
 	Payments []RecordedPayment `json:"payments,omitempty"`
+	// Fingerprint is the request that created the checkout (none for one recorded before
+	// fingerprints were kept).
+	Fingerprint
 }
 
 // RecordedPayment is a payment event as Postgres recorded it.

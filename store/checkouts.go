@@ -22,21 +22,24 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (shop.CheckoutR
 	return c, nil
 }
 
-// RecordedCheckouts reports which of ids Postgres has recorded as checkouts, in one query
-// however many they are: the sold-out gate asks it for the carts it refuses, many at a time
-// (api's recordedCheck).
-func (s *Store) RecordedCheckouts(ctx context.Context, ids []string) (map[string]bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT checkout_id FROM checkouts WHERE checkout_id = ANY($1)`, ids)
+// RecordedCheckouts reports which of ids Postgres has recorded as checkouts, with the
+// fingerprint of the request that created each, in one query however many they are: every
+// POST asks it, many at a time (api's recordedCheck).
+func (s *Store) RecordedCheckouts(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT checkout_id, request_hash, idempotency_key, caller FROM checkouts WHERE checkout_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read which of %d checkouts are recorded: %w", len(ids), err)
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	recorded := make(map[string]shop.Fingerprint, len(ids))
+	var id string
+	var f shop.Fingerprint
+	_, err = pgx.ForEachRow(rows, []any{&id, &f.RequestHash, &f.IdempotencyKey, &f.Caller}, func() error {
+		recorded[id] = f
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read which of %d checkouts are recorded: %w", len(ids), err)
-	}
-	recorded := make(map[string]bool, len(found))
-	for _, id := range found {
-		recorded[id] = true
 	}
 	return recorded, nil
 }
@@ -46,12 +49,14 @@ func (s *Store) RecordedCheckouts(ctx context.Context, ids []string) (map[string
 func queueReadCheckout(b *pgx.Batch, checkoutID string, c *shop.CheckoutRecord) {
 	b.Queue(`
 		SELECT c.checkout_id, c.customer_id, c.status, c.currency, c.amount_cents, c.expires_at, c.reason, c.order_id,
-			c.created_at, c.ended_at, coalesce(o.payment_provider, ''), coalesce(o.payment_ref, '')
+			c.created_at, c.ended_at, coalesce(o.payment_provider, ''), coalesce(o.payment_ref, ''),
+			c.request_hash, c.idempotency_key, c.caller
 		FROM checkouts c LEFT JOIN orders o ON o.checkout_id = c.checkout_id WHERE c.checkout_id = $1`, checkoutID).
 		QueryRow(func(row pgx.Row) error {
 			var reason, orderID *string
 			err := row.Scan(&c.CheckoutID, &c.CustomerID, &c.Status, &c.Currency, &c.AmountCents, &c.ExpiresAt, &reason, &orderID,
-				&c.CreatedAt, &c.EndedAt, &c.PaymentProvider, &c.PaymentRef)
+				&c.CreatedAt, &c.EndedAt, &c.PaymentProvider, &c.PaymentRef,
+				&c.RequestHash, &c.IdempotencyKey, &c.Caller)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("read checkout %s: %w", checkoutID, shop.ErrNotFound)
 			}
@@ -106,16 +111,16 @@ func (s *Store) InsertCheckout(ctx context.Context, c shop.CheckoutRecord, limit
 	// with it afresh at every run (its generic plan looks dearer), a cost every checkout
 	// would pay for the few SKUs that have a limit.
 	args := []any{c.CheckoutID, c.CustomerID, shop.RecordOpen, c.Currency, c.AmountCents, skus, quantities, prices,
-		s.MaxOpenPerCustomer, shop.RejectTooManyOpen, string(shop.StatusOutOfStock)}
+		s.MaxOpenPerCustomer, shop.RejectTooManyOpen, string(shop.StatusOutOfStock), c.RequestHash, c.IdempotencyKey, c.Caller}
 	skuLimits := ""
 	if len(limits) > 0 {
 		skuLimits = `
 				WHEN EXISTS (
-					SELECT 1 FROM unnest($6::text[], $7::bigint[], $12::bigint[]) AS l (sku, quantity, max_units)
+					SELECT 1 FROM unnest($6::text[], $7::bigint[], $15::bigint[]) AS l (sku, quantity, max_units)
 					WHERE l.max_units > 0 AND l.quantity + (
 						SELECT coalesce(sum(ci.quantity), 0) FROM checkout_items ci JOIN checkouts co USING (checkout_id)
 						WHERE co.customer_id = $2 AND ci.sku = l.sku AND (co.ended_at IS NULL OR co.status = 'confirmed')) > l.max_units)
-					THEN $13`
+					THEN $16`
 		args = append(args, maxUnits, shop.RejectCustomerLimit)
 	}
 	b.Queue(`
@@ -125,9 +130,10 @@ func (s *Store) InsertCheckout(ctx context.Context, c shop.CheckoutRecord, limit
 					THEN $10`+skuLimits+`
 				ELSE '' END AS refusal),
 		new AS (
-			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at)
+			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at,
+				request_hash, idempotency_key, caller)
 			SELECT $1, $2, CASE WHEN refusal = '' THEN $3 ELSE $11 END, $4, $5, NULLIF(refusal, ''),
-				CASE WHEN refusal = '' THEN NULL ELSE now() END
+				CASE WHEN refusal = '' THEN NULL ELSE now() END, $12, $13, $14
 			FROM judged
 			ON CONFLICT (checkout_id) DO NOTHING
 			RETURNING checkout_id)
@@ -142,34 +148,37 @@ func (s *Store) InsertCheckout(ctx context.Context, c shop.CheckoutRecord, limit
 	return rec, nil
 }
 
-// RecordEnd records a checkout that ended before it had a saga: refused at its turn in the
-// waiting room, or cancelled while it waited there (c.Status and c.Reason say which). A
-// checkout already recorded is left as it is. It returns the status Postgres holds: c's, or
-// the one recorded before (another end, or shop.RecordOpen when a saga recorded the cart).
-// The end is what a cart that comes back to the room finds, when Redis, which keeps the room,
-// goes back in time: its saga adopts the end and holds nothing (workflows' adoptEnded).
+// RecordEnd records a checkout that ended before it had a saga: cancelled while it waited in
+// the waiting room. A checkout already recorded is left as it is. It returns the status
+// Postgres holds: c's, or the one recorded before (another end, or shop.RecordOpen when a
+// saga recorded the cart). The end is what a cart that comes back to the room finds, when
+// Redis, which keeps the room, goes back in time: its saga adopts the end and holds nothing
+// (workflows' adoptEnded).
 func (s *Store) RecordEnd(ctx context.Context, c shop.CheckoutRecord) (string, error) {
 	skus, quantities, prices := make([]string, len(c.Items)), make([]int64, len(c.Items)), make([]int64, len(c.Items))
 	for i, it := range c.Items {
 		skus[i], quantities[i], prices[i] = it.SKU, it.Quantity, it.UnitPriceCents
 	}
-	// The statement sees checkouts as they were before it: a row found there was recorded
-	// before, and the insert did nothing.
 	var status string
 	err := s.pool.QueryRow(ctx, `
 		WITH new AS (
-			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at)
-			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), now())
+			INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, reason, ended_at,
+				request_hash, idempotency_key, caller)
+			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), now(), $10, $11, $12)
 			ON CONFLICT (checkout_id) DO NOTHING
 			RETURNING checkout_id, status),
 		items AS (
 			INSERT INTO checkout_items (checkout_id, sku, quantity, unit_price_cents)
 			SELECT new.checkout_id, i.sku, i.quantity, i.price
 			FROM new, unnest($7::text[], $8::bigint[], $9::bigint[]) AS i (sku, quantity, price))
-		SELECT status FROM new
-		UNION ALL
-		SELECT status FROM checkouts WHERE checkout_id = $1`,
-		c.CheckoutID, c.CustomerID, c.Status, c.Currency, c.AmountCents, c.Reason, skus, quantities, prices).Scan(&status)
+		SELECT status FROM new`,
+		c.CheckoutID, c.CustomerID, c.Status, c.Currency, c.AmountCents, c.Reason, skus, quantities, prices,
+		c.RequestHash, c.IdempotencyKey, c.Caller).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Recorded before. Read it in a statement of its own: the insert waited for a record
+		// committing at the same moment (the saga's), which its own snapshot cannot see.
+		err = s.pool.QueryRow(ctx, `SELECT status FROM checkouts WHERE checkout_id = $1`, c.CheckoutID).Scan(&status)
+	}
 	if err != nil {
 		return "", fmt.Errorf("record end %s of checkout %s: %w", c.Status, c.CheckoutID, err)
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -70,10 +71,101 @@ func TestRecordedCheckoutsNamesOnlyRecordedOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || !got[recorded] {
+	if _, ok := got[recorded]; len(got) != 1 || !ok {
 		t.Errorf("RecordedCheckouts(%s, %s) = %v, want only %s", unknown, recorded, got, recorded)
 	}
 	if got, err := s.RecordedCheckouts(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("RecordedCheckouts(nil) = %v, %v; want nothing", got, err)
+	}
+}
+
+// A room end that races the saga's record of the same cart (a cancel while the cart is
+// being started from the line) answers the saga's record: the insert waits for the saga's
+// uncommitted row, does nothing once it commits, and the status read after it sees that row.
+func TestARoomEndRacingTheSagasRecordAnswersTheSagas(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	ctx := t.Context()
+	sku := testenv.RandomID("SKU-")
+	if err := s.CreateProduct(ctx, shop.Product{SKU: sku, OnHand: 5, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	cart := testenv.RandomID("c-")
+	tx, err := pool.Begin(ctx) // the saga's record, inserted and not yet committed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents) VALUES ($1, 'u-1', $2, 'usd', 500)`,
+		cart, shop.RecordOpen); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		status string
+		err    error
+	}
+	done := testenv.Go(func() result {
+		st, err := s.RecordEnd(context.WithoutCancel(ctx), shop.CheckoutRecord{CheckoutID: cart, CustomerID: "u-1",
+			Status: string(shop.StatusCancelled), Reason: "cancelled while waiting", Currency: "usd", AmountCents: 500,
+			Items: []shop.Item{{SKU: sku, Quantity: 1, UnitPriceCents: 500}}})
+		return result{st, err}
+	})
+	testenv.Eventually(t, "the room end waits on the saga's row", func() bool {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting > 0
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := testenv.Receive(t, "the room end", done); r.err != nil || r.status != shop.RecordOpen {
+		t.Fatalf("RecordEnd = %q, %v; want %q (the saga recorded the cart)", r.status, r.err, shop.RecordOpen)
+	}
+}
+
+// Postgres keeps the fingerprint of the request that created a checkout, whether a saga
+// recorded it or it ended in the waiting room, and answers it with the record and with
+// RecordedCheckouts; a second record of the cart (another request) changes nothing.
+func TestACheckoutKeepsTheFingerprintOfItsCreator(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	ctx := t.Context()
+	sku := testenv.RandomID("SKU-")
+	if err := s.CreateProduct(ctx, shop.Product{SKU: sku, OnHand: 5, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	creator := shop.Fingerprint{RequestHash: "h-1", IdempotencyKey: "k-1", Caller: "customer/alice"}
+	other := shop.Fingerprint{RequestHash: "h-2", IdempotencyKey: "k-2", Caller: "customer/bob"}
+	items := []shop.Item{{SKU: sku, Quantity: 1, UnitPriceCents: 500}}
+
+	saga := shop.CheckoutRecord{CheckoutID: testenv.RandomID("c-"), CustomerID: "alice", Currency: "usd", AmountCents: 500, Items: items, Fingerprint: creator}
+	if _, err := s.InsertCheckout(ctx, saga, nil); err != nil {
+		t.Fatal(err)
+	}
+	again := saga
+	again.Fingerprint = other
+	if rec, err := s.InsertCheckout(ctx, again, nil); err != nil || rec.Fingerprint != creator {
+		t.Fatalf("second record of a saga's cart: fingerprint %+v, %v; want the creator's %+v", rec.Fingerprint, err, creator)
+	}
+	room := shop.CheckoutRecord{CheckoutID: testenv.RandomID("c-"), CustomerID: "alice", Status: string(shop.StatusCancelled),
+		Currency: "usd", AmountCents: 500, Items: items, Fingerprint: creator}
+	if _, err := s.RecordEnd(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	room.Fingerprint = other
+	if _, err := s.RecordEnd(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{saga.CheckoutID, room.CheckoutID} {
+		if rec, err := s.Checkout(ctx, id); err != nil || rec.Fingerprint != creator {
+			t.Errorf("checkout %s: fingerprint %+v, %v; want the creator's %+v", id, rec.Fingerprint, err, creator)
+		}
+	}
+	got, err := s.RecordedCheckouts(ctx, []string{saga.CheckoutID, room.CheckoutID})
+	if err != nil || got[saga.CheckoutID] != creator || got[room.CheckoutID] != creator {
+		t.Errorf("RecordedCheckouts = %+v, %v; want the creator's fingerprint for both", got, err)
 	}
 }
