@@ -44,6 +44,8 @@ type RecordCheckoutInput struct {
 	CheckoutID string      `json:"checkout_id"`
 	CustomerID string      `json:"customer_id"`
 	Items      []shop.Item `json:"items"`
+	// Creator is the fingerprint of the request that started the saga, kept with the record.
+	Creator shop.Fingerprint `json:"creator,omitzero"`
 }
 
 // RecordCheckout prices the cart from the catalog and records the checkout in Postgres.
@@ -57,7 +59,7 @@ func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput)
 	if err != nil {
 		return shop.CheckoutRecord{}, fmt.Errorf("price checkout %s: %w", in.CheckoutID, err)
 	}
-	rec := shop.CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID}
+	rec := shop.CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID, Fingerprint: in.Creator}
 	limits := map[string]int64{}
 	for _, it := range in.Items {
 		p, ok := products[it.SKU]

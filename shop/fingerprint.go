@@ -26,10 +26,11 @@ const (
 )
 
 // Judge compares the fingerprint of a request with the checkout's. A checkout without a
-// fingerprint (recorded before fingerprints were kept) matches no request.
+// fingerprint (recorded before fingerprints were kept) matches no request; one without a
+// caller (a saga older than callers) is judged by the body, whose hash names the customer.
 func (f Fingerprint) Judge(req Fingerprint) Match {
 	switch {
-	case f.RequestHash == "" || f.Caller != req.Caller:
+	case f.RequestHash == "" || f.Caller != "" && f.Caller != req.Caller:
 		return OtherRequest
 	case f.RequestHash == req.RequestHash:
 		return SameRequest

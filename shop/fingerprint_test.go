@@ -18,6 +18,8 @@ func TestJudgeComparesTheCallerThenTheBodyThenTheKey(t *testing.T) {
 		{"another caller's own body", creator, Fingerprint{"h2", "k", "customer/bob"}, OtherRequest},
 		{"a checkout without a fingerprint", Fingerprint{}, Fingerprint{"h", "k", ""}, OtherRequest},
 		{"no identity on either side", Fingerprint{"h", "k", ""}, Fingerprint{"h", "k", ""}, SameRequest},
+		{"a saga older than callers, the creator's retry", Fingerprint{"h", "k", ""}, Fingerprint{"h", "k", "customer/alice"}, SameRequest},
+		{"a saga older than callers, another body", Fingerprint{"h", "k", ""}, Fingerprint{"h2", "k2", "customer/bob"}, OtherRequest},
 	} {
 		if got := tc.creator.Judge(tc.req); got != tc.want {
 			t.Errorf("%s: Judge = %d, want %d", tc.name, got, tc.want)

@@ -26,6 +26,13 @@ type View struct {
 	// API can tell a retry from a reused key even after the saga finished. Not for clients.
 	RequestHash    string `json:"request_hash,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Caller is who sent that request (a client, a customer); "" for sagas older than it.
+	Caller string `json:"caller,omitempty"`
+}
+
+// Creator is the fingerprint of the request that created the checkout.
+func (v View) Creator() Fingerprint {
+	return Fingerprint{RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey, Caller: v.Caller}
 }
 
 // ViewFromRecord rebuilds a finished checkout's view from its Postgres record, for when
@@ -35,6 +42,7 @@ func ViewFromRecord(rec CheckoutRecord) View {
 		CheckoutID: rec.CheckoutID, WorkflowID: WorkflowID(rec.CheckoutID), Status: Status(rec.Status),
 		CustomerID: rec.CustomerID, Currency: rec.Currency, AmountCents: rec.AmountCents,
 		Items: rec.Items, ExpiresAt: rec.ExpiresAt,
+		RequestHash: rec.RequestHash, IdempotencyKey: rec.IdempotencyKey, Caller: rec.Caller,
 	}
 	if rec.Status == RecordOpen {
 		// The saga is gone but never recorded an end: say so rather than guess.

@@ -66,6 +66,7 @@ func Checkout(ctx workflow.Context, in Input) (shop.View, error) {
 
 			RequestHash:    in.RequestHash,
 			IdempotencyKey: in.IdempotencyKey,
+			Caller:         in.Caller,
 		},
 	}
 	c.payments = workflow.GetSignalChannel(ctx, SignalPayment)
@@ -208,8 +209,9 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 		// this run answers), is that order's: not a second payment to refund.
 		c.seenPaid[c.paymentKey(ctx, rec.PaymentProvider, rec.PaymentRef)] = true
 	}
+	// The view names the request that created the checkout, as recorded: a request is judged
+	// against it, never against the one that started this run.
 	v := shop.ViewFromRecord(rec)
-	v.RequestHash, v.IdempotencyKey = c.view.RequestHash, c.view.IdempotencyKey
 	c.view = v
 	if v.Status == shop.StatusOutOfStock {
 		switch rec.Reason {
@@ -235,7 +237,7 @@ func (c *checkout) record(ctx workflow.Context) (shop.CheckoutRecord, error) {
 	var rec shop.CheckoutRecord
 	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(recordOptions, "Record checkout "+c.in.CheckoutID))
 	err := workflow.ExecuteLocalActivity(lctx, acts.RecordCheckout, activities.RecordCheckoutInput{
-		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: shop.Unpriced(c.in.Items),
+		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: shop.Unpriced(c.in.Items), Creator: c.view.Creator(),
 	}).Get(ctx, &rec)
 	return rec, err
 }

@@ -197,6 +197,7 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	first := newFixture(t)
 	phone := first.sku(10, 99_900, 2)
 	in := input(shop.Item{SKU: phone, Quantity: 1})
+	in.IdempotencyKey, in.Caller = "k-alice", "customer/u-9"
 	first.payAt(time.Minute, paid("evt_1", 99_900))
 	if v := first.run(in); v.Status != shop.StatusConfirmed {
 		t.Fatalf("first run: %s, want confirmed", v.Status)
@@ -210,14 +211,22 @@ func TestRunForAnEndedCartAdoptsTheRecordedEnd(t *testing.T) {
 	// answers: the order's own payment, never refunded.
 	again.payAt(0, shop.Payment{Provider: "stripe", EventID: "evt_1_again", Outcome: shop.PaymentSucceeded,
 		PaymentRef: "pi_evt_1", AmountCents: 99_900, Currency: "usd"})
-	in.RequestID = "req-2"
-	v := again.run(in)
+	// The new run is started by another customer's POST of the cart id, with its own body.
+	bob := in
+	bob.RequestID, bob.CustomerID, bob.RequestHash, bob.IdempotencyKey, bob.Caller = "req-2", "u-bob", "h-bob", "k-bob", "customer/u-bob"
+	v := again.run(bob)
 
 	if v.Status != shop.StatusConfirmed || v.OrderID == nil {
 		t.Errorf("second run: %s order %v, want the recorded confirmed end", v.Status, v.OrderID)
 	}
 	if res.Created || res.RejectCode != "" || res.View.Status != shop.StatusConfirmed {
 		t.Errorf("reservation answer = %+v, want the confirmed view, not created", res)
+	}
+	// The answer names the creator's request, not the one that started this run: the API
+	// judges bob's POST against alice's, and shows him nothing.
+	if res.RequestHash != "h" || res.IdempotencyKey != "k-alice" || res.Caller != "customer/u-9" || v.RequestHash != "h" {
+		t.Errorf("fingerprint answered: %q %q %q (view %q), want the creator's h k-alice customer/u-9",
+			res.RequestHash, res.IdempotencyKey, res.Caller, v.RequestHash)
 	}
 	if after := again.level(phone); after != before {
 		t.Errorf("stock moved: %+v, then %+v", before, after)

@@ -42,7 +42,7 @@ func ReservationUpdate(in Input) client.UpdateWorkflowOptions {
 	return client.UpdateWorkflowOptions{
 		UpdateID:     in.RequestID,
 		UpdateName:   UpdateReservation,
-		Args:         []any{ReservationRequest{RequestID: in.RequestID, RequestHash: in.RequestHash, IdempotencyKey: in.IdempotencyKey}},
+		Args:         []any{ReservationRequest{RequestID: in.RequestID, RequestHash: in.RequestHash, IdempotencyKey: in.IdempotencyKey, Caller: in.Caller}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	}
 }

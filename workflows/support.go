@@ -45,9 +45,11 @@ func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (Re
 	if err := workflow.Await(ctx, func() bool { return c.state != shop.StatusReserving }); err != nil {
 		return ReservationResult{}, err
 	}
+	// The fingerprint is the creator's: this run's input, or for an adopted end the record's.
 	return ReservationResult{
 		View: c.view, Created: !c.adopted && req.RequestID != "" && req.RequestID == c.in.RequestID,
-		RequestHash: c.in.RequestHash, IdempotencyKey: c.in.IdempotencyKey, RejectCode: c.rejectCode,
+		RequestHash: c.view.RequestHash, IdempotencyKey: c.view.IdempotencyKey, Caller: c.view.Caller,
+		RejectCode: c.rejectCode,
 	}, nil
 }
 
@@ -57,10 +59,16 @@ func (c *checkout) reservation(ctx workflow.Context, req ReservationRequest) (Re
 // fresh keys would otherwise spend them, and with them the buyer's cancel and support's
 // actions. A request that names no body (from an API older than the field) is taken, as before.
 func (c *checkout) validateReservation(ctx workflow.Context, req ReservationRequest) error {
-	if req.RequestHash == "" || c.in.RequestHash == "" || req.RequestHash == c.in.RequestHash {
+	// The creator is the view's: this run's input, or the recorded end's it adopted. Sagas
+	// and APIs older than callers name none; they are judged by the body alone.
+	creator := c.view.Creator()
+	if req.Caller != "" && creator.Caller != "" && req.Caller != creator.Caller {
+		return temporal.NewApplicationError("the cart is another caller's checkout", shop.ErrTypeCheckoutExists)
+	}
+	if req.RequestHash == "" || creator.RequestHash == "" || req.RequestHash == creator.RequestHash {
 		return nil
 	}
-	if req.IdempotencyKey != "" && req.IdempotencyKey == c.in.IdempotencyKey {
+	if req.IdempotencyKey != "" && req.IdempotencyKey == creator.IdempotencyKey {
 		return temporal.NewApplicationError("the Idempotency-Key was used with another request body", shop.ErrTypeIdempotencyKeyReused)
 	}
 	return temporal.NewApplicationError("the cart is already checking out with other contents", shop.ErrTypeCheckoutExists)

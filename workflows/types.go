@@ -96,6 +96,9 @@ type Input struct {
 	RequestHash string `json:"request_hash"`
 	// IdempotencyKey is the key the starting request carried (the cart id by default).
 	IdempotencyKey string `json:"idempotency_key"`
+	// Caller is who sent the starting request (the API's callerScope: a client or a
+	// customer, "" when neither authenticated): a request of another caller is not a retry.
+	Caller string `json:"caller,omitempty"`
 	// Shape is the saga's shape the starter asked for: StartOperation starts new sagas at
 	// NewestShape. A saga started before shapes existed has 0 and asks workflow.GetVersion
 	// as before (shapes.go).
@@ -109,6 +112,7 @@ type ReservationRequest struct {
 	RequestID      string `json:"request_id"`
 	RequestHash    string `json:"request_hash,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Caller         string `json:"caller,omitempty"`
 }
 
 // ReservationResult answers the reservation update.
@@ -120,6 +124,8 @@ type ReservationResult struct {
 	RequestHash string `json:"request_hash"`
 	// IdempotencyKey is the key of the request that started the saga.
 	IdempotencyKey string `json:"idempotency_key"`
+	// Caller is who sent the request that started the saga.
+	Caller string `json:"caller,omitempty"`
 	// RejectCode is set when the checkout was refused at reservation.
 	RejectCode string `json:"reject_code,omitempty"`
 }
