@@ -18,12 +18,14 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // startCheckout starts the saga of a cart with update-with-start and answers with the
-// reservation outcome, so the client never polls to learn whether its items are held.
+// reservation outcome, so the client never polls to learn whether its items are held. A cart
+// that cannot start now waits in the room (room.go); the door decides which.
 func (s *Server) startCheckout(c echo.Context) error {
 	var req CheckoutRequest
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
@@ -49,69 +51,100 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if req.PaymentTimeoutSeconds != nil {
 		timeout = *req.PaymentTimeoutSeconds
 	}
-	hash := requestHash(req, timeout)
-	// A cart waiting in the room (or ended there) is answered by the room: a retried POST
-	// keeps its place.
-	if place := s.roomPlace(ctx, req.CartID); place.InRoom() {
-		if err := s.checkOwner(c, req.CartID, true); err != nil { // another client's cart
-			return err
-		}
-		if err := s.answerRoom(c, place, hash, key); err != nil || place.End != nil || place.Entry != nil {
-			return err
-		}
-	}
-
-	p, retry := s.gate(ctx, req)
-	if p != nil {
-		return p
-	}
-	if p := s.requireWorker(ctx); p != nil {
-		return p
-	}
-	// The cart and the key are claimed only once the request is about to start a saga: a body
-	// refused as bad input or sold out writes nothing, and leaves its key free, so the client
-	// may fix the body and reuse it.
-	if err := s.checkOwner(c, req.CartID, true); err != nil {
-		return err
-	}
-	if p := s.claimKey(ctx, callerScope(c), key, req.CartID, hash); p != nil {
-		return p
-	}
 	in := workflows.Input{
 		CheckoutID: req.CartID, CustomerID: req.CustomerID,
 		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
-		RequestHash: hash, IdempotencyKey: key,
+		RequestHash: requestHash(req, timeout), IdempotencyKey: key, Caller: callerScope(c),
 	}
 	for _, it := range req.Items {
 		in.Items = append(in.Items, shop.CartLine{SKU: it.SKU, Quantity: it.Quantity})
 	}
-	release, answered, err := s.enterRoom(c, shop.RoomEntry{
-		CartID: req.CartID, CustomerID: req.CustomerID, Items: in.Items,
-		TimeoutSeconds: timeout, IdempotencyKey: key, RequestHash: hash,
-	}, retry)
-	if answered {
+	if p := s.checkCatalog(ctx, req); p != nil {
+		return p
+	}
+	facts, err := s.doorFacts(ctx, in)
+	if err != nil {
 		return err
 	}
-	defer release()
+	switch decideDoor(facts, fingerprint(in)) {
+	case doorKeyReused:
+		return keyReused(key)
+	case doorOtherRequest:
+		return checkoutExists(req.CartID)
+	case doorInLine:
+		return s.answerQueued(c, *facts.place.Entry, facts.place.Position, key, http.StatusAccepted)
+	case doorSoldOut:
+		metrics.SoldOut.Inc()
+		return outOfStock(facts.shortages)
+	case doorToSaga:
+		if err := s.claim(c, in); err != nil {
+			return err
+		}
+		release, p := s.admit(ctx)
+		if p != nil {
+			return p
+		}
+		defer release()
+		return s.startSaga(c, in)
+	default: // doorEnter
+		if err := s.claim(c, in); err != nil {
+			return err
+		}
+		release, answered, err := s.enterRoom(c, in)
+		if answered {
+			return err
+		}
+		defer release()
+		return s.startSaga(c, in)
+	}
+}
+
+// claim readies a request that is about to start a saga or wait for one: a worker must be
+// there to run it, and the cart and the Idempotency-Key are claimed only now, so a body
+// refused as bad input or sold out writes nothing and leaves its key free (the client may fix
+// the body and reuse it).
+func (s *Server) claim(c echo.Context, in workflows.Input) error {
+	ctx := c.Request().Context()
+	if p := s.requireWorker(ctx); p != nil {
+		return p
+	}
+	if err := s.checkOwner(c, in.CheckoutID, true); err != nil {
+		return err
+	}
+	if p := s.claimKey(ctx, in.Caller, in.IdempotencyKey, in.CheckoutID, in.RequestHash); p != nil {
+		return p
+	}
+	return nil
+}
+
+// startSaga starts the cart's saga, or attaches to the one it has, and answers with its
+// reservation. Nothing of the saga's is shown to a request that did not create it.
+func (s *Server) startSaga(c echo.Context, in workflows.Input) error {
+	ctx := c.Request().Context()
 	if s.Gate != nil {
-		if err := s.Gate.MarkStarted(ctx, req.CartID); err != nil {
-			// Best effort: without the mark a retry may be refused by the gate while this
-			// saga goes on, which can undersell, never oversell.
-			s.Logger.Warn("mark checkout started", "checkout_id", req.CartID, "error", err)
+		if err := s.Gate.MarkStarted(ctx, in.CheckoutID); err != nil {
+			// Best effort: without the mark a retry that Postgres cannot answer for yet may
+			// wait in the room behind new carts, and its saga answers at its turn.
+			s.Logger.Warn("mark checkout started", "checkout_id", in.CheckoutID, "error", err)
 		}
 	}
-
 	res, err := s.reserve(ctx, in)
 	if err != nil {
 		return err
 	}
-	if res.RequestHash != in.RequestHash {
-		if res.IdempotencyKey == key {
-			return keyReused(key)
-		}
-		return checkoutExists(req.CartID)
+	creator := shop.Fingerprint{RequestHash: res.RequestHash, IdempotencyKey: res.IdempotencyKey, Caller: res.Caller}
+	switch creator.Judge(fingerprint(in)) {
+	case shop.KeyReused:
+		return keyReused(in.IdempotencyKey)
+	case shop.OtherRequest:
+		return checkoutExists(in.CheckoutID)
 	}
-	return s.answerReservation(c, res, key)
+	return s.answerReservation(c, res, in.IdempotencyKey)
+}
+
+// fingerprint is the request's, to judge against a checkout's creator.
+func fingerprint(in workflows.Input) shop.Fingerprint {
+	return shop.Fingerprint{RequestHash: in.RequestHash, IdempotencyKey: in.IdempotencyKey, Caller: in.Caller}
 }
 
 // claimKey binds the caller's Idempotency-Key to this body, for any cart, and refuses the
@@ -165,15 +198,13 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 	case workflows.IsErrorType(err, shop.ErrTypeCheckoutExists):
 		return res, checkoutExists(in.CheckoutID)
 	case temporal.IsWorkflowExecutionAlreadyStartedError(err) || isNotFound(err):
-		// The cart's saga already finished: answer with how it ended.
+		// The cart's saga already finished: answer with how it ended, and who created it (the
+		// saga's result, or the record's), never the caller's own fingerprint.
 		v, err := s.finishedView(ctx, in.CheckoutID)
 		if err != nil {
 			return res, err
 		}
-		if v.RequestHash == "" { // answered from Postgres, which keeps no fingerprint
-			v.RequestHash, v.IdempotencyKey = in.RequestHash, in.IdempotencyKey
-		}
-		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
+		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey, Caller: v.Caller}, nil
 	case isTotalUpdateLimit(err):
 		// The saga takes no more updates, but a retried POST needs none: its answer is the
 		// saga's view, as for a saga that already finished.
@@ -184,7 +215,7 @@ func (s *Server) reserve(ctx context.Context, in workflows.Input) (workflows.Res
 		if v.Status == shop.StatusReserving {
 			return res, tooManyUpdates(in.CheckoutID)
 		}
-		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey}, nil
+		return workflows.ReservationResult{View: v, RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey, Caller: v.Caller}, nil
 	default:
 		return res, temporalProblem(err)
 	}
@@ -255,7 +286,14 @@ func (s *Server) getCheckout(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	place, roomErr := s.lookupRoom(ctx, id)
-	if place.InRoom() || place.Left {
+	if place.Queued {
+		// The room answers only for a cart Postgres has not recorded (Redis may have gone
+		// back in time and put an ended or started cart back in line).
+		if place, err = s.unrecordedPlace(ctx, id, place); err != nil {
+			return err
+		}
+	}
+	if place.InLine() || place.Left {
 		// A waiting cart: ?wait waits for it to leave the room, not for its end.
 		waited := place.Queued || place.Leaving
 		place, roomErr = s.awaitRoom(ctx, id, place, wait)
@@ -364,7 +402,7 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	place, roomErr, answered, err := s.cancelInRoom(c, id)
+	place, roomErr, answered, err := s.cancelInRoom(c, id, "customer")
 	if answered {
 		return err
 	}
@@ -392,7 +430,7 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 		return temporalProblem(err)
 	}
 	if v.Status == shop.StatusConfirmed {
-		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is confirmed and cannot be cancelled")
+		return alreadyConfirmed(id)
 	}
 	return c.JSON(http.StatusOK, s.present(v))
 }

@@ -27,8 +27,10 @@ func TestTheGateLetsARecordedCartInACrowdReachItsSaga(t *testing.T) {
 	})}
 	sku := m.stockSKU(t, "GATE-", 0, 500, 5, "usd")
 	recorded := testenv.RandomID("cart-")
+	hash := api.RequestHash(api.CheckoutRequest{CartID: recorded, CustomerID: "u-1", Items: []api.RequestItem{{SKU: sku, Quantity: 1}}}, 900)
 	if _, err := store.New(m.pool).InsertCheckout(t.Context(), shop.CheckoutRecord{CheckoutID: recorded, CustomerID: "u-1",
-		Currency: "usd", AmountCents: 500, Items: []shop.Item{{SKU: sku, Quantity: 1, UnitPriceCents: 500}}}, nil); err != nil {
+		Currency: "usd", AmountCents: 500, Items: []shop.Item{{SKU: sku, Quantity: 1, UnitPriceCents: 500}},
+		Fingerprint: shop.Fingerprint{RequestHash: hash, IdempotencyKey: recorded}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	m.reserved(t, recorded, false, recorded)

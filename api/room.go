@@ -18,12 +18,16 @@ import (
 )
 
 // The waiting room. A flash sale's crowd arrives in one second; the API can start only so
-// many sagas at once (admission.go). A cart that cannot start now waits in a line shared by
-// every API replica (lua.Room), in the order it first arrived, holding nothing, and its POST
-// is answered 202 at once with its place. Each replica takes carts from the head whenever it
-// has a free place (RunWaitingRoom) and starts their sagas. A cart whose units are all spoken
-// for by the carts ahead is answered 409 at once; one that finds its SKU sold out at its turn
-// ends 409 without a saga. The reserve script stays the judge of every hold.
+// many sagas at once (admission.go). A new cart that cannot start now waits in a line shared
+// by every API replica (lua.Room), in the order it first arrived, holding nothing, and its
+// POST is answered 202 at once with its place. Each replica takes carts from the head whenever
+// it has a free place (RunWaitingRoom) and starts their sagas. A cart whose units are all
+// spoken for by the carts ahead is answered 409 at once; a cart taken from the line always
+// starts its saga, and the reserve script answers it: it is the one judge of every hold.
+//
+// The room only orders carts that have no record yet. A cart Postgres recorded (its saga's
+// first step, or its cancel while it waited) is answered by its saga or from Postgres,
+// whatever Redis holds or lost (door.go); the room keeps no ends.
 
 // WaitingRoom is the line of carts waiting for their saga (lua.Room).
 type WaitingRoom interface {
@@ -36,10 +40,9 @@ type WaitingRoom interface {
 	// for the GET that waited for it (RoomPlace.Answer).
 	Leave(ctx context.Context, cartID string, answer []byte) error
 	Retry(ctx context.Context, cartID string) error // its saga could not start now
-	Refuse(ctx context.Context, end shop.RoomEnd) error
-	// Cancel ends a waiting cart; record keeps the end first (see Server.recordRoomEnd).
-	// Not cancelled, place is what the room knows of the cart instead.
-	Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, place shop.RoomPlace, cancelled bool, err error)
+	// Forget takes a cart whose end Postgres recorded out of the line (not one being
+	// started: its saga adopts the end).
+	Forget(ctx context.Context, cartID string) (gone bool, err error)
 	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
 	Served(ctx context.Context) (int64, error) // carts ever taken from the line
 }
@@ -69,48 +72,44 @@ type QueuedLinks struct {
 
 // enterRoom puts a new cart in the room unless it may start its saga now. When the cart
 // passes it returns the place to release once the saga's reservation is answered; otherwise
-// answered is true and err is the answer's error, if any (202, 409 or 503 sent). Without a
-// room, when Redis cannot answer, or for a retry of a cart known to have a saga (which
-// answers it, see gate; a cart the room would refuse is asked about in Postgres too), the
-// request waits for a place as before the room.
-func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry, retry bool) (release func(), answered bool, err error) {
+// answered is true and err is the answer (202, 409, 429 or 503). Without a room the request
+// waits for a place, as before the room. When the room cannot be asked, no cart passes it:
+// the caller retries (503), and the carts in line keep their order.
+func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), answered bool, err error) {
 	ctx := c.Request().Context()
-	var a shop.RoomAnswer
-	if s.Room != nil && !retry {
-		release = s.admission.tryAcquire()
-		a, err = s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize, s.cfg.WaitingPerCustomer)
-		if err != nil {
-			s.Logger.Warn("waiting room unreachable; admitting as without it", "checkout_id", e.CartID, "error", err)
-			a.Outcome = shop.RoomPass
-		}
-		if (a.Outcome == shop.RoomShort || a.Outcome == shop.RoomBusy) && s.recordedCart(ctx, e.CartID) {
-			// The room refuses new carts (it wrote nothing). This one Postgres recorded: a
-			// retry whose Redis markers are gone (the gate let it through, as its units
-			// looked free), whose saga answers, whatever units the line speaks for.
-			if release != nil {
-				release()
-				release = nil
-			}
-			retry = true
-		}
-	}
-	if a.Outcome == shop.RoomPass && release != nil {
-		return release, false, nil
-	}
-	if s.Room == nil || retry || a.Outcome == shop.RoomPass {
+	if s.Room == nil {
 		release, p := s.admit(ctx)
 		if p != nil {
 			return nil, true, p
 		}
 		return release, false, nil
 	}
+	e := shop.RoomEntry{
+		CartID: in.CheckoutID, CustomerID: in.CustomerID, Items: in.Items, TimeoutSeconds: in.PaymentTimeoutSeconds,
+		IdempotencyKey: in.IdempotencyKey, RequestHash: in.RequestHash, Caller: in.Caller,
+	}
+	release = s.admission.tryAcquire()
+	a, err := s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize, s.cfg.WaitingPerCustomer)
+	if err == nil && a.Outcome == shop.RoomPass {
+		return release, false, nil
+	}
 	if release != nil {
 		release()
 	}
+	if err != nil {
+		return nil, true, unavailable("redis", err)
+	}
 	switch a.Outcome {
 	case shop.RoomQueued:
+		// Another request of the cart may have put it in line a moment before this one.
+		switch a.Entry.Creator().Judge(fingerprint(in)) {
+		case shop.KeyReused:
+			return nil, true, keyReused(in.IdempotencyKey)
+		case shop.OtherRequest:
+			return nil, true, checkoutExists(in.CheckoutID)
+		}
 		s.ringRoom()
-		return nil, true, s.answerQueued(c, a.Entry, a.Position, e.IdempotencyKey, http.StatusAccepted)
+		return nil, true, s.answerQueued(c, a.Entry, a.Position, in.IdempotencyKey, http.StatusAccepted)
 	case shop.RoomShort:
 		return nil, true, outOfStock(a.Shortages)
 	case shop.RoomBusy:
@@ -121,36 +120,6 @@ func (s *Server) enterRoom(c echo.Context, e shop.RoomEntry, retry bool) (releas
 		p.retryAfter = 5
 		return nil, true, p
 	}
-}
-
-// recordedCart reports whether Postgres recorded the cart (so it has, or had, a saga); false
-// when it cannot tell, which keeps a refusal.
-func (s *Server) recordedCart(ctx context.Context, cartID string) bool {
-	if s.recorded == nil {
-		return false
-	}
-	_, recorded, err := s.recorded.recorded(ctx, cartID)
-	return err == nil && recorded
-}
-
-// answerRoom answers a POST of a cart the room knows: still waiting (202 with its place, if
-// the body is the one it entered with), or ended in the room (its end).
-func (s *Server) answerRoom(c echo.Context, place shop.RoomPlace, hash, key string) error {
-	if place.End != nil {
-		return s.answerRoomEnd(c, *place.End)
-	}
-	e := place.Entry
-	if e == nil { // taken and started between the two reads: the saga answers
-		return nil
-	}
-	if e.RequestHash != hash {
-		if e.IdempotencyKey == key {
-			return keyReused(key)
-		}
-		return problem(http.StatusConflict, "checkout_exists",
-			"cart "+e.CartID+" is already checking out with different contents; use a new cart_id")
-	}
-	return s.answerQueued(c, *e, place.Position, key, http.StatusAccepted)
 }
 
 // answerQueued is the 202 (or a GET's 200) of a waiting cart. The checkout's secret goes
@@ -169,36 +138,24 @@ func (s *Server) answerQueued(c echo.Context, e shop.RoomEntry, position int64, 
 	return c.JSON(status, v)
 }
 
-// answerRoomEnd answers a cart that ended in the room: 409 for one refused for stock at its
-// turn, the cancelled view for one cancelled while it waited.
-func (s *Server) answerRoomEnd(c echo.Context, end shop.RoomEnd) error {
-	if end.Status == shop.StatusOutOfStock {
-		return outOfStock(end.Shortages)
-	}
-	c.Response().Header().Set(echo.HeaderLocation, "/v1/checkouts/"+end.Entry.CartID)
-	return c.JSON(http.StatusOK, s.present(roomView(end)))
-}
-
-// errSagaRecorded: Postgres recorded the cart for a saga, so it is not the room's to end.
-var errSagaRecorded = errors.New("a saga recorded the cart")
-
-// recordRoomEnd keeps the end of a cart that ended in the room in Postgres, priced from the
-// catalog, before the room (in Redis) writes it. Redis can go back in time (a restart from an
-// older snapshot, a failover that lost writes) and put the cart back in line; its saga then
-// finds this end, adopts it and holds nothing, so the buyer's answer stands. An end recorded
-// before stands: end takes its status. A cart a saga recorded is errSagaRecorded.
-func (s *Server) recordRoomEnd(ctx context.Context, end *shop.RoomEnd) error {
-	skus := make([]string, len(end.Entry.Items))
-	for i, it := range end.Entry.Items {
+// recordRoomEnd records in Postgres, priced from the catalog, the end of a cart cancelled
+// while it waited (by "customer" or "support"), before the cart leaves the line: Redis can go
+// back in time (a restart from an older snapshot, a failover that lost writes) and put the
+// cart back in line, and its saga then finds this end, adopts it and holds nothing. It
+// returns the status Postgres holds: cancelled, an end recorded before, or shop.RecordOpen
+// when a saga recorded the cart (the saga answers then).
+func (s *Server) recordRoomEnd(ctx context.Context, e shop.RoomEntry, by string) (string, error) {
+	skus := make([]string, len(e.Items))
+	for i, it := range e.Items {
 		skus[i] = it.SKU
 	}
 	products, err := s.Catalog.Products(ctx, skus)
 	if err != nil {
-		return err
+		return "", err
 	}
-	rec := shop.CheckoutRecord{CheckoutID: end.Entry.CartID, CustomerID: end.Entry.CustomerID,
-		Status: string(end.Status), Reason: roomEndReason(end.Status)}
-	for _, it := range end.Entry.Items {
+	rec := shop.CheckoutRecord{CheckoutID: e.CartID, CustomerID: e.CustomerID, Status: string(shop.StatusCancelled),
+		Reason: "cancelled by " + by + " while waiting in the waiting room", Fingerprint: e.Creator()}
+	for _, it := range e.Items {
 		// Every SKU is in the catalog: a cart enters the room only after the catalog knew its
 		// SKUs, and SKUs are never deleted (checkout_items' foreign key would refuse the end).
 		p := products[it.SKU]
@@ -206,35 +163,7 @@ func (s *Server) recordRoomEnd(ctx context.Context, end *shop.RoomEnd) error {
 		rec.AmountCents += p.PriceCents * it.Quantity
 		rec.Items = append(rec.Items, shop.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPriceCents: p.PriceCents})
 	}
-	status, err := s.Records.RecordEnd(ctx, rec)
-	switch {
-	case err != nil:
-		return err
-	case status == shop.RecordOpen:
-		return errSagaRecorded
-	case shop.Status(status) != end.Status:
-		end.Status, end.Shortages = shop.Status(status), nil
-	}
-	return nil
-}
-
-func roomEndReason(status shop.Status) string {
-	if status == shop.StatusCancelled {
-		return "cancelled by the customer while waiting in the waiting room"
-	}
-	return "sold out when its turn in the waiting room came"
-}
-
-// roomView is the checkout view of a cart that ended in the room: no saga, nothing held,
-// no price taken.
-func roomView(end shop.RoomEnd) shop.View {
-	reason := roomEndReason(end.Status)
-	v := shop.View{CheckoutID: end.Entry.CartID, WorkflowID: shop.WorkflowID(end.Entry.CartID),
-		Status: end.Status, CustomerID: end.Entry.CustomerID, Reason: &reason, Shortages: end.Shortages}
-	for _, it := range end.Entry.Items {
-		v.Items = append(v.Items, shop.Item{SKU: it.SKU, Quantity: it.Quantity})
-	}
-	return v
+	return s.Records.RecordEnd(ctx, rec)
 }
 
 func outOfStock(shortages []shop.Shortage) *Problem {
@@ -244,14 +173,24 @@ func outOfStock(shortages []shop.Shortage) *Problem {
 	return p
 }
 
-// roomPlace is what the room knows of a cart; nothing without a room or when Redis cannot
-// answer (then the saga and Postgres answer, as for any cart).
-func (s *Server) roomPlace(ctx context.Context, cartID string) shop.RoomPlace {
-	place, _ := s.lookupRoom(ctx, cartID)
-	return place
+// unrecordedPlace is the room's place of a cart in line, or nothing when Postgres recorded
+// the cart: then its saga or Postgres answers.
+func (s *Server) unrecordedPlace(ctx context.Context, cartID string, place shop.RoomPlace) (shop.RoomPlace, error) {
+	if s.recorded == nil {
+		return place, nil
+	}
+	_, recorded, err := s.recorded.recorded(ctx, cartID)
+	switch {
+	case err != nil:
+		return place, unavailable("postgres", err)
+	case recorded:
+		return shop.RoomPlace{}, nil
+	}
+	return place, nil
 }
 
-// lookupRoom is roomPlace, with the error when Redis could not answer.
+// lookupRoom is what the room knows of a cart; nothing without a room, and nothing with the
+// error when Redis could not answer.
 func (s *Server) lookupRoom(ctx context.Context, cartID string) (shop.RoomPlace, error) {
 	if s.Room == nil {
 		return shop.RoomPlace{}, nil
@@ -301,15 +240,12 @@ func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPl
 	return place, nil
 }
 
-// answerRoomGet answers a GET of a cart the room knows, once it waited; false when the cart
-// has left the line for its saga, or is being started, which the saga then answers (a
-// replica that could not tell the room its start went through leaves the cart marked as
-// being started: the saga is the truth).
+// answerRoomGet answers a GET of a cart in line, once it waited; false when the cart has
+// left the line for its saga, or is being started, which the saga then answers (a replica
+// that could not tell the room its start went through leaves the cart marked as being
+// started: the saga is the truth).
 func (s *Server) answerRoomGet(c echo.Context, place shop.RoomPlace) (bool, error) {
-	switch {
-	case place.End != nil:
-		return true, s.answerRoomEnd(c, *place.End)
-	case place.Queued && place.Entry != nil:
+	if place.Queued && place.Entry != nil {
 		return true, s.answerQueued(c, *place.Entry, place.Position, "", http.StatusOK)
 	}
 	return false, nil
@@ -389,7 +325,9 @@ func sleep(ctx context.Context, d time.Duration) {
 const roomPutBackTimeout = 5 * time.Second
 
 // startFromRoom starts the saga of a cart taken from the line; it reports false when the
-// cart went back in line because its saga could not start now.
+// cart went back in line because its saga could not start now. Every cart taken starts its
+// saga, which answers it: a hold, out of stock from the reserve script, or the end Postgres
+// recorded for it (a cart Redis put back in line after its end, or whose saga runs).
 func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(base), s.cfg.RequestTimeout)
 	defer cancel()
@@ -404,32 +342,6 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		}
 		return false
 	}
-	// Only a cart taken for the first time may be refused here: a cart taken again may have
-	// a saga that holds its units (a replica started it and could not tell the room, or Redis
-	// lost the word), and that saga answers, through update-with-start below.
-	if s.Gate != nil && e.Taken <= 1 {
-		items := make(map[string]int64, len(e.Items))
-		for _, it := range e.Items {
-			items[it.SKU] = it.Quantity
-		}
-		if pre, err := s.Gate.Precheck(ctx, e.CartID, items); err == nil && pre.SoldOut() && !pre.Seen && !s.sagaMayExist(ctx, e.CartID) {
-			var short []shop.Shortage
-			for _, sh := range pre.Shortages {
-				short = append(short, shop.Shortage{SKU: sh.SKU, Requested: sh.Requested, Available: sh.Available})
-			}
-			end := shop.RoomEnd{Status: shop.StatusOutOfStock, Entry: e, Shortages: short}
-			switch err := s.recordRoomEnd(ctx, &end); {
-			case errors.Is(err, errSagaRecorded): // its saga answers, through the start below
-			case err != nil:
-				return back("record its end", err)
-			default:
-				if err := s.Room.Refuse(ctx, end); err != nil {
-					return back("refuse", err)
-				}
-				return true
-			}
-		}
-	}
 	if p := s.requireWorker(ctx); p != nil {
 		return back(p.Code, nil)
 	}
@@ -441,7 +353,7 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 	in := workflows.Input{
 		CheckoutID: e.CartID, CustomerID: e.CustomerID, Items: e.Items,
 		PaymentTimeoutSeconds: e.TimeoutSeconds, RequestID: newRequestID(),
-		RequestHash: e.RequestHash, IdempotencyKey: e.IdempotencyKey,
+		RequestHash: e.RequestHash, IdempotencyKey: e.IdempotencyKey, Caller: e.Caller,
 	}
 	var answer []byte
 	res, err := s.reserve(ctx, in)
@@ -453,7 +365,7 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		} else {
 			return back("start", err)
 		}
-	} else if res.View.CheckoutID == e.CartID {
+	} else if res.View.CheckoutID == e.CartID && res.View.Creator().Judge(e.Creator()) == shop.SameRequest {
 		// The waiting GET answers with it, instead of asking the saga a moment later.
 		answer, _ = json.Marshal(res.View)
 	}
@@ -461,15 +373,6 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		log.Warn("waiting room: leave", "error", err) // its lease brings it back; a second start is harmless
 	}
 	return true
-}
-
-// sagaMayExist reports whether the cart may have a saga: Temporal knows its workflow, or
-// cannot say. Redis can lose the room's word that a cart was taken and started (a failover
-// that lost its last writes puts it back in line as new) together with its hold: a refusal
-// by the gate would then hide the saga that holds its units.
-func (s *Server) sagaMayExist(ctx context.Context, cartID string) bool {
-	_, err := s.Temporal.DescribeWorkflowExecution(ctx, shop.WorkflowID(cartID), "")
-	return !isNotFound(err)
 }
 
 // estimateWait is how long a cart at position should wait: its place over the rate carts
@@ -487,35 +390,42 @@ func (s *Server) estimateWait(position int64) int64 {
 	return int64(math.Ceil(float64(position) / rate * 1000))
 }
 
-// cancelInRoom cancels a cart that waits in the room, or answers the end it had there;
-// answered is false when the saga must answer: the room does not know the cart, is starting
-// its saga (place.Leaving), or could not be asked (roomErr).
-func (s *Server) cancelInRoom(c echo.Context, cartID string) (place shop.RoomPlace, roomErr error, answered bool, err error) {
-	if s.Room == nil {
-		return place, nil, false, nil
-	}
+// cancelInRoom cancels a cart that waits in line, for its buyer or support (by): its end is
+// recorded in Postgres first, then the cart leaves the line, and the answer is Postgres's.
+// answered is false when the saga must answer: the room does not have the cart in line, is
+// starting its saga (place.Leaving), could not be asked (roomErr), or Postgres recorded the
+// cart for a saga.
+func (s *Server) cancelInRoom(c echo.Context, cartID, by string) (place shop.RoomPlace, roomErr error, answered bool, err error) {
 	ctx := c.Request().Context()
-	var recordErr error
-	end, place, cancelled, roomErr := s.Room.Cancel(ctx, cartID, func(end *shop.RoomEnd) error {
-		recordErr = s.recordRoomEnd(ctx, end)
-		return recordErr
-	})
-	switch {
-	case errors.Is(recordErr, errSagaRecorded):
-		// Redis lost the word that the cart left for its saga: the saga answers the cancel
-		// once the cart is taken again (or at once, if it runs).
-		return shop.RoomPlace{Leaving: true}, nil, false, nil
-	case recordErr != nil:
-		return shop.RoomPlace{}, nil, true, unavailable("postgres", recordErr)
-	case roomErr != nil:
-		s.Logger.Warn("waiting room cancel", "checkout_id", cartID, "error", roomErr)
+	place, roomErr = s.lookupRoom(ctx, cartID)
+	if roomErr != nil || !place.Queued || place.Entry == nil {
 		return place, roomErr, false, nil
-	case cancelled:
-		return place, nil, true, c.JSON(http.StatusOK, s.present(roomView(end)))
-	case place.End != nil:
-		return place, nil, true, c.JSON(http.StatusOK, s.present(roomView(*place.End)))
 	}
-	return place, nil, false, nil
+	status, err := s.recordRoomEnd(ctx, *place.Entry, by)
+	switch {
+	case err != nil:
+		return place, nil, true, unavailable("postgres", err)
+	case status == shop.RecordOpen:
+		// Its saga recorded it (Redis lost the word that the cart left the line): the saga
+		// answers, and the cart's next turn attaches to it.
+		return shop.RoomPlace{}, nil, false, nil
+	}
+	if _, err := s.Room.Forget(ctx, cartID); err != nil {
+		// Left in line, the cart starts its saga at its turn, which adopts the recorded end.
+		s.Logger.Warn("waiting room: forget a cancelled cart", "checkout_id", cartID, "error", err)
+	}
+	v, err := s.recordedView(ctx, cartID)
+	if err == nil && v.Status == shop.StatusConfirmed {
+		err = alreadyConfirmed(cartID)
+	}
+	if err != nil {
+		return place, nil, true, err
+	}
+	return place, nil, true, c.JSON(http.StatusOK, s.present(v))
+}
+
+func alreadyConfirmed(cartID string) *Problem {
+	return problem(http.StatusConflict, "already_confirmed", "checkout "+cartID+" is confirmed and cannot be cancelled")
 }
 
 // checkoutStarting answers a cancel of a cart whose saga is being started this moment.

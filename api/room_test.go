@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/checkout-saga/checkout-saga/api"
@@ -20,6 +21,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
+	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // roomHarness is a harness whose API puts carts in a waiting room of its own, behind a cart
@@ -70,6 +72,15 @@ func (h *roomHarness) post(t *testing.T, cart string, qty int64, key string) *ht
 	}
 	return h.do(t, request{method: http.MethodPost, path: "/v1/checkouts", header: header,
 		body: body(fmt.Sprintf(`{"cart_id":%q,"customer_id":"u-%s","items":[{"sku":%q,"quantity":%d}]}`, cart, cart, h.sku, qty))})
+}
+
+// record is the checkout record of the harness's post of cart for qty units, with the
+// fingerprint that post has: as the saga would record it.
+func (h *roomHarness) record(cart string, qty int64) shop.CheckoutRecord {
+	hash := api.RequestHash(api.CheckoutRequest{CartID: cart, CustomerID: "u-" + cart,
+		Items: []api.RequestItem{{SKU: h.sku, Quantity: qty}}}, 900)
+	return shop.CheckoutRecord{CheckoutID: cart, CustomerID: "u-" + cart, Currency: "usd", AmountCents: 500 * qty,
+		Items: []shop.Item{{SKU: h.sku, Quantity: qty, UnitPriceCents: 500}}, Fingerprint: shop.Fingerprint{RequestHash: hash, IdempotencyKey: cart}}
 }
 
 func queued(t *testing.T, rec *httptest.ResponseRecorder, status int) api.QueuedView {
@@ -137,33 +148,72 @@ func TestCartsBehindSpokenForUnitsAreAnswered409AtOnce(t *testing.T) {
 	h.assertUntouched(t, h.sku, 3)
 }
 
-func TestAWaitingCartWhoseSKUSoldOutEndsWithoutASaga(t *testing.T) {
-	h := newRoomHarness(t, 5, 1, 100, nil)
+// A cart taken from the line always starts its saga, and the saga answers it, even when its
+// SKU sold out while it waited: the reserve script is the one judge of stock. (The room used
+// to refuse it at its turn from Redis, a second judge, and invent its end.)
+func TestAWaitingCartWhoseSKUSoldOutIsAnsweredByItsSaga(t *testing.T) {
+	tc := mocks.NewClient(t)
+	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
 	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
 	// The operator takes the SKU off sale while the carts wait.
 	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
 		t.Fatal(err)
 	}
-	// The dispatcher judges each cart at its turn from Redis: sold out, and Temporal has no
-	// saga of it (a Temporal client that knows no workflow and starts none: a start would
-	// fail the test), so it ends without one.
 	h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
-	tc := mocks.NewClient(t)
-	tc.On("DescribeWorkflowExecution", mock.Anything, mock.Anything, "").
-		Return(nil, serviceerror.NewNotFound("workflow not found"))
-	h.srv.Temporal = tc
+	started := make(chan string, 4)
+	tc.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).
+		Run(func(args mock.Arguments) { started <- args.Get(2).(workflows.Input).CheckoutID }).Return(nil)
+	tc.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(
+		func(_ context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+			req := o.UpdateOptions.Args[0].(workflows.ReservationRequest)
+			handle := mocks.NewWorkflowUpdateHandle(t)
+			handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+				*args.Get(1).(*workflows.ReservationResult) = workflows.ReservationResult{
+					View:        shop.View{CheckoutID: "c-1", Status: shop.StatusOutOfStock, RequestHash: req.RequestHash, IdempotencyKey: req.IdempotencyKey},
+					RequestHash: req.RequestHash, IdempotencyKey: req.IdempotencyKey, Created: true, RejectCode: shop.RejectOutOfStock,
+				}
+			}).Return(nil).Maybe()
+			return handle, nil
+		})
+	// A GET that comes once the cart left asks the saga, which has ended.
+	ended := mocks.NewEncodedValue(t)
+	ended.On("Get", mock.Anything).Run(func(args mock.Arguments) {
+		*args.Get(0).(*shop.View) = shop.View{CheckoutID: "c-1", Status: shop.StatusOutOfStock}
+	}).Return(nil).Maybe()
+	tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).
+		Return(&client.QueryWorkflowWithOptionsResponse{QueryResult: ended}, nil).Maybe()
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { h.srv.RunWaitingRoom(ctx); close(done) }()
 	defer func() { stop(); <-done }()
-	problemOf(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=10", header: withSecret(v.CheckoutSecret)}),
-		http.StatusConflict, "out_of_stock")
-	// The end is final: a retried POST answers it.
-	problemOf(t, h.post(t, "c-1", 1, ""), http.StatusConflict, "out_of_stock")
+	if got := checkoutView(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1?wait=10", header: withSecret(v.CheckoutSecret)}),
+		http.StatusOK); got.Status != shop.StatusOutOfStock {
+		t.Fatalf("GET ?wait once the cart left = %+v, want its saga's out_of_stock view", got)
+	}
+	for _, cart := range []string{"blocker", "c-1"} {
+		if got := testenv.Receive(t, "a start", started); got != cart {
+			t.Fatalf("started %s, want %s: every cart taken starts its saga, in order", got, cart)
+		}
+	}
+}
+
+// temporalForgot is a Temporal client that knows no saga of any cart (retention dropped
+// them, or none ever started), for tests whose answers come from Postgres.
+func temporalForgot(t *testing.T) *mocks.Client {
+	tc := mocks.NewClient(t)
+	notFound := serviceerror.NewNotFound("workflow not found")
+	tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(nil, notFound).Maybe()
+	tc.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil).Maybe()
+	tc.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(nil, notFound).Maybe()
+	tc.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(nil, notFound).Maybe()
+	run := mocks.NewWorkflowRun(t)
+	run.On("Get", mock.Anything, mock.Anything).Return(notFound).Maybe()
+	tc.On("GetWorkflow", mock.Anything, mock.Anything, "").Return(run).Maybe()
+	return tc
 }
 
 func TestCancellingAWaitingCartFreesItsUnitsForTheNextInLine(t *testing.T) {
-	h := newRoomHarness(t, 2, 1, 100, nil)
+	h := newRoomHarness(t, 2, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = temporalForgot(t) })
 	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
 	problemOf(t, h.post(t, "c-2", 1, ""), http.StatusConflict, "out_of_stock")
 	cancel := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts/c-1/cancel", body: body(`{}`), header: withSecret(v.CheckoutSecret)})
@@ -199,8 +249,7 @@ func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
 			ctx := t.Context()
 			cart := testenv.RandomID("c-paid-")
 			db := store.New(h.pool)
-			if _, err := db.InsertCheckout(ctx, shop.CheckoutRecord{CheckoutID: cart, CustomerID: "u-" + cart, Currency: "usd",
-				AmountCents: 500, Items: []shop.Item{{SKU: h.sku, Quantity: 1, UnitPriceCents: 500}}}, nil); err != nil {
+			if _, err := db.InsertCheckout(ctx, h.record(cart, 1), nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.RecordOutcome(ctx, store.Outcome{CheckoutID: cart, Status: string(shop.StatusConfirmed)}); err != nil {
@@ -235,7 +284,7 @@ func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
 			if v.Status != shop.StatusConfirmed {
 				t.Fatalf("answer %+v, want confirmed", v)
 			}
-			if place, err := h.room.Lookup(ctx, cart); err != nil || place.InRoom() {
+			if place, err := h.room.Lookup(ctx, cart); err != nil || place.InLine() {
 				t.Fatalf("the room holds the retried cart: %+v %v", place, err)
 			}
 		})

@@ -32,7 +32,16 @@ func (s *Server) supportExtend(c echo.Context) error {
 	return s.supportUpdate(c, workflows.UpdateExtend, workflows.ExtendRequest{Seconds: req.Seconds})
 }
 
+// supportCancel cancels a checkout for support: a cart waiting in line is cancelled there,
+// as its buyer would; any other goes to its saga.
 func (s *Server) supportCancel(c echo.Context) error {
+	id, err := cartParam(c)
+	if err != nil {
+		return err
+	}
+	if _, _, answered, err := s.cancelInRoom(c, id, "support"); answered {
+		return err
+	}
 	return s.supportUpdate(c, workflows.UpdateCancel, workflows.CancelRequest{By: "support"})
 }
 

@@ -88,6 +88,18 @@ func (m *mockedTemporal) finishedWith(t *testing.T, cart string, v shop.View) {
 	m.tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Once()
 }
 
+// finishedBy is finishedWith, the result naming the request that created the checkout
+// (creator, read when the result is).
+func (m *mockedTemporal) finishedBy(t *testing.T, cart string, status shop.Status, creator func() shop.Fingerprint) {
+	run := mocks.NewWorkflowRun(t)
+	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		v, f := viewOf(cart, status), creator()
+		v.RequestHash, v.IdempotencyKey, v.Caller = f.RequestHash, f.IdempotencyKey, f.Caller
+		*args.Get(1).(*shop.View) = v
+	}).Return(nil).Once()
+	m.tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Once()
+}
+
 func viewOf(cart string, status shop.Status) shop.View {
 	return shop.View{CheckoutID: cart, WorkflowID: shop.WorkflowID(cart), Status: status, CustomerID: "u-1",
 		Currency: "usd", AmountCents: 500, Items: []shop.Item{{SKU: "MOCK-1", Quantity: 1, UnitPriceCents: 500}}}
@@ -125,6 +137,9 @@ func TestStartAnswers201WithTheReservationOfTheSagaItStarted(t *testing.T) {
 	}
 }
 
+// A retried POST of a cart whose saga finished answers its end, after it is judged against
+// the request that created the checkout (the saga's result names it): another request's POST
+// of the cart id gets 409 and nothing of the checkout.
 func TestStartOfACartWhoseSagaFinishedAnswersWithItsEnd(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -136,10 +151,25 @@ func TestStartOfACartWhoseSagaFinishedAnswersWithItsEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMockedTemporal(t)
 			cart := testenv.RandomID("cart-")
-			m.updateWithStart(nil, tt.err)
-			m.finishedWith(t, cart, viewOf(cart, shop.StatusExpired))
+			in := m.updateWithStart(nil, tt.err)
+			m.finishedBy(t, cart, shop.StatusExpired, func() shop.Fingerprint {
+				return shop.Fingerprint{RequestHash: in.RequestHash, IdempotencyKey: in.IdempotencyKey}
+			})
 			if v := checkoutView(t, m.post(t, cart), http.StatusOK); v.Status != shop.StatusExpired {
 				t.Errorf("answer = %+v, want the finished saga's expired view", v)
+			}
+		})
+		t.Run(tt.name+", another request", func(t *testing.T) {
+			m := newMockedTemporal(t)
+			cart := testenv.RandomID("cart-")
+			m.updateWithStart(nil, tt.err)
+			m.finishedBy(t, cart, shop.StatusConfirmed, func() shop.Fingerprint {
+				return shop.Fingerprint{RequestHash: "the creator's body", IdempotencyKey: "the creator's key", Caller: "customer/u-1"}
+			})
+			rec := m.post(t, cart)
+			problemOf(t, rec, http.StatusConflict, "checkout_exists")
+			if strings.Contains(rec.Body.String(), "checkout_secret") || strings.Contains(rec.Body.String(), "confirmed") {
+				t.Errorf("another request's POST was shown the checkout: %s", rec.Body)
 			}
 		})
 	}

@@ -28,7 +28,6 @@ type Room struct {
 	lookups *Coalescer // concurrent lookups share round trips
 	name    string
 	lease   time.Duration
-	endTTL  time.Duration
 	now     func() time.Time
 }
 
@@ -46,9 +45,6 @@ const (
 	// DefaultRoomLease is how long a replica may take to start a cart's saga before another
 	// replica takes the cart again: longer than a request's timeout.
 	DefaultRoomLease = 30 * time.Second
-	// DefaultRoomEndTTL is how long the end of a cart refused or cancelled in the room is
-	// kept, as long as an Idempotency-Key.
-	DefaultRoomEndTTL = 7 * 24 * time.Hour
 )
 
 var (
@@ -62,7 +58,7 @@ func NewRoom(rdb RoomClient, name string) *Room {
 	if name == "" {
 		name = DefaultRoomName
 	}
-	return &Room{rdb: rdb, lookups: NewCoalescer(rdb), name: name, lease: DefaultRoomLease, endTTL: DefaultRoomEndTTL, now: time.Now}
+	return &Room{rdb: rdb, lookups: NewCoalescer(rdb), name: name, lease: DefaultRoomLease, now: time.Now}
 }
 
 // WithLease returns a copy of the room whose takes last lease (tests shorten it).
@@ -74,10 +70,8 @@ func (r *Room) WithLease(lease time.Duration) *Room {
 
 func (r *Room) key(part string) string { return "room:{" + r.name + "}:" + part }
 
-func (r *Room) endKey(cartID string) string { return r.key("end:" + cartID) }
-
 func (r *Room) keys(cartID string) []string {
-	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.endKey(cartID), r.leftKey(cartID), r.key("customers")}
+	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.leftKey(cartID), r.key("customers")}
 }
 
 func (r *Room) leftKey(cartID string) string { return r.key("left:" + cartID) }
@@ -180,84 +174,42 @@ func (r *Room) Leave(ctx context.Context, cartID string, answer []byte) error {
 
 // Retry puts a cart taken from the line back at its place: its saga could not start now.
 func (r *Room) Retry(ctx context.Context, cartID string) error {
-	_, err := r.end(ctx, cartID, "retry", nil)
+	_, err := r.run(ctx, cartID, "retry", nil)
 	return err
 }
 
-// Refuse ends a cart taken from the line without a saga (sold out at its turn), and keeps
-// its end for the buyer's GET and retries.
-func (r *Room) Refuse(ctx context.Context, end shop.RoomEnd) error {
-	_, err := r.end(ctx, end.Entry.CartID, "refuse", &end)
-	return err
+// Forget takes a cart whose end is recorded (cancelled while it waited) out of the line. A
+// cart being started is left to its saga, which adopts the recorded end: gone is false then,
+// and when the cart is not in line.
+func (r *Room) Forget(ctx context.Context, cartID string) (gone bool, err error) {
+	got, err := r.run(ctx, cartID, "forget", nil)
+	return got == "ok", err
 }
 
-// Cancel ends a cart still in line as cancelled. When the cart is not in line (cancelled is
-// false), place is what the room knows of it instead: being started (Leaving: cancel it
-// there), ended in the room, or nothing. record, if not nil, is called with the end before
-// the room writes it (to keep it where Redis going back in time cannot undo it), and may
-// change it (an end kept before stands); its error leaves the cart in line and is returned.
-func (r *Room) Cancel(ctx context.Context, cartID string, record func(*shop.RoomEnd) error) (end shop.RoomEnd, place shop.RoomPlace, cancelled bool, err error) {
-	place, err = r.Lookup(ctx, cartID)
-	if err != nil || !place.Queued || place.Entry == nil {
-		return end, place, false, err
-	}
-	end = shop.RoomEnd{Status: shop.StatusCancelled, Entry: *place.Entry}
-	if record != nil {
-		if err := record(&end); err != nil {
-			return end, place, false, err
-		}
-	}
-	switch got, err := r.end(ctx, cartID, "cancel", &end); {
-	case err != nil:
-		return end, place, false, err
-	case got == "leaving":
-		place.Queued, place.Position, place.Leaving = false, 0, true
-		return end, place, false, nil
-	case got == "none":
-		// It left the line between the lookup and the script.
-		place, err = r.Lookup(ctx, cartID)
-		return end, place, false, err
-	}
-	return end, shop.RoomPlace{}, true, nil
-}
-
-// end runs room_end.lua for the cart with its end, if any.
-func (r *Room) end(ctx context.Context, cartID, how string, end *shop.RoomEnd) (string, error) {
-	var raw []byte
-	if end != nil {
-		var err error
-		if raw, err = json.Marshal(end); err != nil {
-			return "", err
-		}
-	}
-	return r.run(ctx, cartID, how, raw)
-}
-
-// run runs room_end.lua for the cart, raw its end or, to leave, the start's answer.
-func (r *Room) run(ctx context.Context, cartID, how string, raw []byte) (string, error) {
-	got, err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, how, string(raw), int64(r.endTTL.Seconds()), int64(leftTTL.Seconds())).Text()
+// run runs room_end.lua for the cart; answer is the start's answer, to leave.
+func (r *Room) run(ctx context.Context, cartID, how string, answer []byte) (string, error) {
+	got, err := roomEndScript.Run(ctx, r.rdb, r.keys(cartID), cartID, how, string(answer), int64(leftTTL.Seconds())).Text()
 	if err != nil {
 		return "", fmt.Errorf("waiting room %s, cart %s: %w", how, cartID, err)
 	}
 	return got, nil
 }
 
-// Lookup says what the room knows of a cart: in line (with its place), being started, ended
-// in the room, or nothing. It is one pipelined read, shared with the lookups of other carts
+// Lookup says what the room knows of a cart: in line (with its place), being started, just
+// left for its saga, or nothing. It is one pipelined read, shared with the lookups of other carts
 // at the same moment (every POST and GET of a checkout looks its cart up).
 func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error) {
 	var rank *redis.IntCmd
 	var lease *redis.FloatCmd
-	var entry, ended, left *redis.StringCmd
+	var entry, left *redis.StringCmd
 	err := r.lookups.Do(ctx, func(pipe redis.Pipeliner) {
 		rank = pipe.ZRank(ctx, r.key("line"), cartID)
 		lease = pipe.ZScore(ctx, r.key("leaving"), cartID)
 		entry = pipe.HGet(ctx, r.key("carts"), cartID)
-		ended = pipe.Get(ctx, r.endKey(cartID))
 		left = pipe.Get(ctx, r.leftKey(cartID))
 	})
 	if err == nil {
-		for _, cmd := range []redis.Cmder{rank, lease, entry, ended, left} {
+		for _, cmd := range []redis.Cmder{rank, lease, entry, left} {
 			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
 				break
 			}
@@ -282,12 +234,6 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 		p.Entry = &shop.RoomEntry{}
 		if err := json.Unmarshal([]byte(raw), p.Entry); err != nil {
 			return p, fmt.Errorf("waiting room entry of cart %s: %w", cartID, err)
-		}
-	}
-	if raw, err := ended.Result(); err == nil {
-		p.End = &shop.RoomEnd{}
-		if err := json.Unmarshal([]byte(raw), p.End); err != nil {
-			return p, fmt.Errorf("waiting room end of cart %s: %w", cartID, err)
 		}
 	}
 	return p, nil

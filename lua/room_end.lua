@@ -1,19 +1,18 @@
--- Ends a cart's stay in the waiting room (see room.go).
+-- Ends a cart's stay in the waiting room (see room.go). The room keeps no ends: a cart that
+-- ends without a saga (cancelled while it waited) is recorded in Postgres before it leaves.
 --
--- KEYS: line, carts, demand, leaving, end (the cart's end marker), left (its left marker),
---       customers
--- ARGV: cart, how, end (JSON, for how = "refuse" or "cancel"), end_ttl (s), left_ttl (s)
+-- KEYS: line, carts, demand, leaving, left (the cart's left marker), customers
+-- ARGV: cart, how, answer (for how = "leave"), left_ttl (s)
 --   how = "leave":  its saga started; the room forgets it, but for a short-lived marker
---                   that lets a GET ?wait sent just after answer at once (end: the saga's
+--                   that lets a GET ?wait sent just after answer at once (answer: the saga's
 --                   answer to its start, kept in the marker for the GET that waited).
 --   how = "retry":  its saga could not start now; back in line at its place (the next take
 --                   requeues it, as for a lease that ran out).
---   how = "refuse": refused at its turn without a saga; the end is kept for GET and retries.
---   how = "cancel": cancelled while in line; the end is kept. Only a cart still in line can
---                   be cancelled here.
--- Returns "ok", or for cancel "leaving" (its saga is being started) or "none" (not in line).
-local line, carts, demand, leaving, endkey, left, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local cart, how, ended, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+--   how = "forget": its end is recorded (cancelled while in line); only a cart still in line
+--                   is forgotten: one being started goes on to its saga, which adopts the end.
+-- Returns "ok", or for forget "leaving" (its saga is being started) or "none" (not in line).
+local line, carts, demand, leaving, left, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local cart, how = ARGV[1], ARGV[2]
 
 -- forget removes the cart from the room wherever it is: taken, or back in line (a start that
 -- outlasted its lease ends after the next take put the cart back; a Redis that went back in
@@ -36,24 +35,20 @@ end
 
 if how == 'leave' then
   forget()
-  local answer = ended
+  local answer = ARGV[3]
   if answer == '' then answer = '1' end
-  redis.call('SET', left, answer, 'EX', tonumber(ARGV[5]))
+  redis.call('SET', left, answer, 'EX', tonumber(ARGV[4]))
 elseif how == 'retry' then
   if redis.call('ZSCORE', leaving, cart) then
     redis.call('ZADD', leaving, 0, cart)
   end
-elseif how == 'refuse' then
-  forget()
-  redis.call('SET', endkey, ended, 'EX', ttl)
-elseif how == 'cancel' then
+elseif how == 'forget' then
   if redis.call('ZSCORE', leaving, cart) then
     return 'leaving'
   end
-  if not redis.call('ZSCORE', line, cart) or not redis.call('HEXISTS', carts, cart) then
+  if not redis.call('ZSCORE', line, cart) then
     return 'none'
   end
   forget()
-  redis.call('SET', endkey, ended, 'EX', ttl)
 end
 return 'ok'

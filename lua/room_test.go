@@ -151,25 +151,35 @@ func TestACartWhoseReplicaDiedIsTakenAgainAtItsPlace(t *testing.T) {
 	}
 }
 
-func TestACancelledCartLeavesTheLineAndKeepsItsEnd(t *testing.T) {
+// A cart forgotten (its cancel recorded) leaves the line and frees the units it spoke for;
+// the room keeps nothing of it. A cart being started is not forgotten: its saga adopts the
+// recorded end.
+func TestAForgottenCartLeavesTheLineAndTheRoomKeepsNothing(t *testing.T) {
 	r, _, _, sku := testRoom(t, 1)
 	enter(t, r, roomEntry("a", sku, 1), 10)
 	if a := enter(t, r, roomEntry("b", sku, 1), 10); a.Outcome != shop.RoomShort {
 		t.Fatalf("b behind a: %+v", a)
 	}
-	end, _, cancelled, err := r.Cancel(t.Context(), "a", nil)
-	if err != nil || !cancelled || end.Status != shop.StatusCancelled {
-		t.Fatalf("cancel a: %+v %v %v", end, cancelled, err)
+	if gone, err := r.Forget(t.Context(), "a"); err != nil || !gone {
+		t.Fatalf("forget a: %v %v", gone, err)
 	}
-	place, err := r.Lookup(t.Context(), "a")
-	if err != nil || place.Queued || place.End == nil || place.End.Status != shop.StatusCancelled || place.End.Entry.CartID != "a" {
-		t.Fatalf("a after cancel: %+v %v", place, err)
+	if place, err := r.Lookup(t.Context(), "a"); err != nil || place.Queued || place.Leaving || place.Entry != nil {
+		t.Fatalf("a after it was forgotten: %+v %v", place, err)
 	}
 	if a := enter(t, r, roomEntry("b", sku, 1), 10); a.Outcome != shop.RoomQueued || a.Position != 1 {
-		t.Fatalf("b after a cancelled: %+v", a)
+		t.Fatalf("b after a left: %+v", a)
 	}
-	if _, place, cancelled, _ := r.Cancel(t.Context(), "a", nil); cancelled || place.End == nil || place.End.Status != shop.StatusCancelled {
-		t.Fatalf("a cancelled twice, or its end not told: %v %+v", cancelled, place)
+	if gone, err := r.Forget(t.Context(), "a"); err != nil || gone {
+		t.Fatalf("a forgotten twice: %v %v", gone, err)
+	}
+	if e, _ := pop(t, r); e.CartID != "b" {
+		t.Fatalf("took %s, want b", e.CartID)
+	}
+	if gone, err := r.Forget(t.Context(), "b"); err != nil || gone {
+		t.Fatalf("b forgotten while being started: %v %v", gone, err)
+	}
+	if place, err := r.Lookup(t.Context(), "b"); err != nil || !place.Leaving {
+		t.Fatalf("b after a forget while being started: %+v %v, want still being started", place, err)
 	}
 }
 
@@ -283,7 +293,7 @@ func roomSchedule(t *testing.T, seed uint64) {
 			}
 			id := ids[rng.IntN(len(ids))]
 			delete(starting, id)
-			switch rng.IntN(4) {
+			switch rng.IntN(3) {
 			case 0: // its saga started: the cart leaves the room, wherever it is now
 				if err := r.Leave(t.Context(), id, nil); err != nil {
 					t.Fatal(err)
@@ -296,20 +306,15 @@ func roomSchedule(t *testing.T, seed uint64) {
 				if _, ok := taken[id]; ok {
 					leaseEnd[id] = time.Time{}
 				}
-			case 2: // refused at its turn: it ends, wherever it is now
-				if err := r.Refuse(t.Context(), shop.RoomEnd{Status: shop.StatusOutOfStock, Entry: roomEntry(id, sku, 1)}); err != nil {
-					t.Fatal(err)
-				}
-				remove(id)
 			}
 		case op < 9: // a cart in line is cancelled
 			if len(line) == 0 {
 				continue
 			}
 			i := rng.IntN(len(line))
-			_, _, cancelled, err := r.Cancel(t.Context(), line[i].id, nil)
-			if err != nil || !cancelled {
-				t.Fatalf("step %d: cancel %s in line: %v %v", step, line[i].id, cancelled, err)
+			gone, err := r.Forget(t.Context(), line[i].id)
+			if err != nil || !gone {
+				t.Fatalf("step %d: forget %s in line: %v %v", step, line[i].id, gone, err)
 			}
 			line = append(line[:i], line[i+1:]...)
 		default: // time passes

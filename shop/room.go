@@ -13,11 +13,17 @@ type RoomEntry struct {
 	TimeoutSeconds int64      `json:"timeout_seconds"`
 	IdempotencyKey string     `json:"idempotency_key"`
 	RequestHash    string     `json:"request_hash"`
+	Caller         string     `json:"caller,omitempty"`
 	// Ticket is the cart's place in the order of arrival (the room sets it).
 	Ticket int64 `json:"ticket,omitempty"`
 	// Taken counts the times the cart was taken from the line (the room sets it): after the
 	// first, its saga may already exist.
 	Taken int `json:"taken,omitempty"`
+}
+
+// Creator is the fingerprint of the request that put the cart in line.
+func (e RoomEntry) Creator() Fingerprint {
+	return Fingerprint{RequestHash: e.RequestHash, IdempotencyKey: e.IdempotencyKey, Caller: e.Caller}
 }
 
 // Room outcomes for a cart that asks to enter (Room.Enter).
@@ -37,14 +43,6 @@ type RoomAnswer struct {
 	Shortages []Shortage
 }
 
-// RoomEnd is how a cart ended inside the room, without a saga: refused for stock at its
-// turn, or cancelled while it waited.
-type RoomEnd struct {
-	Status    Status     `json:"status"` // StatusOutOfStock or StatusCancelled
-	Entry     RoomEntry  `json:"entry"`
-	Shortages []Shortage `json:"shortages,omitempty"`
-}
-
 // RoomPlace is what the room knows of one cart (Room.Lookup).
 type RoomPlace struct {
 	Queued   bool  // waiting in line
@@ -55,8 +53,8 @@ type RoomPlace struct {
 	// Left for the GET that waited for the cart to leave.
 	Answer []byte
 	Entry  *RoomEntry
-	End    *RoomEnd // ended in the room
 }
 
-// InRoom reports whether the room has anything to say about the cart.
-func (p RoomPlace) InRoom() bool { return p.Queued || p.Leaving || p.End != nil }
+// InLine reports whether the cart waits in line or is being started from it: a cart the
+// room speaks for, until its saga answers.
+func (p RoomPlace) InLine() bool { return (p.Queued || p.Leaving) && p.Entry != nil }

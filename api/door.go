@@ -1,0 +1,91 @@
+// The door: what a POST of a cart meets before any saga, and the one decision it makes.
+
+package api
+
+import (
+	"context"
+
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// doorFacts is what the door knows of a cart when its POST arrives, each from its owner:
+// Postgres for a cart it recorded, the room for a cart in line, Redis's stock for a new cart.
+type doorFacts struct {
+	recorded bool             // Postgres recorded the cart: a saga's, or an end in the room
+	creator  shop.Fingerprint // the request that created it: the record's, or the line's
+	// place is the room's word, asked only for a cart Postgres has not recorded.
+	place shop.RoomPlace
+	// seen: Redis saw the cart's saga start or hold (it may not be recorded yet).
+	seen bool
+	// shortages is the sold-out gate's refusal of a new cart, if any.
+	shortages []shop.Shortage
+}
+
+// doorDecision is what the door does with a POST.
+type doorDecision int
+
+const (
+	doorEnter        doorDecision = iota // a new cart: it passes or queues (enterRoom)
+	doorToSaga                           // the cart has, or may have, a saga: it answers
+	doorInLine                           // the creator's retry of a cart in line: 202, its place
+	doorSoldOut                          // a new cart the stock cannot serve: 409
+	doorKeyReused                        // the creator's key with another body: 422
+	doorOtherRequest                     // another caller's cart, or another body and key: 409
+)
+
+// decideDoor is the door's one decision. A cart Postgres recorded, or one in line, is first
+// judged against the request that created it: nothing of it is answered to another request.
+// A recorded cart then goes to its saga, whatever the room or the stock say; so does a cart
+// Redis saw start. Only a new cart meets the sold-out gate and the room.
+func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
+	if f.recorded || f.place.InLine() {
+		switch f.creator.Judge(req) {
+		case shop.KeyReused:
+			return doorKeyReused
+		case shop.OtherRequest:
+			return doorOtherRequest
+		}
+		if f.recorded {
+			return doorToSaga
+		}
+		return doorInLine
+	}
+	switch {
+	case f.seen:
+		return doorToSaga
+	case len(f.shortages) > 0:
+		return doorSoldOut
+	}
+	return doorEnter
+}
+
+// doorFacts asks each owner in turn, and stops at the first that knows the cart: Postgres
+// (one batched query for the POSTs of the moment), then the room, then the sold-out gate.
+// Postgres or the room unable to answer is a 503: the door never guesses, so no cart
+// overtakes the line or is answered for another's.
+func (s *Server) doorFacts(ctx context.Context, in workflows.Input) (doorFacts, error) {
+	var f doorFacts
+	if s.recorded != nil {
+		creator, recorded, err := s.recorded.recorded(ctx, in.CheckoutID)
+		if err != nil {
+			return f, unavailable("postgres", err)
+		}
+		if recorded {
+			f.recorded, f.creator = true, creator
+			return f, nil
+		}
+	}
+	if s.Room != nil {
+		place, err := s.Room.Lookup(ctx, in.CheckoutID)
+		if err != nil {
+			return f, unavailable("redis", err)
+		}
+		if f.place = place; place.InLine() {
+			f.creator = place.Entry.Creator()
+			return f, nil
+		}
+	}
+	f.shortages, f.seen = s.soldOut(ctx, in.CheckoutID, in.Items)
+	return f, nil
+}

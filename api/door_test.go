@@ -1,0 +1,269 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
+	"github.com/checkout-saga/checkout-saga/workflows"
+)
+
+// The door's tests: a cart Postgres recorded is never the room's to answer, whatever Redis
+// holds or lost, and nothing of a cart is answered to a request before it is judged against
+// the one that created it.
+
+// confirmed records cart as the saga would, paid and confirmed, with its order.
+func (h *roomHarness) confirmed(t *testing.T, cart string) string {
+	t.Helper()
+	ctx := t.Context()
+	db := store.New(h.pool)
+	if _, err := db.InsertCheckout(ctx, h.record(cart, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RecordPaymentEvent(ctx, shop.PaymentEvent{Provider: "stripe", EventID: "evt_" + cart, Type: "payment_intent.succeeded",
+		CheckoutID: cart, PaymentRef: "pi_" + cart, AmountCents: 500, Currency: "usd", Outcome: string(shop.PaymentSucceeded), Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	orderID, created, err := db.ConfirmOrder(ctx, store.Order{CheckoutID: cart, CustomerID: "u-" + cart,
+		Items: []shop.Item{{SKU: h.sku, Quantity: 1, UnitPriceCents: 500}}, AmountCents: 500, Currency: "usd",
+		PaymentProvider: "stripe", PaymentRef: "pi_" + cart})
+	if err != nil || !created {
+		t.Fatalf("confirm the order of %s: %v %v", cart, created, err)
+	}
+	return orderID
+}
+
+// A retried POST of a cart Postgres holds as confirmed, whose Redis markers are gone (they
+// expire; Redis can lose them), while carts wait in line: its end answers, from its saga or
+// Postgres, never a place in line; its GET answers the end, and its cancel 409. (It was
+// queued as a new cart, and its cancel answered 200 with an invented end.)
+func TestARetryOfAConfirmedCartAnswersItsEndNotAPlaceInLine(t *testing.T) {
+	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = temporalForgot(t) })
+	cart := testenv.RandomID("c-paid-")
+	orderID := h.confirmed(t, cart)
+	h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
+
+	post := checkoutView(t, h.post(t, cart, 1, ""), http.StatusOK)
+	if post.Status != shop.StatusConfirmed || post.OrderID == nil || *post.OrderID != orderID || post.CheckoutSecret == "" {
+		t.Fatalf("retried POST = %+v, want the confirmed view with order %s and its secret", post, orderID)
+	}
+	secret := withSecret(post.CheckoutSecret)
+	if get := checkoutView(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart, header: secret}), http.StatusOK); get.Status != shop.StatusConfirmed {
+		t.Fatalf("GET = %+v, want confirmed", get)
+	}
+	problemOf(t, h.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + cart + "/cancel", body: body(`{}`), header: secret}),
+		http.StatusConflict, "already_confirmed")
+	if place, err := h.room.Lookup(t.Context(), cart); err != nil || place.InLine() {
+		t.Fatalf("the confirmed cart is in line: %+v %v", place, err)
+	}
+}
+
+// A retried POST of a cart whose saga runs (recorded open), its Redis markers lost, while
+// carts wait in line: its saga answers, not the room.
+func TestARetryOfAnOpenCartIsAnsweredByItsSaga(t *testing.T) {
+	tc := mocks.NewClient(t)
+	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
+	cart := testenv.RandomID("c-open-")
+	rec := h.record(cart, 1)
+	if _, err := store.New(h.pool).InsertCheckout(t.Context(), rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	tc.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil).Once()
+	handle := mocks.NewWorkflowUpdateHandle(t)
+	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		v := shop.ViewFromRecord(rec)
+		v.Status = shop.StatusAwaitingPayment
+		*args.Get(1).(*workflows.ReservationResult) = workflows.ReservationResult{View: v,
+			RequestHash: rec.RequestHash, IdempotencyKey: rec.IdempotencyKey}
+	}).Return(nil).Once()
+	tc.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(handle, nil).Once()
+
+	if v := checkoutView(t, h.post(t, cart, 1, ""), http.StatusOK); v.Status != shop.StatusAwaitingPayment {
+		t.Fatalf("retried POST = %+v, want its saga's awaiting_payment view", v)
+	}
+}
+
+// snapshotRoom copies the room's keys, as an RDB file would keep them.
+func snapshotRoom(t *testing.T, room *lua.Room) map[string]string {
+	rdb := testenv.Redis(t)
+	snapshot := map[string]string{}
+	for _, k := range rdb.Keys(t.Context(), "room:{"+room.Name()+"}:*").Val() {
+		if d, err := rdb.Dump(t.Context(), k).Result(); err == nil {
+			snapshot[k] = d
+		}
+	}
+	return snapshot
+}
+
+// restoreRoom puts the room's keys back as they were in snapshot, in one transaction: Redis
+// restarted from an older file, or failed over to a replica that lagged.
+func restoreRoom(t *testing.T, room *lua.Room, snapshot map[string]string) {
+	rdb := testenv.Redis(t)
+	_, err := rdb.TxPipelined(t.Context(), func(pipe redis.Pipeliner) error {
+		for _, k := range rdb.Keys(t.Context(), "room:{"+room.Name()+"}:*").Val() {
+			pipe.Del(t.Context(), k)
+		}
+		for k, d := range snapshot {
+			pipe.RestoreReplace(t.Context(), k, 0, d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A cart cancelled while it waited stays cancelled after Redis goes back in time and puts it
+// back in line: its GET and its retried POST answer the end Postgres recorded. (They
+// answered "queued".)
+func TestACancelledCartStaysCancelledAfterRedisGoesBackInTime(t *testing.T) {
+	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = temporalForgot(t) })
+	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	before := snapshotRoom(t, h.room)
+	cancel := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts/c-1/cancel", body: body(`{}`), header: withSecret(v.CheckoutSecret)})
+	if got := checkoutView(t, cancel, http.StatusOK); got.Status != shop.StatusCancelled || got.AmountCents != 500 {
+		t.Fatalf("cancel = %+v, want cancelled, priced from the catalog", got)
+	}
+	restoreRoom(t, h.room, before)
+	if place, err := h.room.Lookup(t.Context(), "c-1"); err != nil || !place.Queued {
+		t.Fatalf("the restored room: %+v %v, want c-1 back in line", place, err)
+	}
+
+	get := h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1", header: withSecret(v.CheckoutSecret)})
+	if got := checkoutView(t, get, http.StatusOK); got.Status != shop.StatusCancelled {
+		t.Fatalf("GET after Redis went back in time = %+v, want cancelled (an end is final)", got)
+	}
+	if got := checkoutView(t, h.post(t, "c-1", 1, ""), http.StatusOK); got.Status != shop.StatusCancelled {
+		t.Fatalf("retried POST after Redis went back in time = %+v, want cancelled", got)
+	}
+	again := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts/c-1/cancel", body: body(`{}`), header: withSecret(v.CheckoutSecret)})
+	if got := checkoutView(t, again, http.StatusOK); got.Status != shop.StatusCancelled {
+		t.Fatalf("a second cancel = %+v, want the same end", got)
+	}
+	if place, err := h.room.Lookup(t.Context(), "c-1"); err != nil || place.InLine() {
+		t.Fatalf("the cancelled cart is still in line after its second cancel: %+v %v", place, err)
+	}
+}
+
+// A cart that ended in the room answers another body under its Idempotency-Key with 422,
+// and another body under another key with 409, showing nothing of the checkout. (Its end
+// answered both.)
+func TestACartThatEndedInTheRoomIsJudgedBeforeItIsShown(t *testing.T) {
+	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = temporalForgot(t) })
+	v := queued(t, h.post(t, "c-1", 1, "k-1"), http.StatusAccepted)
+	cancel := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts/c-1/cancel", body: body(`{}`), header: withSecret(v.CheckoutSecret)})
+	checkoutView(t, cancel, http.StatusOK)
+	problemOf(t, h.post(t, "c-1", 2, "k-1"), http.StatusUnprocessableEntity, "idempotency_key_reused")
+	rec := h.post(t, "c-1", 2, "k-2")
+	problemOf(t, rec, http.StatusConflict, "checkout_exists")
+	if strings.Contains(rec.Body.String(), "u-c-1") {
+		t.Errorf("another request was shown the checkout: %s", rec.Body)
+	}
+}
+
+// browserRoom is a room harness in browser mode: callers are customers with login tokens.
+func browserRoom(t *testing.T, tc client.Client) *roomHarness {
+	return newRoomHarness(t, 5, 1, 100, func(cfg *api.Config, d *api.Deps) {
+		cfg.IdentityTokens = hmacIdentity(t)
+		d.Temporal = tc
+	})
+}
+
+// postFor posts cart for customer with their token (key "" for none).
+func (h *roomHarness) postFor(t *testing.T, customer, cart string, qty int64) *httptest.ResponseRecorder {
+	t.Helper()
+	return h.do(t, request{method: http.MethodPost, path: "/v1/checkouts",
+		header: map[string]string{"Authorization": "Bearer " + loginToken(t, customer)},
+		body:   body(fmt.Sprintf(`{"cart_id":%q,"items":[{"sku":%q,"quantity":%d}]}`, cart, h.sku, qty))})
+}
+
+// Another customer's POST of a cart id, whether the cart waits in line or was cancelled
+// there (its view kept in Postgres): 409, with no view and no secret. The creator's retry
+// still gets both.
+func TestAnotherCustomersPostOfACartInTheRoomIsRefused(t *testing.T) {
+	h := browserRoom(t, temporalForgot(t))
+	v := queued(t, h.postFor(t, "alice", "c-1", 1), http.StatusAccepted)
+	refused := func(when string) {
+		t.Helper()
+		rec := h.postFor(t, "bob", "c-1", 1)
+		problemOf(t, rec, http.StatusConflict, "checkout_exists")
+		if strings.Contains(rec.Body.String(), "alice") || strings.Contains(rec.Body.String(), "checkout_secret") {
+			t.Errorf("%s: bob was shown alice's checkout: %s", when, rec.Body)
+		}
+	}
+	refused("in line")
+	if again := queued(t, h.postFor(t, "alice", "c-1", 1), http.StatusAccepted); again.CheckoutSecret != v.CheckoutSecret {
+		t.Fatalf("alice's retry in line = %+v, want her secret", again)
+	}
+	cancel := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts/c-1/cancel", body: body(`{}`), header: withSecret(v.CheckoutSecret)})
+	checkoutView(t, cancel, http.StatusOK)
+	refused("cancelled in the room")
+	mine := checkoutView(t, h.postFor(t, "alice", "c-1", 1), http.StatusOK)
+	if mine.Status != shop.StatusCancelled || mine.CheckoutSecret != v.CheckoutSecret {
+		t.Fatalf("alice's retry after her cancel = %+v, want the cancelled view and her secret", mine)
+	}
+}
+
+// Support's cancel reaches a cart waiting in line, as its buyer's does, and records it.
+func TestSupportCancelsACartWaitingInLine(t *testing.T) {
+	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = temporalForgot(t) })
+	queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
+	rec := h.do(t, request{method: http.MethodPost, path: "/v1/admin/checkouts/c-1/cancel", body: body(`{}`),
+		header: map[string]string{"Authorization": "Bearer " + testAdminToken}})
+	if v := checkoutView(t, rec, http.StatusOK); v.Status != shop.StatusCancelled || v.Reason == nil || !strings.Contains(*v.Reason, "support") {
+		t.Fatalf("support's cancel = %+v, want cancelled by support", v)
+	}
+	if place, err := h.room.Lookup(t.Context(), "c-1"); err != nil || place.InLine() {
+		t.Fatalf("the cancelled cart is still in line: %+v %v", place, err)
+	}
+}
+
+// Two first POSTs of one cart with different bodies, at the same moment: the second finds
+// the first in line and is judged against it (409), never given a place of its own.
+func TestTheSecondOfTwoFirstPostsWithAnotherBodyIsRefused(t *testing.T) {
+	h := newRoomHarness(t, 5, 1, 100, nil)
+	// The first POST's entry is in line (it won the race to the room's script).
+	e := shop.RoomEntry{CartID: "c-1", CustomerID: "u-c-1", Items: []shop.CartLine{{SKU: h.sku, Quantity: 1}},
+		TimeoutSeconds: 900, IdempotencyKey: "k-first", RequestHash: "the first body"}
+	if a, err := h.room.Enter(t.Context(), e, false, 100, 0); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("the first POST's entry: %+v %v", a, err)
+	}
+	problemOf(t, h.post(t, "c-1", 2, "k-second"), http.StatusConflict, "checkout_exists")
+	problemOf(t, h.post(t, "c-1", 2, "k-first"), http.StatusUnprocessableEntity, "idempotency_key_reused")
+}
+
+// When the room cannot be asked, a new cart does not pass it: it is told to retry (503),
+// and no cart overtakes the carts in line. (It was admitted as if the line were empty.)
+func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
+	rdb := redis.NewClient(testenv.Redis(t).Options())
+	room := lua.NewRoom(rdb, testenv.RandomID("room"))
+	t.Cleanup(func() { deleteRoom(t, room) })
+	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
+		cfg.MaxStartingCheckouts = 1
+		cfg.WaitingRoomSize = 100
+		deps.Room = room
+	}), room: room}
+	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")
+	if err := rdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.post(t, "c-1", 1, "")
+	problemOf(t, rec, http.StatusServiceUnavailable, "service_unavailable")
+	if rec.Header().Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	h.assertUntouched(t, h.sku, 5)
+}
