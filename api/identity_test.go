@@ -320,3 +320,37 @@ func TestMaxPerCustomerCountsTheTokensSubject(t *testing.T) {
 	}
 	l.assertHeld(t, sku, 4)
 }
+
+// Another customer's POST of a cart id gets 409 checkout_exists and nothing of the checkout,
+// while its saga runs and after Support terminated it (Temporal then answers nothing, and
+// the record in Postgres, with its creator's fingerprint, is what judges). The creator's
+// retry still gets the view and the secret.
+func TestAnotherCustomersPostOfACheckoutIsRefusedWhileItRunsAndAfterItIsTerminated(t *testing.T) {
+	l := newLive(t, nil, func(cfg *api.Config, _ *api.Deps) { cfg.IdentityTokens = hmacIdentity(t) })
+	l.startWorker(t)
+	sku := l.stockSKU(t, "OWNER-", 10, 99900, 2, "usd")
+	alice, bob := testenv.RandomID("alice-"), testenv.RandomID("bob-")
+	as := func(customer string) map[string]string {
+		return map[string]string{echo.HeaderAuthorization: "Bearer " + loginToken(t, customer)}
+	}
+	id := testenv.RandomID("c-")
+	code, first := l.post(t, cart(id, "", sku, 1), as(alice))
+	if code != http.StatusCreated || !strings.Contains(first, `"checkout_secret"`) {
+		t.Fatalf("alice's cart: %d %s; want 201 with a secret", code, first)
+	}
+	refused := func(when string) {
+		t.Helper()
+		code, answer := l.post(t, cart(id, "", sku, 1), as(bob))
+		if code != http.StatusConflict || !strings.Contains(answer, `"checkout_exists"`) || strings.Contains(answer, alice) || strings.Contains(answer, "checkout_secret") {
+			t.Errorf("%s: bob's POST of alice's cart: %d %s; want 409 checkout_exists and nothing of hers", when, code, answer)
+		}
+	}
+	refused("while the saga runs")
+	if err := l.tc.TerminateWorkflow(t.Context(), shop.WorkflowID(id), "", "support pressed Terminate"); err != nil {
+		t.Fatal(err)
+	}
+	refused("after the saga was terminated")
+	if code, answer := l.post(t, cart(id, "", sku, 1), as(alice)); code == http.StatusConflict || strings.Contains(answer, "checkout_exists") {
+		t.Errorf("alice's own retry after the terminate: %d %s; want her checkout's answer, not 409", code, answer)
+	}
+}
