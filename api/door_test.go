@@ -267,3 +267,27 @@ func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
 	}
 	h.assertUntouched(t, h.sku, 5)
 }
+
+// One customer's carts in line speak for at most the SKU's max_per_customer: the carts past
+// it are 409 customer_limit at the door, and the units they would have spoken for stay free
+// for the buyers behind. (Ten accounts of five carts could make a 100-unit drop answer
+// out_of_stock to everyone behind them, though the saga would refuse 40 of their 50 carts.)
+func TestACustomersCartsInLineCountAtMostTheirLimit(t *testing.T) {
+	h := newRoomHarness(t, 7, 1, 100, nil)
+	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 7, PriceCents: 500, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+		t.Fatal(err)
+	}
+	post := func(cart, customer string) *httptest.ResponseRecorder {
+		return h.do(t, request{method: http.MethodPost, path: "/v1/checkouts",
+			body: body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":%q,"quantity":2}]}`, cart, customer, h.sku))})
+	}
+	queued(t, post("alice-1", "alice"), http.StatusAccepted)
+	for i := 2; i <= 5; i++ {
+		problemOf(t, post(fmt.Sprint("alice-", i), "alice"), http.StatusConflict, "customer_limit")
+	}
+	// 7 units, 1 for the cart ahead, 2 for alice's: 4 left for the buyers behind her.
+	queued(t, post("bob-1", "bob"), http.StatusAccepted)
+	queued(t, post("carol-1", "carol"), http.StatusAccepted)
+	problemOf(t, post("dave-1", "dave"), http.StatusConflict, "out_of_stock")
+	h.assertUntouched(t, h.sku, 7)
+}

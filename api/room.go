@@ -88,6 +88,9 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), 
 		CartID: in.CheckoutID, CustomerID: in.CustomerID, Items: in.Items, TimeoutSeconds: in.PaymentTimeoutSeconds,
 		IdempotencyKey: in.IdempotencyKey, RequestHash: in.RequestHash, Caller: in.Caller,
 	}
+	if e.MaxPerCustomer, err = s.maxPerCustomer(ctx, in.Items); err != nil {
+		return nil, true, unavailable("postgres", err)
+	}
 	release = s.admission.tryAcquire()
 	a, err := s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize, s.cfg.WaitingPerCustomer)
 	if err == nil && a.Outcome == shop.RoomPass {
@@ -115,6 +118,9 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), 
 	case shop.RoomBusy:
 		r := rejections[shop.RejectTooManyOpen]
 		return nil, true, problem(r.status, r.code, r.detail)
+	case shop.RoomLimit:
+		r := rejections[shop.RejectCustomerLimit]
+		return nil, true, problem(r.status, r.code, r.detail+" ("+a.SKU+", counting the customer's carts in line)")
 	default: // shop.RoomFull
 		p := problem(http.StatusServiceUnavailable, "waiting_room_full", "the waiting room is full; retry shortly")
 		p.retryAfter = 5
@@ -136,6 +142,26 @@ func (s *Server) answerQueued(c echo.Context, e shop.RoomEntry, position int64, 
 	c.Response().Header().Set(echo.HeaderLocation, v.Links.Self)
 	c.Response().Header().Set("Retry-After", "1")
 	return c.JSON(status, v)
+}
+
+// maxPerCustomer is each SKU's max_per_customer, for the SKUs that have one (the catalog's
+// cache answers it: checkCatalog just read the same SKUs).
+func (s *Server) maxPerCustomer(ctx context.Context, items []shop.CartLine) (map[string]int64, error) {
+	skus := make([]string, len(items))
+	for i, it := range items {
+		skus[i] = it.SKU
+	}
+	products, err := s.Catalog.Products(ctx, skus)
+	if err != nil {
+		return nil, err
+	}
+	limits := map[string]int64{}
+	for sku, p := range products {
+		if p.MaxPerCustomer > 0 {
+			limits[sku] = p.MaxPerCustomer
+		}
+	}
+	return limits, nil
 }
 
 // recordRoomEnd records in Postgres, priced from the catalog, the end of a cart cancelled

@@ -71,7 +71,7 @@ func (r *Room) WithLease(lease time.Duration) *Room {
 func (r *Room) key(part string) string { return "room:{" + r.name + "}:" + part }
 
 func (r *Room) keys(cartID string) []string {
-	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.leftKey(cartID), r.key("customers")}
+	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.leftKey(cartID), r.key("customers"), r.key("units")}
 }
 
 func (r *Room) leftKey(cartID string) string { return r.key("left:" + cartID) }
@@ -83,7 +83,9 @@ const leftTTL = 10 * time.Second
 // Enter asks the room to take the cart. mayPass says the caller can start the saga now: then
 // an empty line lets it pass (RoomPass). A cart already in line answers its place; a full line
 // answers RoomFull; a customer with perCustomer carts in line already (0: no cap) RoomBusy;
-// a cart whose units are spoken for by the carts ahead RoomShort, with what is left.
+// one whose carts in line would ask for more of a SKU than e.MaxPerCustomer allows RoomLimit,
+// naming the SKU; a cart whose units are spoken for by the carts ahead RoomShort, with what
+// is left.
 func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error) {
 	available, err := r.available(ctx, e.Items)
 	if err != nil {
@@ -99,9 +101,9 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 	}
 	args := []any{e.CartID, string(raw), pass, size, e.CustomerID, perCustomer}
 	for _, it := range e.Items {
-		args = append(args, it.SKU, it.Quantity, available[it.SKU])
+		args = append(args, it.SKU, it.Quantity, available[it.SKU], e.MaxPerCustomer[it.SKU])
 	}
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers")}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers"), r.key("units")}
 	res, err := roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {
 		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
@@ -113,6 +115,8 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 		if err := json.Unmarshal([]byte(res[2].(string)), &a.Entry); err != nil {
 			return a, fmt.Errorf("waiting room entry of cart %s: %w", e.CartID, err)
 		}
+	case shop.RoomLimit:
+		a.SKU = res[1].(string)
 	case shop.RoomShort:
 		for i := 1; i+2 < len(res); i += 3 {
 			a.Shortages = append(a.Shortages, shop.Shortage{SKU: res[i].(string), Requested: res[i+1].(int64), Available: res[i+2].(int64)})
@@ -149,7 +153,7 @@ func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string
 // Pop takes the head of the line under a lease, first putting back in line the carts whose
 // lease ran out. It reports false when the line is empty.
 func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers")}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers"), r.key("units")}
 	raw, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
 		return shop.RoomEntry{}, false, nil

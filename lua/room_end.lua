@@ -1,7 +1,7 @@
 -- Ends a cart's stay in the waiting room (see room.go). The room keeps no ends: a cart that
 -- ends without a saga (cancelled while it waited) is recorded in Postgres before it leaves.
 --
--- KEYS: line, carts, demand, leaving, left (the cart's left marker), customers
+-- KEYS: line, carts, demand, leaving, left (the cart's left marker), customers, units
 -- ARGV: cart, how, answer (for how = "leave"), left_ttl (s)
 --   how = "leave":  its saga started; the room forgets it, but for a short-lived marker
 --                   that lets a GET ?wait sent just after answer at once (answer: the saga's
@@ -11,7 +11,7 @@
 --   how = "forget": its end is recorded (cancelled while in line); only a cart still in line
 --                   is forgotten: one being started goes on to its saga, which adopts the end.
 -- Returns "ok", or for forget "leaving" (its saga is being started) or "none" (not in line).
-local line, carts, demand, leaving, left, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local line, carts, demand, leaving, left, customers, units = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local cart, how = ARGV[1], ARGV[2]
 
 -- forget removes the cart from the room wherever it is: taken, or back in line (a start that
@@ -25,6 +25,8 @@ local function forget()
     for _, it in ipairs(e.items) do
       local n = redis.call('HINCRBY', demand, it.sku, -it.quantity)
       if n <= 0 then redis.call('HDEL', demand, it.sku) end
+      local field = e.customer_id .. '\0' .. it.sku
+      if redis.call('HINCRBY', units, field, -it.quantity) <= 0 then redis.call('HDEL', units, field) end
     end
     if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
       redis.call('HDEL', customers, e.customer_id)

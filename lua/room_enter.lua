@@ -4,13 +4,16 @@
 --
 -- KEYS: line (zset cart -> ticket), carts (hash cart -> entry), demand (hash sku -> units
 --       asked by carts in line), seq (ticket counter), leaving (zset cart -> lease deadline),
---       customers (hash customer -> carts in line)
+--       customers (hash customer -> carts in line), units (hash customer NUL sku -> units
+--       the customer's carts in line ask for)
 -- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
 --       size (the line's capacity), customer, per_customer (the most carts one customer may
---       have in line; 0: no cap), then per SKU: sku, quantity, available (read just before)
--- Returns {outcome, position, entry}, {"short", sku, requested, free, ...}, {"full"} or
--- {"busy"} (the customer has per_customer carts in line already).
-local line, carts, demand, seq, leaving, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+--       have in line; 0: no cap), then per SKU: sku, quantity, available (read just before),
+--       max_per_customer (the SKU's; 0: none)
+-- Returns {outcome, position, entry}, {"short", sku, requested, free, ...}, {"full"},
+-- {"busy"} (the customer has per_customer carts in line already) or {"limit", sku} (the
+-- customer's carts in line would ask for more of the SKU than its max_per_customer).
+local line, carts, demand, seq, leaving, customers, units = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local customer, per_customer = ARGV[5], tonumber(ARGV[6])
 
@@ -37,12 +40,20 @@ end
 if per_customer > 0 and (tonumber(redis.call('HGET', customers, customer)) or 0) >= per_customer then
   return {'busy'}
 end
+-- Nor with more units of a SKU than the saga would let the customer hold: its carts in line
+-- speak for at most the SKU's max_per_customer.
+for i = 7, #ARGV, 4 do
+  local max = tonumber(ARGV[i + 3])
+  if max > 0 and (tonumber(redis.call('HGET', units, customer .. '\0' .. ARGV[i])) or 0) + tonumber(ARGV[i + 1]) > max then
+    return {'limit', ARGV[i]}
+  end
+end
 
 -- The units still free, less those the carts ahead asked for: a cart that cannot be served
 -- from what is left is told at once. The reserve script stays the judge of every hold; this
 -- only refuses early.
 local short = {'short'}
-for i = 7, #ARGV, 3 do
+for i = 7, #ARGV, 4 do
   local sku, qty, available = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local free = available - (tonumber(redis.call('HGET', demand, sku)) or 0)
   if free < qty then
@@ -56,8 +67,9 @@ if #short > 1 then
   return short
 end
 
-for i = 7, #ARGV, 3 do
+for i = 7, #ARGV, 4 do
   redis.call('HINCRBY', demand, ARGV[i], ARGV[i + 1])
+  redis.call('HINCRBY', units, customer .. '\0' .. ARGV[i], ARGV[i + 1])
 end
 redis.call('HINCRBY', customers, customer, 1)
 local ticket = redis.call('INCR', seq)

@@ -3,10 +3,10 @@
 -- script now counts them). First, carts whose lease ran out (their API replica died while
 -- starting them) go back in line at the place they had.
 --
--- KEYS: line, carts, demand, leaving, served (counter of carts taken), customers
+-- KEYS: line, carts, demand, leaving, served (counter of carts taken), customers, units
 -- ARGV: now (ms), lease (ms)
 -- Returns the entry (JSON) of the cart taken, or false when the line is empty.
-local line, carts, demand, leaving, served, customers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local line, carts, demand, leaving, served, customers, units = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
 
 -- ask counts (sign 1) or stops counting (-1) what a cart in line speaks for.
@@ -14,6 +14,8 @@ local function ask(entry, sign)
   for _, it in ipairs(entry.items) do
     local left = redis.call('HINCRBY', demand, it.sku, sign * it.quantity)
     if left <= 0 then redis.call('HDEL', demand, it.sku) end
+    local field = entry.customer_id .. '\0' .. it.sku
+    if redis.call('HINCRBY', units, field, sign * it.quantity) <= 0 then redis.call('HDEL', units, field) end
   end
   if redis.call('HINCRBY', customers, entry.customer_id, sign) <= 0 then
     redis.call('HDEL', customers, entry.customer_id)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -332,6 +333,15 @@ func roomSchedule(t *testing.T, seed uint64) {
 		if n, _ := r.Waiting(t.Context()); n != int64(len(line)) {
 			t.Fatalf("step %d: %d in line in Redis, %d in the model", step, n, len(line))
 		}
+		// Each customer's units in line are the units spoken for, counted per customer.
+		var perCustomer int64
+		for _, v := range rdb.HGetAll(t.Context(), r.key("units")).Val() {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			perCustomer += n
+		}
+		if perCustomer != want {
+			t.Fatalf("step %d: customers' units in line add up to %d, %d spoken for", step, perCustomer, want)
+		}
 	}
 }
 
@@ -354,5 +364,39 @@ func TestACustomerMayNotFillTheRoom(t *testing.T) {
 	e.CustomerID = "hoarder"
 	if a, err := r.Enter(t.Context(), e, false, 100, 2); err != nil || a.Outcome != shop.RoomQueued {
 		t.Fatalf("hoarder's cart after one left: %+v %v", a, err)
+	}
+}
+
+// A customer's carts in line speak for at most a SKU's max_per_customer: the cart that
+// would ask for more is refused at the door (RoomLimit), naming the SKU, and every unit it
+// would have spoken for stays free for the next buyer. The units come back to the customer
+// as its carts leave the line (taken, or forgotten).
+func TestACustomersCartsInLineSpeakForAtMostItsLimit(t *testing.T) {
+	r, _, _, sku := testRoom(t, 10)
+	limited := func(cart, customer string, qty int64) shop.RoomEntry {
+		e := roomEntry(cart, sku, qty)
+		e.CustomerID, e.MaxPerCustomer = customer, map[string]int64{sku: 2}
+		return e
+	}
+	if a := enter(t, r, limited("a1", "alice", 2), 100); a.Outcome != shop.RoomQueued {
+		t.Fatalf("alice's first cart: %+v", a)
+	}
+	for _, cart := range []string{"a2", "a3", "a4", "a5"} {
+		if a := enter(t, r, limited(cart, "alice", 2), 100); a.Outcome != shop.RoomLimit || a.SKU != sku {
+			t.Fatalf("alice's cart %s past her limit: %+v, want limit on %s", cart, a, sku)
+		}
+	}
+	// The units alice's refused carts asked for are free: 8 more for others.
+	for i := range 4 {
+		if a := enter(t, r, limited(fmt.Sprint("b", i), fmt.Sprint("bob", i), 2), 100); a.Outcome != shop.RoomQueued {
+			t.Fatalf("another customer's cart %d: %+v, want queued", i, a)
+		}
+	}
+	if e, _ := pop(t, r); e.CartID != "a1" {
+		t.Fatalf("took %s, want a1", e.CartID)
+	}
+	// Taken from the line, a1 is its saga's to judge now (the saga counts her holds).
+	if a := enter(t, r, limited("a6", "alice", 2), 100); a.Outcome == shop.RoomLimit {
+		t.Fatalf("alice's cart after her first left the line: %+v, want it judged by stock alone", a)
 	}
 }

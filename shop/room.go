@@ -14,6 +14,9 @@ type RoomEntry struct {
 	IdempotencyKey string     `json:"idempotency_key"`
 	RequestHash    string     `json:"request_hash"`
 	Caller         string     `json:"caller,omitempty"`
+	// MaxPerCustomer is each SKU's max_per_customer (absent: none), for the door: a customer's
+	// carts in line speak for at most that many units. Not kept in line.
+	MaxPerCustomer map[string]int64 `json:"-"`
 	// Ticket is the cart's place in the order of arrival (the room sets it).
 	Ticket int64 `json:"ticket,omitempty"`
 	// Taken counts the times the cart was taken from the line (the room sets it): after the
@@ -33,6 +36,7 @@ const (
 	RoomFull   = "full"   // the line is at its size: 503
 	RoomShort  = "short"  // the units still free are spoken for by the carts ahead: 409
 	RoomBusy   = "busy"   // the customer has the most carts allowed in line already: 429
+	RoomLimit  = "limit"  // the customer's carts in line would pass a SKU's max_per_customer: 409
 )
 
 // RoomAnswer is what the room said to a cart that asked to enter.
@@ -41,6 +45,7 @@ type RoomAnswer struct {
 	Position  int64     // 1 for the head of the line; with RoomQueued
 	Entry     RoomEntry // the entry in line (a retry compares its RequestHash); with RoomQueued
 	Shortages []Shortage
+	SKU       string // the SKU whose max_per_customer a RoomLimit cart would pass
 }
 
 // RoomPlace is what the room knows of one cart (Room.Lookup).
