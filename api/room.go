@@ -44,6 +44,10 @@ type WaitingRoom interface {
 	// started: its saga adopts the end).
 	Forget(ctx context.Context, cartID string) (gone bool, err error)
 	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
+	// Hold, SetPace and Status are the operators' controls (roomcontrol.go).
+	Hold(ctx context.Context, held bool) error
+	SetPace(ctx context.Context, cartsPerSecond int64) error
+	Status(ctx context.Context) (shop.RoomStatus, error)
 	Served(ctx context.Context) (int64, error) // carts ever taken from the line
 }
 
@@ -57,12 +61,15 @@ const DefaultWaitingRoomSize = 100_000
 
 // QueuedView is the answer for a cart in the waiting room (POST's 202, GET while it waits).
 type QueuedView struct {
-	CheckoutID      string      `json:"checkout_id"`
-	Status          string      `json:"status"` // "queued"
-	Position        int64       `json:"position"`
-	EstimatedWaitMS int64       `json:"estimated_wait_ms"`
-	Links           QueuedLinks `json:"links"`
-	CheckoutSecret  string      `json:"checkout_secret,omitempty"`
+	CheckoutID      string `json:"checkout_id"`
+	Status          string `json:"status"` // "queued"
+	Position        int64  `json:"position"`
+	EstimatedWaitMS int64  `json:"estimated_wait_ms"`
+	// RefreshAfterMS is when the client should ask again (a GET with ?wait answers sooner
+	// when the cart leaves the line).
+	RefreshAfterMS int64       `json:"refresh_after_ms"`
+	Links          QueuedLinks `json:"links"`
+	CheckoutSecret string      `json:"checkout_secret,omitempty"`
 }
 
 // QueuedLinks point at the waiting cart in the API (it has no saga to see in Temporal yet).
@@ -131,10 +138,11 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), 
 // answerQueued is the 202 (or a GET's 200) of a waiting cart. The checkout's secret goes
 // only to requests under the key the cart entered with, as for a created checkout.
 func (s *Server) answerQueued(c echo.Context, e shop.RoomEntry, position int64, key string, status int) error {
+	wait := s.estimateWait(position)
 	v := QueuedView{
 		CheckoutID: e.CartID, Status: "queued", Position: position,
-		EstimatedWaitMS: s.estimateWait(position),
-		Links:           QueuedLinks{Self: "/v1/checkouts/" + e.CartID},
+		EstimatedWaitMS: wait, RefreshAfterMS: refreshAfter(wait),
+		Links: QueuedLinks{Self: "/v1/checkouts/" + e.CartID},
 	}
 	if key != "" && key == e.IdempotencyKey {
 		v.CheckoutSecret = s.secrets.sign(e.CartID)
@@ -399,6 +407,12 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		log.Warn("waiting room: leave", "error", err) // its lease brings it back; a second start is harmless
 	}
 	return true
+}
+
+// refreshAfter is the hint for a waiting cart's next GET: half its estimated wait, between
+// one second and MaxWaitSeconds, so a crowd far back in line does not ask every second.
+func refreshAfter(estimatedWaitMS int64) int64 {
+	return min(max(estimatedWaitMS/2, 1000), MaxWaitSeconds*1000)
 }
 
 // estimateWait is how long a cart at position should wait: its place over the rate carts

@@ -289,6 +289,10 @@ func NewServer(cfg Config, deps Deps) *Server {
 	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge, requireJSON)
 	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund, requireJSON)
 	support.GET("/audit", s.getAudit)
+	support.GET("/waiting-room", s.roomStatus)
+	support.POST("/waiting-room/hold", s.holdRoom)
+	support.POST("/waiting-room/resume", s.resumeRoom)
+	support.PUT("/waiting-room/pace", s.setRoomPace, requireJSON)
 	s.e = e
 	return s
 }

@@ -36,6 +36,9 @@ type RoomClient interface {
 	redis.Scripter
 	Pipeline() redis.Pipeliner
 	Get(ctx context.Context, key string) *redis.StringCmd
+	ZCard(ctx context.Context, key string) *redis.IntCmd
+	HSet(ctx context.Context, key string, values ...any) *redis.IntCmd
+	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
 }
 
 // Room defaults.
@@ -103,7 +106,7 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 	for _, it := range e.Items {
 		args = append(args, it.SKU, it.Quantity, available[it.SKU], e.MaxPerCustomer[it.SKU])
 	}
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers"), r.key("units")}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers"), r.key("units"), r.key("control")}
 	res, err := roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {
 		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
@@ -153,7 +156,7 @@ func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string
 // Pop takes the head of the line under a lease, first putting back in line the carts whose
 // lease ran out. It reports false when the line is empty.
 func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers"), r.key("units")}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers"), r.key("units"), r.key("control")}
 	raw, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
 		return shop.RoomEntry{}, false, nil
@@ -258,12 +261,60 @@ func (r *Room) Served(ctx context.Context) (int64, error) {
 
 // Waiting counts the carts in line.
 func (r *Room) Waiting(ctx context.Context) (int64, error) {
-	pipe := r.rdb.Pipeline()
-	n := pipe.ZCard(ctx, r.key("line"))
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
+	return r.rdb.ZCard(ctx, r.key("line")).Result()
+}
+
+// Hold stops (held) or resumes the line: while it is held nobody leaves it, not even a cart
+// that finds it empty, and new carts still queue. For operators, during a problem.
+func (r *Room) Hold(ctx context.Context, held bool) error {
+	var err error
+	if held {
+		err = r.rdb.HSet(ctx, r.key("control"), "held", "1").Err()
+	} else {
+		err = r.rdb.HDel(ctx, r.key("control"), "held").Err()
 	}
-	return n.Val(), nil
+	if err != nil {
+		return fmt.Errorf("hold the waiting room (%v): %w", held, err)
+	}
+	return nil
+}
+
+// SetPace sets how many carts may leave the line each second, across every replica (0: as
+// fast as the replicas start them).
+func (r *Room) SetPace(ctx context.Context, cartsPerSecond int64) error {
+	var err error
+	if cartsPerSecond > 0 {
+		err = r.rdb.HSet(ctx, r.key("control"), "pace", cartsPerSecond).Err()
+	} else {
+		err = r.rdb.HDel(ctx, r.key("control"), "pace").Err()
+	}
+	if err != nil {
+		return fmt.Errorf("set the waiting room's pace to %d: %w", cartsPerSecond, err)
+	}
+	return nil
+}
+
+// Status is the room as operators see it, in one pipelined read.
+func (r *Room) Status(ctx context.Context) (shop.RoomStatus, error) {
+	pipe := r.rdb.Pipeline()
+	waiting := pipe.ZCard(ctx, r.key("line"))
+	starting := pipe.ZCard(ctx, r.key("leaving"))
+	demand := pipe.HGetAll(ctx, r.key("demand"))
+	control := pipe.HMGet(ctx, r.key("control"), "held", "pace")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return shop.RoomStatus{}, fmt.Errorf("read the waiting room's status: %w", err)
+	}
+	st := shop.RoomStatus{Waiting: waiting.Val(), Starting: starting.Val(), SpokenFor: map[string]int64{}}
+	for sku, n := range demand.Val() {
+		st.SpokenFor[sku], _ = strconv.ParseInt(n, 10, 64)
+	}
+	if v := control.Val(); len(v) == 2 {
+		st.Held = v[0] == "1"
+		if pace, ok := v[1].(string); ok {
+			st.Pace, _ = strconv.ParseInt(pace, 10, 64)
+		}
+	}
+	return st, nil
 }
 
 // Name is the room's name, the hash tag of its keys.

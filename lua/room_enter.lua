@@ -5,7 +5,8 @@
 -- KEYS: line (zset cart -> ticket), carts (hash cart -> entry), demand (hash sku -> units
 --       asked by carts in line), seq (ticket counter), leaving (zset cart -> lease deadline),
 --       customers (hash customer -> carts in line), units (hash customer NUL sku -> units
---       the customer's carts in line ask for)
+--       the customer's carts in line ask for), control (the operators': held "1" lets no
+--       cart pass)
 -- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
 --       size (the line's capacity), customer, per_customer (the most carts one customer may
 --       have in line; 0: no cap), then per SKU: sku, quantity, available (read just before),
@@ -13,7 +14,8 @@
 -- Returns {outcome, position, entry}, {"short", sku, requested, free, ...}, {"full"},
 -- {"busy"} (the customer has per_customer carts in line already) or {"limit", sku} (the
 -- customer's carts in line would ask for more of the SKU than its max_per_customer).
-local line, carts, demand, seq, leaving, customers, units = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local line, carts, demand, seq, leaving, customers, units, control =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local customer, per_customer = ARGV[5], tonumber(ARGV[6])
 
@@ -29,7 +31,8 @@ end
 -- A cart passes only when nobody is ahead: none in line, none being started (a cart that
 -- passed would race the one being started for the last units).
 local waiting = redis.call('ZCARD', line)
-if may_pass == '1' and waiting == 0 and redis.call('ZCARD', leaving) == 0 then
+if may_pass == '1' and waiting == 0 and redis.call('ZCARD', leaving) == 0
+    and redis.call('HGET', control, 'held') ~= '1' then
   return {'pass'}
 end
 if waiting >= size then

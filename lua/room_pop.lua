@@ -3,10 +3,18 @@
 -- script now counts them). First, carts whose lease ran out (their API replica died while
 -- starting them) go back in line at the place they had.
 --
--- KEYS: line, carts, demand, leaving, served (counter of carts taken), customers, units
+-- The operators' controls (control: held, pace) are obeyed here: while the line is held
+-- nobody leaves it; with a pace, at most that many carts leave it in each second of Redis's
+-- clock, across every replica.
+--
+-- KEYS: line, carts, demand, leaving, served (counter of carts taken), customers, units,
+--       control (hash: held "1", pace carts a second, second and taken: the current
+--       second of the pace and the carts taken in it)
 -- ARGV: now (ms), lease (ms)
--- Returns the entry (JSON) of the cart taken, or false when the line is empty.
-local line, carts, demand, leaving, served, customers, units = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- Returns the entry (JSON) of the cart taken, or false when the line is empty, held, or
+-- past its pace for this second.
+local line, carts, demand, leaving, served, customers, units, control =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
 
 -- ask counts (sign 1) or stops counting (-1) what a cart in line speaks for.
@@ -32,6 +40,20 @@ for _, cart in ipairs(redis.call('ZRANGEBYSCORE', leaving, '-inf', now)) do
   end
 end
 
+if redis.call('HGET', control, 'held') == '1' then
+  return false
+end
+local pace = tonumber(redis.call('HGET', control, 'pace')) or 0
+if pace > 0 then
+  local second = redis.call('TIME')[1]
+  if redis.call('HGET', control, 'second') ~= second then
+    redis.call('HSET', control, 'second', second, 'taken', 0)
+  end
+  if tonumber(redis.call('HGET', control, 'taken')) >= pace then
+    return false
+  end
+end
+
 -- The head, skipping any cart in line without its entry (only keys restored by hand can
 -- leave one; room_end.lua forgets a cart from the line and its entry together).
 local cart, raw
@@ -53,4 +75,7 @@ raw = cjson.encode(e)
 redis.call('HSET', carts, cart, raw)
 redis.call('ZADD', leaving, now + lease, cart)
 redis.call('INCR', served)
+if pace > 0 then
+  redis.call('HINCRBY', control, 'taken', 1)
+end
 return raw

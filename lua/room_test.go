@@ -400,3 +400,74 @@ func TestACustomersCartsInLineSpeakForAtMostItsLimit(t *testing.T) {
 		t.Fatalf("alice's cart after her first left the line: %+v, want it judged by stock alone", a)
 	}
 }
+
+// While the line is held nobody leaves it, not even a cart that finds it empty, and new carts
+// still queue; resumed, it serves them in order. The status tells what waits and what holds.
+func TestAHeldLineLetsNobodyLeave(t *testing.T) {
+	r, _, _, sku := testRoom(t, 10)
+	ctx := t.Context()
+	if err := r.Hold(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := r.Enter(ctx, roomEntry("a", sku, 1), true, 10, 0); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("a cart that finds a held line empty: %+v %v, want queued", a, err)
+	}
+	enter(t, r, roomEntry("b", sku, 2), 10)
+	if e, ok := pop(t, r); ok {
+		t.Fatalf("took %s from a held line", e.CartID)
+	}
+	st, err := r.Status(ctx)
+	if err != nil || !st.Held || st.Waiting != 2 || st.SpokenFor[sku] != 3 {
+		t.Fatalf("status of the held line: %+v %v, want held, 2 waiting, 3 units spoken for", st, err)
+	}
+	if err := r.Hold(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a", "b"} {
+		if e, ok := pop(t, r); !ok || e.CartID != want {
+			t.Fatalf("took %s %v after the resume, want %s", e.CartID, ok, want)
+		}
+	}
+}
+
+// With a pace, at most that many carts leave the line in each second of Redis's clock.
+func TestAPacedLineLetsThatManyLeaveASecond(t *testing.T) {
+	r, _, rdb, sku := testRoom(t, 100)
+	ctx := t.Context()
+	if err := r.SetPace(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		enter(t, r, roomEntry(fmt.Sprint("c", i), sku, 1), 100)
+	}
+	for try := 0; ; try++ {
+		before := rdb.Time(ctx).Val().Unix()
+		taken := 0
+		for range 6 {
+			if _, ok := pop(t, r); ok {
+				taken++
+			}
+		}
+		if rdb.Time(ctx).Val().Unix() != before {
+			if try > 5 {
+				t.Fatal("could not take six times within one second of Redis's clock")
+			}
+			continue // the takes straddled two seconds: try again within one
+		}
+		if taken > 3 {
+			t.Fatalf("%d carts left in one second at a pace of 3", taken)
+		}
+		break
+	}
+	if st, err := r.Status(ctx); err != nil || st.Pace != 3 {
+		t.Fatalf("status: %+v %v, want pace 3", st, err)
+	}
+	if err := r.SetPace(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, ok := pop(t, r); !ok {
+			t.Fatal("a line without a pace refused a take")
+		}
+	}
+}

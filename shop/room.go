@@ -63,3 +63,12 @@ type RoomPlace struct {
 // InLine reports whether the cart waits in line or is being started from it: a cart the
 // room speaks for, until its saga answers.
 func (p RoomPlace) InLine() bool { return (p.Queued || p.Leaving) && p.Entry != nil }
+
+// RoomStatus is the waiting room as operators see it.
+type RoomStatus struct {
+	Waiting   int64            `json:"waiting"`    // carts in line
+	Starting  int64            `json:"starting"`   // carts taken, their sagas being started
+	SpokenFor map[string]int64 `json:"spoken_for"` // units the carts in line ask for, per SKU
+	Held      bool             `json:"held"`       // nobody leaves the line
+	Pace      int64            `json:"pace"`       // carts started a second at most; 0: no pace
+}
