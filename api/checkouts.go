@@ -62,7 +62,11 @@ func (s *Server) startCheckout(c echo.Context) error {
 	if p := s.checkCatalog(ctx, req); p != nil {
 		return p
 	}
-	facts, err := s.doorFacts(ctx, in)
+	rules, err := s.rulesOf(ctx, in.Items)
+	if err != nil {
+		return err
+	}
+	facts, err := s.doorFacts(ctx, in, rules)
 	if err != nil {
 		return err
 	}
@@ -72,7 +76,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 	case doorOtherRequest:
 		return checkoutExists(req.CartID)
 	case doorInLine:
-		return s.answerQueued(c, *facts.place.Entry, facts.place.Position, key, http.StatusAccepted)
+		return s.answerQueued(c, facts.place, key, http.StatusAccepted)
 	case doorSoldOut:
 		metrics.SoldOut.Inc()
 		return outOfStock(facts.shortages)
@@ -90,7 +94,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		if err := s.claim(c, in); err != nil {
 			return err
 		}
-		release, answered, err := s.enterRoom(c, in)
+		release, answered, err := s.enterRoom(c, in, rules)
 		if answered {
 			return err
 		}
@@ -286,12 +290,18 @@ func (s *Server) getCheckout(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	place, roomErr := s.lookupRoom(ctx, id)
-	if place.Queued {
+	if place.Queued || place.Early {
 		// The room answers only for a cart Postgres has not recorded (Redis may have gone
 		// back in time and put an ended or started cart back in line).
 		if place, err = s.unrecordedPlace(ctx, id, place); err != nil {
 			return err
 		}
+	}
+	if place.Refused != nil || place.Early && place.Entry != nil {
+		// Refused at its sale's start, or waiting for it: answered at once (its place comes
+		// at the start; GET again after refresh_after_ms).
+		_, err := s.answerRoomGet(c, place)
+		return err
 	}
 	if place.InLine() || place.Left {
 		// A waiting cart: ?wait waits for it to leave the room, not for its end.
@@ -319,7 +329,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 	}
 	if place.Leaving && v.Status == shop.StatusReserving && place.Entry != nil {
 		// Taken from the line, its reservation not answered yet: it has not left the room.
-		return s.answerQueued(c, *place.Entry, 0, "", http.StatusOK)
+		return s.answerQueued(c, shop.RoomPlace{Leaving: true, Entry: place.Entry}, "", http.StatusOK)
 	}
 	return c.JSON(http.StatusOK, s.present(v))
 }

@@ -20,6 +20,9 @@ type doorFacts struct {
 	seen bool
 	// shortages is the sold-out gate's refusal of a new cart, if any.
 	shortages []shop.Shortage
+	// beforeSale: the cart's sale has not started. It waits for the start, whatever the
+	// stock says now: it is judged at the start, in its drawn place.
+	beforeSale bool
 }
 
 // doorDecision is what the door does with a POST.
@@ -54,7 +57,7 @@ func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 	switch {
 	case f.seen:
 		return doorToSaga
-	case len(f.shortages) > 0:
+	case len(f.shortages) > 0 && !f.beforeSale:
 		return doorSoldOut
 	}
 	return doorEnter
@@ -64,8 +67,8 @@ func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 // (one batched query for the POSTs of the moment), then the room, then the sold-out gate.
 // Postgres or the room unable to answer is a 503: the door never guesses, so no cart
 // overtakes the line or is answered for another's.
-func (s *Server) doorFacts(ctx context.Context, in workflows.Input) (doorFacts, error) {
-	var f doorFacts
+func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRules) (doorFacts, error) {
+	f := doorFacts{beforeSale: rules.beforeSale()}
 	if s.recorded != nil {
 		creator, recorded, err := s.recorded.recorded(ctx, in.CheckoutID)
 		if err != nil {
@@ -86,6 +89,8 @@ func (s *Server) doorFacts(ctx context.Context, in workflows.Input) (doorFacts, 
 			return f, nil
 		}
 	}
-	f.shortages, f.seen = s.soldOut(ctx, in.CheckoutID, in.Items)
+	if !f.beforeSale {
+		f.shortages, f.seen = s.soldOut(ctx, in.CheckoutID, in.Items)
+	}
 	return f, nil
 }

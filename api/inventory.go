@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -32,6 +33,8 @@ type InventoryRequest struct {
 	MaxPerOrder *int64  `json:"max_per_order"`
 	// MaxPerCustomer is optional: absent or 0 means no per-customer limit.
 	MaxPerCustomer *int64 `json:"max_per_customer"`
+	// SaleStartsAt is optional (RFC 3339): the SKU's scheduled drop; absent or null: on sale.
+	SaleStartsAt *time.Time `json:"sale_starts_at"`
 }
 
 // InventoryChanges are the safe forms of an operator's change of stock (docs/contract.md,
@@ -107,6 +110,9 @@ func (s *Server) putInventory(c echo.Context) error {
 	}
 	if req.MaxPerCustomer != nil {
 		p.MaxPerCustomer = *req.MaxPerCustomer
+	}
+	if req.SaleStartsAt != nil {
+		p.SaleStartsAt = new(req.SaleStartsAt.UTC().Truncate(time.Millisecond))
 	}
 	ctx := c.Request().Context()
 	var view shop.InventoryView

@@ -62,12 +62,15 @@ const DefaultWaitingRoomSize = 100_000
 // QueuedView is the answer for a cart in the waiting room (POST's 202, GET while it waits).
 type QueuedView struct {
 	CheckoutID      string `json:"checkout_id"`
-	Status          string `json:"status"` // "queued"
+	Status          string `json:"status"` // "queued", or "waiting_for_sale"
 	Position        int64  `json:"position"`
 	EstimatedWaitMS int64  `json:"estimated_wait_ms"`
 	// RefreshAfterMS is when the client should ask again (a GET with ?wait answers sooner
 	// when the cart leaves the line).
-	RefreshAfterMS int64       `json:"refresh_after_ms"`
+	RefreshAfterMS int64 `json:"refresh_after_ms"`
+	// SaleStartsAt is the start of the cart's sale, while it waits for it
+	// (status "waiting_for_sale").
+	SaleStartsAt   *time.Time  `json:"sale_starts_at,omitempty"`
 	Links          QueuedLinks `json:"links"`
 	CheckoutSecret string      `json:"checkout_secret,omitempty"`
 }
@@ -82,8 +85,11 @@ type QueuedLinks struct {
 // answered is true and err is the answer (202, 409, 429 or 503). Without a room the request
 // waits for a place, as before the room. When the room cannot be asked, no cart passes it:
 // the caller retries (503), and the carts in line keep their order.
-func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), answered bool, err error) {
+func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) (release func(), answered bool, err error) {
 	ctx := c.Request().Context()
+	if s.Room == nil && rules.beforeSale() {
+		return nil, true, problem(http.StatusConflict, "sale_not_started", "the sale of this cart's SKUs has not started")
+	}
 	if s.Room == nil {
 		release, p := s.admit(ctx)
 		if p != nil {
@@ -95,8 +101,9 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), 
 		CartID: in.CheckoutID, CustomerID: in.CustomerID, Items: in.Items, TimeoutSeconds: in.PaymentTimeoutSeconds,
 		IdempotencyKey: in.IdempotencyKey, RequestHash: in.RequestHash, Caller: in.Caller,
 	}
-	if e.MaxPerCustomer, err = s.maxPerCustomer(ctx, in.Items); err != nil {
-		return nil, true, unavailable("postgres", err)
+	e.MaxPerCustomer = rules.maxPerCustomer
+	if !rules.startsAt.IsZero() {
+		e.StartsAt = rules.startsAt.UnixMilli()
 	}
 	release = s.admission.tryAcquire()
 	a, err := s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize, s.cfg.WaitingPerCustomer)
@@ -110,7 +117,7 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), 
 		return nil, true, unavailable("redis", err)
 	}
 	switch a.Outcome {
-	case shop.RoomQueued:
+	case shop.RoomQueued, shop.RoomEarly:
 		// Another request of the cart may have put it in line a moment before this one.
 		switch a.Entry.Creator().Judge(fingerprint(in)) {
 		case shop.KeyReused:
@@ -119,7 +126,8 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), 
 			return nil, true, checkoutExists(in.CheckoutID)
 		}
 		s.ringRoom()
-		return nil, true, s.answerQueued(c, a.Entry, a.Position, in.IdempotencyKey, http.StatusAccepted)
+		place := shop.RoomPlace{Queued: a.Outcome == shop.RoomQueued, Early: a.Outcome == shop.RoomEarly, Position: a.Position, Entry: &a.Entry}
+		return nil, true, s.answerQueued(c, place, in.IdempotencyKey, http.StatusAccepted)
 	case shop.RoomShort:
 		return nil, true, outOfStock(a.Shortages)
 	case shop.RoomBusy:
@@ -137,12 +145,20 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input) (release func(), 
 
 // answerQueued is the 202 (or a GET's 200) of a waiting cart. The checkout's secret goes
 // only to requests under the key the cart entered with, as for a created checkout.
-func (s *Server) answerQueued(c echo.Context, e shop.RoomEntry, position int64, key string, status int) error {
-	wait := s.estimateWait(position)
+func (s *Server) answerQueued(c echo.Context, place shop.RoomPlace, key string, status int) error {
+	e := *place.Entry
+	wait := s.estimateWait(place.Position)
 	v := QueuedView{
-		CheckoutID: e.CartID, Status: "queued", Position: position,
+		CheckoutID: e.CartID, Status: "queued", Position: place.Position,
 		EstimatedWaitMS: wait, RefreshAfterMS: refreshAfter(wait),
 		Links: QueuedLinks{Self: "/v1/checkouts/" + e.CartID},
+	}
+	if place.Early {
+		// Waiting for its sale: its place comes at the start, drawn at random.
+		starts := time.UnixMilli(e.StartsAt).UTC()
+		wait = max(time.Until(starts).Milliseconds(), 0)
+		v.Status, v.Position, v.SaleStartsAt = "waiting_for_sale", 0, &starts
+		v.EstimatedWaitMS, v.RefreshAfterMS = wait, refreshAfter(wait)
 	}
 	if key != "" && key == e.IdempotencyKey {
 		v.CheckoutSecret = s.secrets.sign(e.CartID)
@@ -152,24 +168,39 @@ func (s *Server) answerQueued(c echo.Context, e shop.RoomEntry, position int64, 
 	return c.JSON(status, v)
 }
 
-// maxPerCustomer is each SKU's max_per_customer, for the SKUs that have one (the catalog's
-// cache answers it: checkCatalog just read the same SKUs).
-func (s *Server) maxPerCustomer(ctx context.Context, items []shop.CartLine) (map[string]int64, error) {
+// saleRules are what the room must know of a cart's SKUs: each SKU's max_per_customer (for
+// the SKUs that have one), and when the cart's sale starts (the latest sale_starts_at of its
+// SKUs; zero when on sale).
+type saleRules struct {
+	maxPerCustomer map[string]int64
+	startsAt       time.Time
+}
+
+// beforeSale reports whether the cart's sale has not started by now (the API's clock; the
+// room judges by Redis's, the one clock of every replica).
+func (r saleRules) beforeSale() bool { return !r.startsAt.IsZero() && time.Now().Before(r.startsAt) }
+
+// rulesOf reads the cart's sale rules from the catalog (its cache answers: checkCatalog just
+// read the same SKUs).
+func (s *Server) rulesOf(ctx context.Context, items []shop.CartLine) (saleRules, error) {
 	skus := make([]string, len(items))
 	for i, it := range items {
 		skus[i] = it.SKU
 	}
 	products, err := s.Catalog.Products(ctx, skus)
 	if err != nil {
-		return nil, err
+		return saleRules{}, unavailable("postgres", err)
 	}
-	limits := map[string]int64{}
+	r := saleRules{maxPerCustomer: map[string]int64{}}
 	for sku, p := range products {
 		if p.MaxPerCustomer > 0 {
-			limits[sku] = p.MaxPerCustomer
+			r.maxPerCustomer[sku] = p.MaxPerCustomer
+		}
+		if p.SaleStartsAt != nil && p.SaleStartsAt.After(r.startsAt) {
+			r.startsAt = *p.SaleStartsAt
 		}
 	}
-	return limits, nil
+	return r, nil
 }
 
 // recordRoomEnd records in Postgres, priced from the catalog, the end of a cart cancelled
@@ -247,7 +278,7 @@ func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, 
 	}
 	switch {
 	case place.Leaving && place.Entry != nil:
-		return s.answerQueued(c, *place.Entry, 0, "", http.StatusOK)
+		return s.answerQueued(c, shop.RoomPlace{Leaving: true, Entry: place.Entry}, "", http.StatusOK)
 	case roomErr != nil:
 		return unavailable("redis", roomErr)
 	}
@@ -279,8 +310,11 @@ func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPl
 // that could not tell the room its start went through leaves the cart marked as being
 // started: the saga is the truth).
 func (s *Server) answerRoomGet(c echo.Context, place shop.RoomPlace) (bool, error) {
-	if place.Queued && place.Entry != nil {
-		return true, s.answerQueued(c, *place.Entry, place.Position, "", http.StatusOK)
+	switch {
+	case (place.Queued || place.Early) && place.Entry != nil:
+		return true, s.answerQueued(c, place, "", http.StatusOK)
+	case place.Refused != nil:
+		return true, outOfStock(place.Refused)
 	}
 	return false, nil
 }
@@ -438,7 +472,7 @@ func (s *Server) estimateWait(position int64) int64 {
 func (s *Server) cancelInRoom(c echo.Context, cartID, by string) (place shop.RoomPlace, roomErr error, answered bool, err error) {
 	ctx := c.Request().Context()
 	place, roomErr = s.lookupRoom(ctx, cartID)
-	if roomErr != nil || !place.Queued || place.Entry == nil {
+	if roomErr != nil || !(place.Queued || place.Early) || place.Entry == nil {
 		return place, roomErr, false, nil
 	}
 	status, err := s.recordRoomEnd(ctx, *place.Entry, by)

@@ -2,11 +2,14 @@ package lua
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +32,7 @@ type Room struct {
 	name    string
 	lease   time.Duration
 	now     func() time.Time
+	draw    func() string // a cart's draw for its place in a drop (newDraw; tests fix it)
 }
 
 // RoomClient is what the room needs of a Redis client (a *redis.Client or *redis.ClusterClient).
@@ -39,6 +43,7 @@ type RoomClient interface {
 	ZCard(ctx context.Context, key string) *redis.IntCmd
 	HSet(ctx context.Context, key string, values ...any) *redis.IntCmd
 	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
+	HGet(ctx context.Context, key, field string) *redis.StringCmd
 }
 
 // Room defaults.
@@ -51,17 +56,22 @@ const (
 )
 
 var (
-	roomEnterScript = redis.NewScript(source("room_enter"))
-	roomPopScript   = redis.NewScript(source("room_pop"))
-	roomEndScript   = redis.NewScript(source("room_end"))
+	roomEnterScript   = redis.NewScript(source("room_enter"))
+	roomPopScript     = redis.NewScript(source("room_pop"))
+	roomEndScript     = redis.NewScript(source("room_end"))
+	roomReleaseScript = redis.NewScript(source("room_release"))
 )
+
+// RefusalTTL is how long the refusal of a cart that waited for a sale and found its units
+// spoken for at the start is kept for its buyer's GET.
+const RefusalTTL = 10 * time.Minute
 
 // NewRoom returns the room called name (DefaultRoomName when empty) on rdb.
 func NewRoom(rdb RoomClient, name string) *Room {
 	if name == "" {
 		name = DefaultRoomName
 	}
-	return &Room{rdb: rdb, lookups: NewCoalescer(rdb), name: name, lease: DefaultRoomLease, now: time.Now}
+	return &Room{rdb: rdb, lookups: NewCoalescer(rdb), name: name, lease: DefaultRoomLease, now: time.Now, draw: newDraw}
 }
 
 // WithLease returns a copy of the room whose takes last lease (tests shorten it).
@@ -74,7 +84,8 @@ func (r *Room) WithLease(lease time.Duration) *Room {
 func (r *Room) key(part string) string { return "room:{" + r.name + "}:" + part }
 
 func (r *Room) keys(cartID string) []string {
-	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.leftKey(cartID), r.key("customers"), r.key("units")}
+	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.leftKey(cartID), r.key("customers"), r.key("units"),
+		r.key("early"), r.key("draws")}
 }
 
 func (r *Room) leftKey(cartID string) string { return r.key("left:" + cartID) }
@@ -102,18 +113,29 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 	if mayPass {
 		pass = "1"
 	}
-	args := []any{e.CartID, string(raw), pass, size, e.CustomerID, perCustomer}
+	args := []any{e.CartID, string(raw), pass, size, e.CustomerID, perCustomer, e.StartsAt, r.draw()}
 	for _, it := range e.Items {
 		args = append(args, it.SKU, it.Quantity, available[it.SKU], e.MaxPerCustomer[it.SKU])
 	}
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers"), r.key("units"), r.key("control")}
-	res, err := roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice()
-	if err != nil {
-		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers"), r.key("units"),
+		r.key("control"), r.key("early"), r.key("draws"), r.key("drop_skus")}
+	var res []any
+	for range maxReleases {
+		if res, err = roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice(); err != nil {
+			return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
+		}
+		if res[0].(string) != "due" {
+			break
+		}
+		if err := r.release(ctx, res[1].(string)); err != nil {
+			return shop.RoomAnswer{}, err
+		}
 	}
 	a := shop.RoomAnswer{Outcome: res[0].(string)}
 	switch a.Outcome {
-	case shop.RoomQueued:
+	case "due":
+		return a, fmt.Errorf("enter the waiting room, cart %s: drops still due after %d releases", e.CartID, maxReleases)
+	case shop.RoomQueued, shop.RoomEarly:
 		a.Position = res[1].(int64)
 		if err := json.Unmarshal([]byte(res[2].(string)), &a.Entry); err != nil {
 			return a, fmt.Errorf("waiting room entry of cart %s: %w", e.CartID, err)
@@ -126,6 +148,45 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 		}
 	}
 	return a, nil
+}
+
+// maxReleases bounds the drops one call releases before it gives up (each is released once,
+// by whichever call meets it first).
+const maxReleases = 8
+
+// newDraw is a cart's random draw for its place in a drop: 16 hex digits from the system's
+// cryptographic source, so no client can predict or repeat a place.
+func newDraw() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// release puts the early carts of the drop that starts at start (ms, as the room's scripts
+// name it) in line, by their draws, judging each against the SKUs' available units.
+func (r *Room) release(ctx context.Context, start string) error {
+	listed, err := r.rdb.HGet(ctx, r.key("drop_skus"), start).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("read the SKUs of the drop at %s: %w", start, err)
+	}
+	var lines []shop.CartLine
+	for _, sku := range strings.Fields(listed) {
+		lines = append(lines, shop.CartLine{SKU: sku})
+	}
+	available, err := r.available(ctx, lines)
+	if err != nil {
+		return err
+	}
+	args := []any{start, RefusalTTL.Milliseconds()}
+	for sku, n := range available {
+		args = append(args, sku, n)
+	}
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("early"), r.key("draws"), r.key("drop_skus"),
+		r.key("customers"), r.key("units"), r.key("refused"), r.key("refusals")}
+	if err := roomReleaseScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("release the drop at %s: %w", start, err)
+	}
+	return nil
 }
 
 // available reads each SKU's available units (each on its own slot, so not in the room's
@@ -156,13 +217,28 @@ func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string
 // Pop takes the head of the line under a lease, first putting back in line the carts whose
 // lease ran out. It reports false when the line is empty.
 func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers"), r.key("units"), r.key("control")}
-	raw, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds()).Text()
-	if errors.Is(err, redis.Nil) {
-		return shop.RoomEntry{}, false, nil
+	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers"), r.key("units"),
+		r.key("control"), r.key("early"), r.key("refused"), r.key("refusals")}
+	var raw string
+	for range maxReleases {
+		res, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds()).Result()
+		if errors.Is(err, redis.Nil) {
+			return shop.RoomEntry{}, false, nil
+		}
+		if err != nil {
+			return shop.RoomEntry{}, false, fmt.Errorf("take from the waiting room: %w", err)
+		}
+		if due, ok := res.([]any); ok { // {"due", start}
+			if err := r.release(ctx, due[1].(string)); err != nil {
+				return shop.RoomEntry{}, false, err
+			}
+			continue
+		}
+		raw = res.(string)
+		break
 	}
-	if err != nil {
-		return shop.RoomEntry{}, false, fmt.Errorf("take from the waiting room: %w", err)
+	if raw == "" {
+		return shop.RoomEntry{}, false, nil
 	}
 	var e shop.RoomEntry
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
@@ -207,16 +283,18 @@ func (r *Room) run(ctx context.Context, cartID, how string, answer []byte) (stri
 // at the same moment (every POST and GET of a checkout looks its cart up).
 func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error) {
 	var rank *redis.IntCmd
-	var lease *redis.FloatCmd
-	var entry, left *redis.StringCmd
+	var lease, early *redis.FloatCmd
+	var entry, left, refusal *redis.StringCmd
 	err := r.lookups.Do(ctx, func(pipe redis.Pipeliner) {
 		rank = pipe.ZRank(ctx, r.key("line"), cartID)
 		lease = pipe.ZScore(ctx, r.key("leaving"), cartID)
+		early = pipe.ZScore(ctx, r.key("early"), cartID)
 		entry = pipe.HGet(ctx, r.key("carts"), cartID)
 		left = pipe.Get(ctx, r.leftKey(cartID))
+		refusal = pipe.HGet(ctx, r.key("refusals"), cartID)
 	})
 	if err == nil {
-		for _, cmd := range []redis.Cmder{rank, lease, entry, left} {
+		for _, cmd := range []redis.Cmder{rank, lease, early, entry, left, refusal} {
 			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
 				break
 			}
@@ -231,6 +309,12 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 		p.Queued, p.Position = true, rank.Val()+1
 	}
 	p.Leaving = lease.Err() == nil
+	p.Early = early.Err() == nil
+	if raw, err := refusal.Result(); err == nil {
+		if err := json.Unmarshal([]byte(raw), &p.Refused); err != nil {
+			return p, fmt.Errorf("waiting room refusal of cart %s: %w", cartID, err)
+		}
+	}
 	if answer, err := left.Result(); err == nil {
 		p.Left = true
 		if answer != "1" {

@@ -1,7 +1,8 @@
 -- Ends a cart's stay in the waiting room (see room.go). The room keeps no ends: a cart that
 -- ends without a saga (cancelled while it waited) is recorded in Postgres before it leaves.
 --
--- KEYS: line, carts, demand, leaving, left (the cart's left marker), customers, units
+-- KEYS: line, carts, demand, leaving, left (the cart's left marker), customers, units,
+--       early, draws (see room_enter.lua)
 -- ARGV: cart, how, answer (for how = "leave"), left_ttl (s)
 --   how = "leave":  its saga started; the room forgets it, but for a short-lived marker
 --                   that lets a GET ?wait sent just after answer at once (answer: the saga's
@@ -11,7 +12,8 @@
 --   how = "forget": its end is recorded (cancelled while in line); only a cart still in line
 --                   is forgotten: one being started goes on to its saga, which adopts the end.
 -- Returns "ok", or for forget "leaving" (its saga is being started) or "none" (not in line).
-local line, carts, demand, leaving, left, customers, units = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local line, carts, demand, leaving, left, customers, units, early, draws =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local cart, how = ARGV[1], ARGV[2]
 
 -- forget removes the cart from the room wherever it is: taken, or back in line (a start that
@@ -47,6 +49,23 @@ elseif how == 'retry' then
 elseif how == 'forget' then
   if redis.call('ZSCORE', leaving, cart) then
     return 'leaving'
+  end
+  if redis.call('ZREM', early, cart) == 1 then
+    -- Waiting for its sale: it spoke for no units yet, only for its customer's.
+    local raw = redis.call('HGET', carts, cart)
+    if raw then
+      local e = cjson.decode(raw)
+      for _, it in ipairs(e.items) do
+        local field = e.customer_id .. '\0' .. it.sku
+        if redis.call('HINCRBY', units, field, -it.quantity) <= 0 then redis.call('HDEL', units, field) end
+      end
+      if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
+        redis.call('HDEL', customers, e.customer_id)
+      end
+    end
+    redis.call('HDEL', carts, cart)
+    redis.call('HDEL', draws, cart)
+    return 'ok'
   end
   if not redis.call('ZSCORE', line, cart) then
     return 'none'

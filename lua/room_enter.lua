@@ -1,25 +1,37 @@
 -- The waiting room's door (see room.go). One cart asks to enter; every key is the room's
 -- (one hash tag, one Cluster slot), so the order of arrival is one order for every API
--- replica.
+-- replica, and Redis's clock is the one clock of a scheduled drop.
 --
 -- KEYS: line (zset cart -> ticket), carts (hash cart -> entry), demand (hash sku -> units
 --       asked by carts in line), seq (ticket counter), leaving (zset cart -> lease deadline),
---       customers (hash customer -> carts in line), units (hash customer NUL sku -> units
---       the customer's carts in line ask for), control (the operators': held "1" lets no
---       cart pass)
+--       customers (hash customer -> carts in the room), units (hash customer NUL sku -> units
+--       the customer's carts in the room ask for), control (the operators': held "1" lets no
+--       cart pass), early (zset cart -> the start of its drop, ms: carts that came before
+--       it), draws (hash cart -> its random draw, 16 hex digits), drop_skus (hash start ->
+--       the SKUs of its early carts, space-separated)
 -- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
 --       size (the line's capacity), customer, per_customer (the most carts one customer may
---       have in line; 0: no cap), then per SKU: sku, quantity, available (read just before),
---       max_per_customer (the SKU's; 0: none)
--- Returns {outcome, position, entry}, {"short", sku, requested, free, ...}, {"full"},
--- {"busy"} (the customer has per_customer carts in line already) or {"limit", sku} (the
--- customer's carts in line would ask for more of the SKU than its max_per_customer).
-local line, carts, demand, seq, leaving, customers, units, control =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+--       have in the room; 0: no cap), starts_at (ms: the latest sale start of the cart's
+--       SKUs; 0: none), draw (16 hex digits, random), then per SKU: sku, quantity,
+--       available (read just before), max_per_customer (the SKU's; 0: none)
+-- Returns {outcome, position, entry}, {"early", 0, entry} (waiting for its sale),
+-- {"short", sku, requested, free, ...}, {"full"}, {"busy"} (the customer has per_customer
+-- carts in the room already), {"limit", sku} (the customer's carts would ask for more of the
+-- SKU than its max_per_customer) or {"due", start} (a drop's start has come and its early
+-- carts are not in line yet: the caller releases them, room_release.lua, and asks again).
+local line, carts, demand, seq, leaving, customers, units, control, early, draws, drop_skus =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local customer, per_customer = ARGV[5], tonumber(ARGV[6])
+local start, draw = ARGV[7], ARGV[8] -- start as sent: a hash field and a score
+local starts_at = tonumber(start)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- A cart already in line (a retried POST) keeps its place.
+-- A cart already in the room (a retried POST) keeps its place.
+if redis.call('ZSCORE', early, cart) then
+  return {'early', 0, redis.call('HGET', carts, cart)}
+end
 local rank = redis.call('ZRANK', line, cart)
 if rank then
   return {'queued', rank + 1, redis.call('HGET', carts, cart)}
@@ -28,35 +40,63 @@ if redis.call('ZSCORE', leaving, cart) then
   return {'queued', 0, redis.call('HGET', carts, cart)}
 end
 
+-- Every cart that came before a drop's start is placed ahead of every cart that comes after:
+-- none gets a ticket while a due drop's early carts are not in line.
+local first = redis.call('ZRANGE', early, 0, 0, 'WITHSCORES')
+if #first > 0 and tonumber(first[2]) <= now then
+  return {'due', first[2]}
+end
+local before_sale = starts_at > now
+
 -- A cart passes only when nobody is ahead: none in line, none being started (a cart that
--- passed would race the one being started for the last units).
+-- passed would race the one being started for the last units), none waiting for a sale.
 local waiting = redis.call('ZCARD', line)
-if may_pass == '1' and waiting == 0 and redis.call('ZCARD', leaving) == 0
-    and redis.call('HGET', control, 'held') ~= '1' then
+if may_pass == '1' and not before_sale and waiting == 0 and redis.call('ZCARD', leaving) == 0
+    and redis.call('ZCARD', early) == 0 and redis.call('HGET', control, 'held') ~= '1' then
   return {'pass'}
 end
-if waiting >= size then
+if waiting + redis.call('ZCARD', early) >= size then
   return {'full'}
 end
--- A customer's carts in line speak for units as holds do: one customer may not fill the
+-- A customer's carts in the room speak for units as holds do: one customer may not fill the
 -- line (and its units) with carts the saga would refuse for its limits anyway.
 if per_customer > 0 and (tonumber(redis.call('HGET', customers, customer)) or 0) >= per_customer then
   return {'busy'}
 end
--- Nor with more units of a SKU than the saga would let the customer hold: its carts in line
--- speak for at most the SKU's max_per_customer.
-for i = 7, #ARGV, 4 do
+-- Nor with more units of a SKU than the saga would let the customer hold: its carts in the
+-- room speak for at most the SKU's max_per_customer.
+for i = 9, #ARGV, 4 do
   local max = tonumber(ARGV[i + 3])
   if max > 0 and (tonumber(redis.call('HGET', units, customer .. '\0' .. ARGV[i])) or 0) + tonumber(ARGV[i + 1]) > max then
     return {'limit', ARGV[i]}
   end
 end
 
+local e = cjson.decode(entry)
+if before_sale then
+  -- Waiting for its sale: it holds nothing and speaks for no units yet (who came first must
+  -- not matter), and gets its place at the start, by its draw (room_release.lua).
+  for i = 9, #ARGV, 4 do
+    redis.call('HINCRBY', units, customer .. '\0' .. ARGV[i], ARGV[i + 1])
+    local listed = redis.call('HGET', drop_skus, start) or ''
+    if not string.find(' ' .. listed .. ' ', ' ' .. ARGV[i] .. ' ', 1, true) then
+      redis.call('HSET', drop_skus, start, listed == '' and ARGV[i] or listed .. ' ' .. ARGV[i])
+    end
+  end
+  redis.call('HINCRBY', customers, customer, 1)
+  e.starts_at, e.early = starts_at, true
+  entry = cjson.encode(e)
+  redis.call('ZADD', early, start, cart)
+  redis.call('HSET', draws, cart, draw)
+  redis.call('HSET', carts, cart, entry)
+  return {'early', 0, entry}
+end
+
 -- The units still free, less those the carts ahead asked for: a cart that cannot be served
 -- from what is left is told at once. The reserve script stays the judge of every hold; this
 -- only refuses early.
 local short = {'short'}
-for i = 7, #ARGV, 4 do
+for i = 9, #ARGV, 4 do
   local sku, qty, available = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local free = available - (tonumber(redis.call('HGET', demand, sku)) or 0)
   if free < qty then
@@ -70,15 +110,13 @@ if #short > 1 then
   return short
 end
 
-for i = 7, #ARGV, 4 do
+for i = 9, #ARGV, 4 do
   redis.call('HINCRBY', demand, ARGV[i], ARGV[i + 1])
   redis.call('HINCRBY', units, customer .. '\0' .. ARGV[i], ARGV[i + 1])
 end
 redis.call('HINCRBY', customers, customer, 1)
-local ticket = redis.call('INCR', seq)
-local e = cjson.decode(entry)
-e.ticket = ticket
+e.ticket = redis.call('INCR', seq)
 entry = cjson.encode(e)
-redis.call('ZADD', line, ticket, cart)
+redis.call('ZADD', line, e.ticket, cart)
 redis.call('HSET', carts, cart, entry)
 return {'queued', waiting + 1, entry}

@@ -9,13 +9,23 @@
 --
 -- KEYS: line, carts, demand, leaving, served (counter of carts taken), customers, units,
 --       control (hash: held "1", pace carts a second, second and taken: the current
---       second of the pace and the carts taken in it)
+--       second of the pace and the carts taken in it), early (see room_enter.lua), refused
+--       and refusals (see room_release.lua)
 -- ARGV: now (ms), lease (ms)
--- Returns the entry (JSON) of the cart taken, or false when the line is empty, held, or
--- past its pace for this second.
-local line, carts, demand, leaving, served, customers, units, control =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+-- Returns the entry (JSON) of the cart taken, false when the line is empty, held, or past
+-- its pace for this second, or {"due", start} when a drop's start has come and its early
+-- carts are not in line yet (the caller releases them and takes again).
+local line, carts, demand, leaving, served, customers, units, control, early, refused, refusals =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Refusals of a drop are kept a while for their buyers' GETs, then forgotten, a few a take.
+for _, cart in ipairs(redis.call('ZRANGEBYSCORE', refused, '-inf', clock, 'LIMIT', 0, 100)) do
+  redis.call('ZREM', refused, cart)
+  redis.call('HDEL', refusals, cart)
+end
 
 -- ask counts (sign 1) or stops counting (-1) what a cart in line speaks for.
 local function ask(entry, sign)
@@ -52,6 +62,11 @@ if pace > 0 then
   if tonumber(redis.call('HGET', control, 'taken')) >= pace then
     return false
   end
+end
+
+local first = redis.call('ZRANGE', early, 0, 0, 'WITHSCORES')
+if #first > 0 and tonumber(first[2]) <= clock then
+  return {'due', first[2]}
 end
 
 -- The head, skipping any cart in line without its entry (only keys restored by hand can

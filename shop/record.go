@@ -16,6 +16,8 @@ type Product struct {
 	// MaxPerCustomer is the units one customer may hold and buy across their open and
 	// confirmed checkouts (0: no limit).
 	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
+	// SaleStartsAt is the SKU's scheduled drop: nothing of it sells before (nil: on sale).
+	SaleStartsAt *time.Time `json:"sale_starts_at,omitempty"`
 	// Version changes whenever any field above changes (a sale too); see ETag.
 	Version int64 `json:"-"`
 }
@@ -77,6 +79,8 @@ type InventoryView struct {
 	MaxPerOrder int64  `json:"max_per_order"`
 	// MaxPerCustomer is omitted when the SKU has no per-customer limit.
 	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
+	// SaleStartsAt is omitted when the SKU is on sale without a scheduled start.
+	SaleStartsAt *time.Time `json:"sale_starts_at,omitempty"`
 	// ETag is the strong entity tag of the SKU's Postgres row (see ETag): sent as a header,
 	// not in the body.
 	ETag string `json:"-"`

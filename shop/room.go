@@ -14,6 +14,12 @@ type RoomEntry struct {
 	IdempotencyKey string     `json:"idempotency_key"`
 	RequestHash    string     `json:"request_hash"`
 	Caller         string     `json:"caller,omitempty"`
+	// StartsAt is when the cart's sale starts (unix ms: the latest sale_starts_at of its
+	// SKUs; 0: on sale). A cart that comes before waits for it (Early).
+	StartsAt int64 `json:"starts_at,omitempty"`
+	// Early is set while the cart waits for its sale: it holds nothing, speaks for no units,
+	// and gets its place in line at the start, by a random draw.
+	Early bool `json:"early,omitempty"`
 	// MaxPerCustomer is each SKU's max_per_customer (absent: none), for the door: a customer's
 	// carts in line speak for at most that many units. Not kept in line.
 	MaxPerCustomer map[string]int64 `json:"-"`
@@ -37,6 +43,7 @@ const (
 	RoomShort  = "short"  // the units still free are spoken for by the carts ahead: 409
 	RoomBusy   = "busy"   // the customer has the most carts allowed in line already: 429
 	RoomLimit  = "limit"  // the customer's carts in line would pass a SKU's max_per_customer: 409
+	RoomEarly  = "early"  // the cart's sale has not started: it waits for it (202 waiting_for_sale)
 )
 
 // RoomAnswer is what the room said to a cart that asked to enter.
@@ -58,11 +65,16 @@ type RoomPlace struct {
 	// Left for the GET that waited for the cart to leave.
 	Answer []byte
 	Entry  *RoomEntry
+	// Early: waiting for its sale to start (not in line yet).
+	Early bool
+	// Refused lists the shortages of a cart that waited for its sale and found its units
+	// spoken for at the start: it left the room without a saga (kept a while, RefusalTTL).
+	Refused []Shortage
 }
 
-// InLine reports whether the cart waits in line or is being started from it: a cart the
-// room speaks for, until its saga answers.
-func (p RoomPlace) InLine() bool { return (p.Queued || p.Leaving) && p.Entry != nil }
+// InLine reports whether the cart waits in line, for its sale, or is being started from the
+// line: a cart the room speaks for, until its saga answers.
+func (p RoomPlace) InLine() bool { return (p.Queued || p.Leaving || p.Early) && p.Entry != nil }
 
 // RoomStatus is the waiting room as operators see it.
 type RoomStatus struct {

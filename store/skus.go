@@ -16,7 +16,7 @@ import (
 // from the map.
 func (s *Store) Products(ctx context.Context, skus []string) (map[string]shop.Product, error) {
 	rows, err := s.pool.Query(ctx,
-		`SELECT sku, on_hand, sold, price_cents, currency, max_per_order, max_per_customer, version FROM skus WHERE sku = ANY($1)`, skus)
+		`SELECT sku, on_hand, sold, price_cents, currency, max_per_order, max_per_customer, sale_starts_at, version FROM skus WHERE sku = ANY($1)`, skus)
 	if err != nil {
 		return nil, fmt.Errorf("read products: %w", err)
 	}
@@ -44,8 +44,8 @@ func (s *Store) Product(ctx context.Context, sku string) (shop.Product, bool, er
 // CreateProduct creates a SKU with nothing on hand; a SKU that exists is left alone.
 func (s *Store) CreateProduct(ctx context.Context, p shop.Product) error {
 	if _, err := s.pool.Exec(ctx, `
-		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order, max_per_customer) VALUES ($1, 0, $2, $3, $4, $5)
-		ON CONFLICT (sku) DO NOTHING`, p.SKU, p.PriceCents, p.Currency, p.MaxPerOrder, p.MaxPerCustomer); err != nil {
+		INSERT INTO skus (sku, on_hand, price_cents, currency, max_per_order, max_per_customer, sale_starts_at) VALUES ($1, 0, $2, $3, $4, $5, $6)
+		ON CONFLICT (sku) DO NOTHING`, p.SKU, p.PriceCents, p.Currency, p.MaxPerOrder, p.MaxPerCustomer, p.SaleStartsAt); err != nil {
 		return fmt.Errorf("create sku %s: %w", p.SKU, err)
 	}
 	return nil

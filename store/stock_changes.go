@@ -91,8 +91,9 @@ func (s *Store) ApplyChange(ctx context.Context, ch StockChange) (bool, error) {
 		var err error
 		if p := ch.Set; p != nil {
 			tag, err = tx.Exec(ctx, `
-				UPDATE skus SET on_hand = on_hand + $2, price_cents = $3, currency = $4, max_per_order = $5, max_per_customer = $7, updated_at = now()
-				WHERE sku = $1 AND version = $6`, ch.SKU, ch.Delta, p.PriceCents, p.Currency, p.MaxPerOrder, ch.Version, p.MaxPerCustomer)
+				UPDATE skus SET on_hand = on_hand + $2, price_cents = $3, currency = $4, max_per_order = $5, max_per_customer = $7,
+					sale_starts_at = $8, updated_at = now()
+				WHERE sku = $1 AND version = $6`, ch.SKU, ch.Delta, p.PriceCents, p.Currency, p.MaxPerOrder, ch.Version, p.MaxPerCustomer, p.SaleStartsAt)
 		} else {
 			tag, err = tx.Exec(ctx, `UPDATE skus SET on_hand = on_hand + $2, updated_at = now() WHERE sku = $1`, ch.SKU, ch.Delta)
 		}
