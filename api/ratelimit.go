@@ -41,7 +41,7 @@ func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.RateLimits == nil {
 			return next(c)
 		}
-		if err := s.allow(c, "addr:"+c.RealIP(), s.RateLimits.PerAddress, "requests from your address"); err != nil {
+		if err := s.allow(c, "addr:"+s.clientAddress(c), s.RateLimits.PerAddress, "requests from your address"); err != nil {
 			return err
 		}
 		return next(c)
@@ -60,7 +60,7 @@ func (s *Server) limitAddressCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.RateLimits == nil || s.RateLimits.CheckoutsPerAddress.IsZero() {
 			return asRequest(c)
 		}
-		if err := s.allow(c, "checkouts-addr:"+c.RealIP(), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
+		if err := s.allow(c, "checkouts-addr:"+s.clientAddress(c), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
 			return err
 		}
 		return next(c)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +205,41 @@ func TestOnlyTheNamedProxiesAreBelievedInForwardedFor(t *testing.T) {
 		if code := post(100+i, fmt.Sprintf("198.18.%d.%d", time.Now().UnixNano()%250, i+1)); code == http.StatusTooManyRequests {
 			t.Errorf("client %d behind the balancer was limited on its first checkout", i)
 		}
+	}
+}
+
+// An IPv6 client counts per prefix (a /64 unless Config.IPv6Prefix says otherwise): a
+// script that sends each checkout from a new address of its /64 spends one budget, while
+// another /64 has its own. An IPv4-mapped IPv6 address is its IPv4 address, and one address
+// written two ways is one address.
+func TestAnIPv6ClientCountsPerPrefix(t *testing.T) {
+	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}})
+	run := testenv.RandomID("")
+	net64 := fmt.Sprintf("2001:db8:%x:%x", rand.N(0xffff)+1, rand.N(0xffff)+1)
+	answers := map[int]int{}
+	for i := range 8 { // ::1 .. ::8, each a new address of one /64
+		answers[h.postFrom(t, fmt.Sprintf("[%s::%x]", net64, i+1), fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i)).Code]++
+	}
+	if answers[http.StatusUnprocessableEntity] != 3 || answers[http.StatusTooManyRequests] != 5 {
+		t.Errorf("8 checkouts from 8 addresses of %s::/64 with 3 to spend: %v; want 3 x 422 and 5 x 429", net64, answers)
+	}
+	// The same /64 spelled out in full is the same client.
+	long := strings.ReplaceAll(net64, "2001:db8:", "2001:0db8:") + ":0:0:0:9"
+	if rec := h.postFrom(t, "["+long+"]", "u-long-"+run, "c-long-"+run); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("a spent /64 written in full (%s): %d, want 429", long, rec.Code)
+	}
+	other := fmt.Sprintf("[2001:db8:%x:%x::1]", rand.N(0xffff)+1, rand.N(0xffff)+1)
+	if rec := h.postFrom(t, other, "u-other-"+run, "c-other-"+run); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("another /64 (%s): %d, want 422, its own budget", other, rec.Code)
+	}
+
+	v4 := fmt.Sprintf("10.%d.%d.%d", rand.N(256), rand.N(256), rand.N(254)+1)
+	for i := range 3 {
+		if rec := h.postFrom(t, v4, fmt.Sprintf("u4-%s-%d", run, i), fmt.Sprintf("c4-%s-%d", run, i)); rec.Code != http.StatusUnprocessableEntity {
+			t.Fatalf("checkout %d from %s: %d, want 422", i, v4, rec.Code)
+		}
+	}
+	if rec := h.postFrom(t, "[::ffff:"+v4+"]", "u4-mapped-"+run, "c4-mapped-"+run); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("::ffff:%s after %s spent its checkouts: %d, want 429 (the same address)", v4, v4, rec.Code)
 	}
 }

@@ -74,7 +74,10 @@ type Config struct {
 	// TrustedProxies are the networks of the load balancers whose X-Forwarded-For names the
 	// client's address; without any, the connection's peer is the client (a header anyone
 	// can write must not pick the address the rate limits count).
-	TrustedProxies         []*net.IPNet
+	TrustedProxies []*net.IPNet
+	// IPv6Prefix is how many leading bits of an IPv6 client address the per-address limits
+	// count as one client (see addressKey); DefaultIPv6Prefix when 0.
+	IPv6Prefix             int
 	StripeWebhookSecrets   []string      // several during a secret rotation
 	StripeWebhookTolerance time.Duration // max age of a signature
 	// StripeLiveOnly refuses Stripe's test-mode events (livemode false): a test card costs
@@ -215,6 +218,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if cfg.AdmissionTarget <= 0 {
 		cfg.AdmissionTarget = DefaultAdmissionTarget
+	}
+	if cfg.IPv6Prefix <= 0 {
+		cfg.IPv6Prefix = DefaultIPv6Prefix
 	}
 	if cfg.IdempotencyKeyRetention <= 0 {
 		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention

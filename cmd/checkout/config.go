@@ -57,6 +57,8 @@ type config struct {
 	// off. TrustedProxies: TRUSTED_PROXIES, the load balancers' CIDRs whose X-Forwarded-For
 	// names the client.
 	RatePerAddress, CheckoutsPerAddress, RatePerCustomer int64
+	// IPv6Prefix: RATE_LIMIT_IPV6_PREFIX, the prefix length one IPv6 client is counted by
+	IPv6Prefix int64
 	// PayloadRetention: PAYMENT_PAYLOAD_RETENTION_DAYS, how long a webhook's raw body is kept.
 	PayloadRetention time.Duration
 	// StripeTestMode: STRIPE_TEST_MODE, take Stripe test-mode events as payments (dev: true).
@@ -195,6 +197,7 @@ func loadConfig(dev bool) (config, error) {
 	cfg.RatePerAddress = integer("RATE_LIMIT_PER_ADDRESS", DefaultRatePerAddress, 0, 1_000_000)
 	cfg.CheckoutsPerAddress = integer("RATE_LIMIT_CHECKOUTS_PER_ADDRESS", DefaultCheckoutsPerAddress, 0, 1_000_000)
 	cfg.RatePerCustomer = integer("RATE_LIMIT_PER_CUSTOMER", DefaultRatePerCustomer, 0, 1_000_000)
+	cfg.IPv6Prefix = integer("RATE_LIMIT_IPV6_PREFIX", api.DefaultIPv6Prefix, 32, 128)
 	for _, c := range strings.Split(str("TRUSTED_PROXIES", ""), ",") {
 		if c = strings.TrimSpace(c); c == "" {
 			continue

@@ -333,6 +333,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 		TrustedProxies:               cfg.TrustedProxies,
+		IPv6Prefix:                   int(cfg.IPv6Prefix),
 		CheckoutSecretKeys:           cfg.CheckoutSecretKeys,
 	}, api.Deps{
 		// The limiter's script calls of concurrent requests share round trips.
