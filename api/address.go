@@ -35,3 +35,29 @@ func addressKey(realIP string, prefix int) string {
 func (s *Server) clientAddress(c echo.Context) string {
 	return addressKey(c.RealIP(), s.cfg.IPv6Prefix)
 }
+
+// limitedAddress is the address key the per-address limits count the request by, or false
+// when there is none to count. An authenticated client (a shop backend, CLIENT_TOKENS) is
+// counted per client (RateLimits.CheckoutsPerClient), and its own address is not a buyer's:
+// every buyer behind one backend host would share it. Only the buyer's address the backend
+// forwards is counted: the backend listed in TrustedProxies, the buyer in X-Forwarded-For,
+// so that RealIP is neither the connection's peer nor a trusted proxy.
+func (s *Server) limitedAddress(c echo.Context) (string, bool) {
+	if client, _ := c.Get(ctxClient).(string); client == "" {
+		return s.clientAddress(c), true
+	}
+	real, err := netip.ParseAddr(c.RealIP())
+	if err != nil {
+		return "", false
+	}
+	real = real.Unmap().WithZone("")
+	if peer, err := netip.ParseAddr(echo.ExtractIPDirect()(c.Request())); err == nil && peer.Unmap().WithZone("") == real {
+		return "", false
+	}
+	for _, n := range s.cfg.TrustedProxies {
+		if n.Contains(real.AsSlice()) {
+			return "", false
+		}
+	}
+	return addressKey(real.String(), s.cfg.IPv6Prefix), true
+}

@@ -29,39 +29,75 @@ type RateLimits struct {
 	CheckoutsPerAddress redis_rate.Limit
 	// PerCustomer: checkouts one customer starts, from whatever addresses.
 	PerCustomer redis_rate.Limit
+	// CheckoutsPerClient: checkouts one authenticated client (a shop backend, server mode)
+	// starts, for all its buyers. It replaces the client's own address's checkouts, which
+	// would make every buyer behind one backend host share one address's share.
+	CheckoutsPerClient redis_rate.Limit
 }
+
+// DefaultRatePerAddress is how many buyer reads and cancels a second one client address may
+// send (in bursts of twice that): a buyer sends a few, a page polling with ?wait one every few
+// seconds. DefaultCheckoutsPerAddress is how many checkouts a minute one address may start,
+// whatever customer ids it sends: a household or an office. DefaultRatePerCustomer is how many
+// a minute one customer may start: a buyer with a few tabs and retries.
+// DefaultCheckoutsPerClient is how many a minute one shop backend may start for all its
+// buyers: 100 a second, a sale's crowd, so that admission control and the waiting room are
+// what a sale meets, while a runaway backend is still bounded.
+const (
+	DefaultRatePerAddress      = 20
+	DefaultCheckoutsPerAddress = 10
+	DefaultRatePerCustomer     = 10
+	DefaultCheckoutsPerClient  = 6000
+)
 
 // limitAddress answers 429 with Retry-After once the caller's address has used its share of
 // reads and cancels, before the checkout secret is checked or any store is asked. The
 // address is the connection's peer unless Config.TrustedProxies names the proxies whose
 // X-Forwarded-For is believed (see NewServer), so a client cannot pick a fresh address per
-// request.
+// request; an IPv6 address counts by its prefix (addressKey). An authenticated client's
+// requests count only against the buyer's address it forwards (limitedAddress).
 func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.RateLimits == nil {
 			return next(c)
 		}
-		if err := s.allow(c, "addr:"+s.clientAddress(c), s.RateLimits.PerAddress, "requests from your address"); err != nil {
-			return err
+		if addr, ok := s.limitedAddress(c); ok {
+			if err := s.allow(c, "addr:"+addr, s.RateLimits.PerAddress, "requests from your address"); err != nil {
+				return err
+			}
 		}
 		return next(c)
 	}
 }
 
-// limitAddressCheckouts answers 429 once the caller's address has started its share of
-// checkouts, before the body is read: one script inventing customer ids is bounded by its
-// address, and refused for the price of one count. A new checkout counts against the
-// address's checkouts, a tighter budget than its requests (10 a minute against 20 a second by
-// default), and not against both: each count is a script run in Redis. With
-// CheckoutsPerAddress off, a checkout counts as one of the address's requests.
-func (s *Server) limitAddressCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
+// limitCheckouts answers 429 once the caller has started its share of checkouts, before the
+// body is read: one script inventing customer ids is bounded by its address, and refused
+// for the price of one count. A new checkout counts against the address's checkouts, a
+// tighter budget than its requests (10 a minute against 20 a second by default), and not
+// against both: each count is a script run in Redis. With CheckoutsPerAddress off, a
+// checkout counts as one of the address's requests.
+//
+// An authenticated client (a shop backend, after requireClient) counts against its own
+// checkouts instead (CheckoutsPerClient), and its buyer's address only when it forwards one
+// (limitedAddress); each customer is still limited by limitCustomer.
+func (s *Server) limitCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
 	asRequest := s.limitAddress(next)
 	return func(c echo.Context) error {
-		if s.RateLimits == nil || s.RateLimits.CheckoutsPerAddress.IsZero() {
+		if s.RateLimits == nil {
+			return next(c)
+		}
+		if client, _ := c.Get(ctxClient).(string); client != "" {
+			if err := s.allow(c, "checkouts-client:"+client, s.RateLimits.CheckoutsPerClient, "checkouts of your client"); err != nil {
+				return err
+			}
+		}
+		if s.RateLimits.CheckoutsPerAddress.IsZero() {
 			return asRequest(c)
 		}
-		if err := s.allow(c, "checkouts-addr:"+s.clientAddress(c), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
-			return err
+		if addr, ok := s.limitedAddress(c); ok {
+			if err := s.allow(c, "checkouts-addr:"+addr, s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
+				return err
+			}
 		}
 		return next(c)
 	}

@@ -275,10 +275,12 @@ func NewServer(cfg Config, deps Deps) *Server {
 	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
 	// Every body but a webhook's is JSON (requireJSON); a webhook's is verified as the raw
 	// bytes its sender signed, whatever it is labelled. The buyer's routes count against the
-	// caller's address first (limitAddressCheckouts, limitAddress), before anything else costs.
-	v1.POST("/checkouts", s.startCheckout, s.limitAddressCheckouts, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, s.requireIdentity, requireJSON)
-	v1.GET("/checkouts/:cart_id", s.getCheckout, s.limitAddress, s.requireClient)
-	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient, requireJSON)
+	// caller first (limitCheckouts, limitAddress), before anything else costs. The client
+	// token (server mode) is read before: comparing it costs nothing, and it says whether
+	// the caller is a shop backend, counted per client, or a buyer, counted per address.
+	v1.POST("/checkouts", s.startCheckout, s.requireClient, s.limitCheckouts, middleware.BodyLimit(checkoutBodyLimit), s.requireIdentity, requireJSON)
+	v1.GET("/checkouts/:cart_id", s.getCheckout, s.requireClient, s.limitAddress)
+	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient, s.limitAddress, requireJSON)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 
