@@ -10,6 +10,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -397,9 +399,19 @@ func (s *Server) requestLog() echo.MiddlewareFunc {
 	}
 }
 
-// logRequest is the request log's line.
+// logRequest is the request log's line. It names who asked: the client's address (RealIP,
+// as the limits see it before addressKey), the caller (its client, or a hash of the customer
+// an identity token named: the log must not list customers, but one customer's requests
+// must be countable) and, when the request carried it, the admin token.
 func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
-	attrs := []any{"method", v.Method, "path", v.URIPath, "status", v.Status, "duration_ms", v.Latency.Milliseconds()}
+	attrs := []any{"method", v.Method, "path", v.URIPath, "status", v.Status, "duration_ms", v.Latency.Milliseconds(),
+		"client_address", c.RealIP()}
+	if caller := logCaller(c); caller != "" {
+		attrs = append(attrs, "caller", caller)
+	}
+	if s.isAdmin(c) {
+		attrs = append(attrs, "admin", true)
+	}
 	if id, ok := c.Get(ctxCheckoutID).(string); ok {
 		attrs = append(attrs, "checkout_id", id, "workflow_id", c.Get(ctxWorkflowID))
 	}
@@ -412,6 +424,20 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) er
 	}
 	s.Logger.Log(c.Request().Context(), level, "http request", attrs...)
 	return nil
+}
+
+// logCaller is the request log's name of the caller: client/<name> for a client token,
+// customer/<the first 12 hex digits of the customer's SHA-256> for an identity token, ""
+// for neither.
+func logCaller(c echo.Context) string {
+	if client, _ := c.Get(ctxClient).(string); client != "" {
+		return "client/" + client
+	}
+	if customer, _ := c.Get(ctxCustomer).(string); customer != "" {
+		sum := sha256.Sum256([]byte(customer))
+		return "customer/" + hex.EncodeToString(sum[:6])
+	}
+	return ""
 }
 
 // Keys of values handlers leave on the echo.Context for the request log.
