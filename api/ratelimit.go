@@ -5,15 +5,19 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/labstack/echo/v4"
+
+	"github.com/checkout-saga/checkout-saga/metrics"
 )
 
 // RateLimits are the limits a script meets before it costs anything: requests per client
 // address on the buyer's routes, checkouts per address, and checkouts per customer. They are
-// counted in Redis (GCRA, go-redis/redis_rate), so every API replica shares them. A zero
-// Limit is off.
+// counted in Redis (GCRA, go-redis/redis_rate), so every API replica shares them; while
+// Redis does not answer, each process counts them in memory (localLimits). A zero Limit is
+// off.
 //
 // Each request pays one count per dimension it is limited on: a read or a cancel counts
 // against its address's requests, a new checkout against its address's checkouts (before
@@ -33,6 +37,9 @@ type RateLimits struct {
 	// starts, for all its buyers. It replaces the client's own address's checkouts, which
 	// would make every buyer behind one backend host share one address's share.
 	CheckoutsPerClient redis_rate.Limit
+
+	// local counts the limits in this process while Redis does not answer (NewServer).
+	local *localLimits
 }
 
 // DefaultRatePerAddress is how many buyer reads and cancels a second one client address may
@@ -116,17 +123,34 @@ func (s *Server) allow(c echo.Context, key string, limit redis_rate.Limit, what 
 	if s.RateLimits.Limiter == nil || limit.IsZero() {
 		return nil
 	}
+	var allowed bool
+	var retryAfter time.Duration
 	res, err := s.RateLimits.Limiter.Allow(c.Request().Context(), key, limit)
-	if err != nil {
-		// A limiter that cannot count lets the request through: Redis down is answered by
-		// the steps that need it, and the limits are a guard, not the judge of stock.
-		s.Logger.Warn("rate limit not checked", "key", key, "error", err)
+	if err == nil {
+		allowed, retryAfter = res.Allowed > 0, res.RetryAfter
+	} else {
+		// A limiter that cannot count in Redis counts in this process: the limits are what
+		// a script meets on the day Redis fails over, not a guard that steps aside then.
+		metrics.RateLimitsCountedLocally.Inc()
+		s.warnCountedLocally(key, err)
+		allowed, retryAfter = s.RateLimits.local.allow(key, limit, time.Now())
+	}
+	if allowed {
 		return nil
 	}
-	if res.Allowed > 0 {
-		return nil
-	}
-	retry := int(math.Ceil(res.RetryAfter.Seconds()))
+	retry := int(math.Ceil(retryAfter.Seconds()))
 	c.Response().Header().Set("Retry-After", strconv.Itoa(max(retry, 1)))
 	return problem(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many %s: at most %s; try again in %d s", what, limit, max(retry, 1)))
+}
+
+// warnCountedLocally logs that the limits are counted in this process, at most once a
+// second: a sale's requests during a Redis outage would otherwise be as many log lines.
+func (s *Server) warnCountedLocally(key string, err error) {
+	now := time.Now().UnixNano()
+	warned := &s.RateLimits.local.warned
+	last := warned.Load()
+	if now-last < int64(time.Second) || !warned.CompareAndSwap(last, now) {
+		return
+	}
+	s.Logger.Warn("rate limits counted in this process: redis did not answer", "key", key, "error", err)
 }

@@ -245,6 +245,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
 	}
+	if deps.RateLimits != nil && deps.RateLimits.local == nil {
+		deps.RateLimits.local = newLocalLimits()
+	}
 	if deps.Records != nil {
 		s.recorded = newRecordedCheck(deps.Records.RecordedCheckouts)
 	}
