@@ -253,6 +253,8 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	wait, release := s.admitWait(c, wait) // past the bound on waits, no wait
+	defer release()
 	ctx := c.Request().Context()
 	place, roomErr := s.lookupRoom(ctx, id)
 	if place.InRoom() || place.Left {

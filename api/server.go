@@ -121,6 +121,10 @@ type Config struct {
 	// WaitingPerCustomer is how many carts one customer may have in the room at once; one
 	// more is 429 too_many_open_checkouts. DefaultWaitingPerCustomer when 0, none when < 0.
 	WaitingPerCustomer int64
+	// MaxWaitsPerAddress and MaxWaits bound the GETs that wait (?wait=N) at once, per client
+	// address (addressKey) and in this process; a wait past either is answered at once with
+	// the current state. DefaultMaxWaitsPerAddress and DefaultMaxWaits when 0.
+	MaxWaitsPerAddress, MaxWaits int
 	// CheckoutSecretKeys sign and check the checkout secrets a buyer's GET and cancel need
 	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
 	// DevCheckoutSecretKey, which only the local stack and tests may use.
@@ -180,6 +184,7 @@ type Server struct {
 	workers   *workerCheck   // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
+	waits     *waitPlaces // the GETs that wait (?wait=N) at once
 	e         *echo.Echo
 	roomBell  chan struct{} // rung when this replica puts a cart in the room
 	roomCount *roomCount    // carts taken from the room: their rate, and word of each move
@@ -245,6 +250,13 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
 	}
+	if cfg.MaxWaitsPerAddress <= 0 {
+		cfg.MaxWaitsPerAddress = DefaultMaxWaitsPerAddress
+	}
+	if cfg.MaxWaits <= 0 {
+		cfg.MaxWaits = DefaultMaxWaits
+	}
+	s.waits = newWaitPlaces(cfg.MaxWaitsPerAddress, cfg.MaxWaits)
 	if deps.RateLimits != nil && deps.RateLimits.local == nil {
 		deps.RateLimits.local = newLocalLimits()
 	}

@@ -51,6 +51,9 @@ type config struct {
 	RatePerAddress, CheckoutsPerAddress, RatePerCustomer, CheckoutsPerClient int64
 	// IPv6Prefix: RATE_LIMIT_IPV6_PREFIX, the prefix length one IPv6 client is counted by
 	IPv6Prefix int64
+	// MaxWaitsPerAddress: MAX_WAITS_PER_ADDRESS, GETs with ?wait held at once per client
+	// address; MaxWaits: MAX_WAITS, in one API process. Past either, a GET answers at once.
+	MaxWaitsPerAddress, MaxWaits int64
 	// PayloadRetention: PAYMENT_PAYLOAD_RETENTION_DAYS, how long a webhook's raw body is kept.
 	PayloadRetention time.Duration
 	// StripeTestMode: STRIPE_TEST_MODE, take Stripe test-mode events as payments (dev: true).
@@ -191,6 +194,8 @@ func loadConfig(dev bool) (config, error) {
 	cfg.RatePerCustomer = integer("RATE_LIMIT_PER_CUSTOMER", api.DefaultRatePerCustomer, 0, 1_000_000)
 	cfg.CheckoutsPerClient = integer("RATE_LIMIT_CHECKOUTS_PER_CLIENT", api.DefaultCheckoutsPerClient, 0, 10_000_000)
 	cfg.IPv6Prefix = integer("RATE_LIMIT_IPV6_PREFIX", api.DefaultIPv6Prefix, 32, 128)
+	cfg.MaxWaitsPerAddress = integer("MAX_WAITS_PER_ADDRESS", api.DefaultMaxWaitsPerAddress, 1, 1_000_000)
+	cfg.MaxWaits = integer("MAX_WAITS", api.DefaultMaxWaits, 1, 1_000_000)
 	for _, c := range strings.Split(str("TRUSTED_PROXIES", ""), ",") {
 		if c = strings.TrimSpace(c); c == "" {
 			continue

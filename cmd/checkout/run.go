@@ -334,6 +334,8 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 		TrustedProxies:               cfg.TrustedProxies,
 		IPv6Prefix:                   int(cfg.IPv6Prefix),
+		MaxWaitsPerAddress:           int(cfg.MaxWaitsPerAddress),
+		MaxWaits:                     int(cfg.MaxWaits),
 		CheckoutSecretKeys:           cfg.CheckoutSecretKeys,
 	}, api.Deps{
 		// The limiter's script calls of concurrent requests share round trips.
