@@ -185,6 +185,7 @@ type Server struct {
 	standard  standardVerifiers
 	secrets   checkoutSecrets
 	waits     *waitPlaces // the GETs that wait (?wait=N) at once
+	ends      *endWatches // their long polls, one per checkout
 	e         *echo.Echo
 	roomBell  chan struct{} // rung when this replica puts a cart in the room
 	roomCount *roomCount    // carts taken from the room: their rate, and word of each move
@@ -257,6 +258,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 		cfg.MaxWaits = DefaultMaxWaits
 	}
 	s.waits = newWaitPlaces(cfg.MaxWaitsPerAddress, cfg.MaxWaits)
+	s.ends = newEndWatches(s.pollEnd)
 	if deps.RateLimits != nil && deps.RateLimits.local == nil {
 		deps.RateLimits.local = newLocalLimits()
 	}
