@@ -46,18 +46,18 @@ func (s *Server) limitedAddress(c echo.Context) (string, bool) {
 	if client, _ := c.Get(ctxClient).(string); client == "" {
 		return s.clientAddress(c), true
 	}
-	real, err := netip.ParseAddr(c.RealIP())
+	buyer, err := netip.ParseAddr(c.RealIP())
 	if err != nil {
 		return "", false
 	}
-	real = real.Unmap().WithZone("")
-	if peer, err := netip.ParseAddr(echo.ExtractIPDirect()(c.Request())); err == nil && peer.Unmap().WithZone("") == real {
+	buyer = buyer.Unmap().WithZone("")
+	if peer, err := netip.ParseAddr(echo.ExtractIPDirect()(c.Request())); err == nil && peer.Unmap().WithZone("") == buyer {
 		return "", false
 	}
 	for _, n := range s.cfg.TrustedProxies {
-		if n.Contains(real.AsSlice()) {
+		if n.Contains(buyer.AsSlice()) {
 			return "", false
 		}
 	}
-	return addressKey(real.String(), s.cfg.IPv6Prefix), true
+	return addressKey(buyer.String(), s.cfg.IPv6Prefix), true
 }

@@ -126,9 +126,13 @@ func (s *Server) allow(c echo.Context, key string, limit redis_rate.Limit, what 
 	var allowed bool
 	var retryAfter time.Duration
 	res, err := s.RateLimits.Limiter.Allow(c.Request().Context(), key, limit)
-	if err == nil {
+	switch {
+	case err == nil:
 		allowed, retryAfter = res.Allowed > 0, res.RetryAfter
-	} else {
+	case s.RateLimits.local == nil: // limits NewServer did not see: nothing counts locally
+		s.Logger.Warn("rate limit not checked", "key", key, "error", err)
+		return nil
+	default:
 		// A limiter that cannot count in Redis counts in this process: the limits are what
 		// a script meets on the day Redis fails over, not a guard that steps aside then.
 		metrics.RateLimitsCountedLocally.Inc()
