@@ -104,10 +104,10 @@ func newEndWatches(poll func(ctx context.Context, checkoutID string) (shop.View,
 // the poll of whoever waits on it already. It reports false when the saga still runs at
 // deadline, or its result cannot answer (no saga, a terminated one, an error).
 func (w *endWatches) await(ctx context.Context, checkoutID string, deadline time.Time) (shop.View, bool) {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	waiting, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for {
-		watch := w.join(checkoutID, deadline)
+		watch := w.join(ctx, checkoutID, deadline)
 		select {
 		case <-watch.done:
 			w.leave(checkoutID, watch)
@@ -119,7 +119,7 @@ func (w *endWatches) await(ctx context.Context, checkoutID string, deadline time
 			if !watch.expired || !deadline.After(watch.deadline) {
 				return shop.View{}, false
 			}
-		case <-ctx.Done():
+		case <-waiting.Done():
 			w.leave(checkoutID, watch)
 			return shop.View{}, false
 		}
@@ -127,14 +127,16 @@ func (w *endWatches) await(ctx context.Context, checkoutID string, deadline time
 }
 
 // join counts a waiter on the checkout's poll, starting one until deadline if none runs.
-func (w *endWatches) join(checkoutID string, deadline time.Time) *endWatch {
+// A poll started carries the values of its first waiter's request (its trace), not its
+// cancellation: the poll ends with its last waiter (leave), whoever that is.
+func (w *endWatches) join(ctx context.Context, checkoutID string, deadline time.Time) *endWatch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if watch, ok := w.watching[checkoutID]; ok {
 		watch.waiters++
 		return watch
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	watch := &endWatch{deadline: deadline, cancel: cancel, waiters: 1, done: make(chan struct{})}
 	w.watching[checkoutID] = watch
 	go func() {
