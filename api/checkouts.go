@@ -288,6 +288,8 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	wait, release := s.admitWait(c, wait) // past the bound on waits, no wait
+	defer release()
 	ctx := c.Request().Context()
 	place, roomErr := s.lookupRoom(ctx, id)
 	if place.Queued || place.Early {
@@ -349,15 +351,19 @@ func waitParam(c echo.Context) (time.Duration, error) {
 
 // awaitEnd waits up to d for the saga to close and returns its result. It is the cheap way
 // to learn an outcome: one long poll that the Temporal server holds, where polling GET
-// would send each time a status query through the server to a worker. It reports false when
-// the saga is still running after d, or when its result cannot answer (no saga, a
-// terminated one, an error): then the caller reads the view as usual.
+// would send each time a status query through the server to a worker, and one poll per
+// checkout however many wait on it (endWatches). It reports false when the saga is still
+// running after d, or when its result cannot answer (no saga, a terminated one, an error):
+// then the caller reads the view as usual.
 func (s *Server) awaitEnd(ctx context.Context, checkoutID string, d time.Duration) (shop.View, bool) {
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+	return s.ends.await(ctx, checkoutID, time.Now().Add(d))
+}
+
+// pollEnd is one long poll of the saga's result, until ctx ends.
+func (s *Server) pollEnd(ctx context.Context, checkoutID string) (shop.View, error) {
 	var v shop.View
-	err := s.Temporal.GetWorkflow(wctx, shop.WorkflowID(checkoutID), "").Get(wctx, &v)
-	return v, err == nil && v.CheckoutID != ""
+	err := s.Temporal.GetWorkflow(ctx, shop.WorkflowID(checkoutID), "").Get(ctx, &v)
+	return v, err
 }
 
 func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error) {

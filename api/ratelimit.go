@@ -5,15 +5,19 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/labstack/echo/v4"
+
+	"github.com/checkout-saga/checkout-saga/metrics"
 )
 
 // RateLimits are the limits a script meets before it costs anything: requests per client
 // address on the buyer's routes, checkouts per address, and checkouts per customer. They are
-// counted in Redis (GCRA, go-redis/redis_rate), so every API replica shares them. A zero
-// Limit is off.
+// counted in Redis (GCRA, go-redis/redis_rate), so every API replica shares them; while
+// Redis does not answer, each process counts them in memory (localLimits). A zero Limit is
+// off.
 //
 // Each request pays one count per dimension it is limited on: a read or a cancel counts
 // against its address's requests, a new checkout against its address's checkouts (before
@@ -29,39 +33,78 @@ type RateLimits struct {
 	CheckoutsPerAddress redis_rate.Limit
 	// PerCustomer: checkouts one customer starts, from whatever addresses.
 	PerCustomer redis_rate.Limit
+	// CheckoutsPerClient: checkouts one authenticated client (a shop backend, server mode)
+	// starts, for all its buyers. It replaces the client's own address's checkouts, which
+	// would make every buyer behind one backend host share one address's share.
+	CheckoutsPerClient redis_rate.Limit
+
+	// local counts the limits in this process while Redis does not answer (NewServer).
+	local *localLimits
 }
+
+// DefaultRatePerAddress is how many buyer reads and cancels a second one client address may
+// send (in bursts of twice that): a buyer sends a few, a page polling with ?wait one every few
+// seconds. DefaultCheckoutsPerAddress is how many checkouts a minute one address may start,
+// whatever customer ids it sends: a household or an office. DefaultRatePerCustomer is how many
+// a minute one customer may start: a buyer with a few tabs and retries.
+// DefaultCheckoutsPerClient is how many a minute one shop backend may start for all its
+// buyers: 100 a second, a sale's crowd, so that admission control and the waiting room are
+// what a sale meets, while a runaway backend is still bounded.
+const (
+	DefaultRatePerAddress      = 20
+	DefaultCheckoutsPerAddress = 10
+	DefaultRatePerCustomer     = 10
+	DefaultCheckoutsPerClient  = 6000
+)
 
 // limitAddress answers 429 with Retry-After once the caller's address has used its share of
 // reads and cancels, before the checkout secret is checked or any store is asked. The
 // address is the connection's peer unless Config.TrustedProxies names the proxies whose
 // X-Forwarded-For is believed (see NewServer), so a client cannot pick a fresh address per
-// request.
+// request; an IPv6 address counts by its prefix (addressKey). An authenticated client's
+// requests count only against the buyer's address it forwards (limitedAddress).
 func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if s.RateLimits == nil {
 			return next(c)
 		}
-		if err := s.allow(c, "addr:"+c.RealIP(), s.RateLimits.PerAddress, "requests from your address"); err != nil {
-			return err
+		if addr, ok := s.limitedAddress(c); ok {
+			if err := s.allow(c, "addr:"+addr, s.RateLimits.PerAddress, "requests from your address"); err != nil {
+				return err
+			}
 		}
 		return next(c)
 	}
 }
 
-// limitAddressCheckouts answers 429 once the caller's address has started its share of
-// checkouts, before the body is read: one script inventing customer ids is bounded by its
-// address, and refused for the price of one count. A new checkout counts against the
-// address's checkouts, a tighter budget than its requests (10 a minute against 20 a second by
-// default), and not against both: each count is a script run in Redis. With
-// CheckoutsPerAddress off, a checkout counts as one of the address's requests.
-func (s *Server) limitAddressCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
+// limitCheckouts answers 429 once the caller has started its share of checkouts, before the
+// body is read: one script inventing customer ids is bounded by its address, and refused
+// for the price of one count. A new checkout counts against the address's checkouts, a
+// tighter budget than its requests (10 a minute against 20 a second by default), and not
+// against both: each count is a script run in Redis. With CheckoutsPerAddress off, a
+// checkout counts as one of the address's requests.
+//
+// An authenticated client (a shop backend, after requireClient) counts against its own
+// checkouts instead (CheckoutsPerClient), and its buyer's address only when it forwards one
+// (limitedAddress); each customer is still limited by limitCustomer.
+func (s *Server) limitCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
 	asRequest := s.limitAddress(next)
 	return func(c echo.Context) error {
-		if s.RateLimits == nil || s.RateLimits.CheckoutsPerAddress.IsZero() {
+		if s.RateLimits == nil {
+			return next(c)
+		}
+		if client, _ := c.Get(ctxClient).(string); client != "" {
+			if err := s.allow(c, "checkouts-client:"+client, s.RateLimits.CheckoutsPerClient, "checkouts of your client"); err != nil {
+				return err
+			}
+		}
+		if s.RateLimits.CheckoutsPerAddress.IsZero() {
 			return asRequest(c)
 		}
-		if err := s.allow(c, "checkouts-addr:"+c.RealIP(), s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
-			return err
+		if addr, ok := s.limitedAddress(c); ok {
+			if err := s.allow(c, "checkouts-addr:"+addr, s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
+				return err
+			}
 		}
 		return next(c)
 	}
@@ -80,17 +123,38 @@ func (s *Server) allow(c echo.Context, key string, limit redis_rate.Limit, what 
 	if s.RateLimits.Limiter == nil || limit.IsZero() {
 		return nil
 	}
+	var allowed bool
+	var retryAfter time.Duration
 	res, err := s.RateLimits.Limiter.Allow(c.Request().Context(), key, limit)
-	if err != nil {
-		// A limiter that cannot count lets the request through: Redis down is answered by
-		// the steps that need it, and the limits are a guard, not the judge of stock.
+	switch {
+	case err == nil:
+		allowed, retryAfter = res.Allowed > 0, res.RetryAfter
+	case s.RateLimits.local == nil: // limits NewServer did not see: nothing counts locally
 		s.Logger.Warn("rate limit not checked", "key", key, "error", err)
 		return nil
+	default:
+		// A limiter that cannot count in Redis counts in this process: the limits are what
+		// a script meets on the day Redis fails over, not a guard that steps aside then.
+		metrics.RateLimitsCountedLocally.Inc()
+		s.warnCountedLocally(key, err)
+		allowed, retryAfter = s.RateLimits.local.allow(key, limit, time.Now())
 	}
-	if res.Allowed > 0 {
+	if allowed {
 		return nil
 	}
-	retry := int(math.Ceil(res.RetryAfter.Seconds()))
+	retry := int(math.Ceil(retryAfter.Seconds()))
 	c.Response().Header().Set("Retry-After", strconv.Itoa(max(retry, 1)))
 	return problem(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many %s: at most %s; try again in %d s", what, limit, max(retry, 1)))
+}
+
+// warnCountedLocally logs that the limits are counted in this process, at most once a
+// second: a sale's requests during a Redis outage would otherwise be as many log lines.
+func (s *Server) warnCountedLocally(key string, err error) {
+	now := time.Now().UnixNano()
+	warned := &s.RateLimits.local.warned
+	last := warned.Load()
+	if now-last < int64(time.Second) || !warned.CompareAndSwap(last, now) {
+		return
+	}
+	s.Logger.Warn("rate limits counted in this process: redis did not answer", "key", key, "error", err)
 }

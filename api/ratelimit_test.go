@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,6 +204,142 @@ func TestOnlyTheNamedProxiesAreBelievedInForwardedFor(t *testing.T) {
 	for i := range 5 {
 		if code := post(100+i, fmt.Sprintf("198.18.%d.%d", time.Now().UnixNano()%250, i+1)); code == http.StatusTooManyRequests {
 			t.Errorf("client %d behind the balancer was limited on its first checkout", i)
+		}
+	}
+}
+
+// An IPv6 client counts per prefix (a /64 unless Config.IPv6Prefix says otherwise): a
+// script that sends each checkout from a new address of its /64 spends one budget, while
+// another /64 has its own. An IPv4-mapped IPv6 address is its IPv4 address, and one address
+// written two ways is one address.
+func TestAnIPv6ClientCountsPerPrefix(t *testing.T) {
+	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}})
+	run := testenv.RandomID("")
+	net64 := fmt.Sprintf("2001:db8:%x:%x", rand.N(0xffff)+1, rand.N(0xffff)+1)
+	answers := map[int]int{}
+	for i := range 8 { // ::1 .. ::8, each a new address of one /64
+		answers[h.postFrom(t, fmt.Sprintf("[%s::%x]", net64, i+1), fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i)).Code]++
+	}
+	if answers[http.StatusUnprocessableEntity] != 3 || answers[http.StatusTooManyRequests] != 5 {
+		t.Errorf("8 checkouts from 8 addresses of %s::/64 with 3 to spend: %v; want 3 x 422 and 5 x 429", net64, answers)
+	}
+	// The same /64 spelled out in full is the same client.
+	long := strings.ReplaceAll(net64, "2001:db8:", "2001:0db8:") + ":0:0:0:9"
+	if rec := h.postFrom(t, "["+long+"]", "u-long-"+run, "c-long-"+run); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("a spent /64 written in full (%s): %d, want 429", long, rec.Code)
+	}
+	other := fmt.Sprintf("[2001:db8:%x:%x::1]", rand.N(0xffff)+1, rand.N(0xffff)+1)
+	if rec := h.postFrom(t, other, "u-other-"+run, "c-other-"+run); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("another /64 (%s): %d, want 422, its own budget", other, rec.Code)
+	}
+
+	v4 := fmt.Sprintf("10.%d.%d.%d", rand.N(256), rand.N(256), rand.N(254)+1)
+	for i := range 3 {
+		if rec := h.postFrom(t, v4, fmt.Sprintf("u4-%s-%d", run, i), fmt.Sprintf("c4-%s-%d", run, i)); rec.Code != http.StatusUnprocessableEntity {
+			t.Fatalf("checkout %d from %s: %d, want 422", i, v4, rec.Code)
+		}
+	}
+	if rec := h.postFrom(t, "[::ffff:"+v4+"]", "u4-mapped-"+run, "c4-mapped-"+run); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("::ffff:%s after %s spent its checkouts: %d, want 429 (the same address)", v4, v4, rec.Code)
+	}
+}
+
+// defaultLimits are the limits `checkout api` runs with when no RATE_LIMIT_* is set.
+func defaultLimits(t *testing.T) *api.RateLimits {
+	return &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(testenv.Redis(t))),
+		PerAddress:          redis_rate.Limit{Rate: api.DefaultRatePerAddress, Burst: 2 * api.DefaultRatePerAddress, Period: time.Second},
+		CheckoutsPerAddress: redis_rate.Limit{Rate: api.DefaultCheckoutsPerAddress, Burst: api.DefaultCheckoutsPerAddress, Period: time.Minute},
+		PerCustomer:         redis_rate.Limit{Rate: api.DefaultRatePerCustomer, Burst: api.DefaultRatePerCustomer, Period: time.Minute},
+		CheckoutsPerClient:  redis_rate.Limit{Rate: api.DefaultCheckoutsPerClient, Burst: api.DefaultCheckoutsPerClient, Period: time.Minute},
+	}
+}
+
+// serverMode is a harness in server mode (CLIENT_TOKENS) with the default limits, whose one
+// client is "shop" (token shopToken), trusting proxies.
+func serverMode(t *testing.T, proxies ...string) *harness {
+	tokens, err := api.ParseClientTokens("shop=" + shopToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHarness(t, func(cfg *api.Config, d *api.Deps) {
+		cfg.ClientTokens = tokens
+		for _, p := range proxies {
+			_, n, err := net.ParseCIDR(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.TrustedProxies = append(cfg.TrustedProxies, n)
+		}
+		d.Owners = d.Records.(api.CheckoutOwners)
+		d.RateLimits = defaultLimits(t)
+	})
+}
+
+const shopToken = "token-of-the-shop-0001"
+
+// postFromBackend sends the shop backend's POST of a cart of an unknown SKU (422 once past the
+// limits) from peer, naming the buyer's address in X-Forwarded-For when buyer is set.
+func (h *harness) postFromBackend(t *testing.T, peer, buyer, customer, cart string) int {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
+		body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart)))
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	req.Header.Set(echo.HeaderAuthorization, "Bearer "+shopToken)
+	if buyer != "" {
+		req.Header.Set(echo.HeaderXForwardedFor, buyer)
+	}
+	req.RemoteAddr = peer + ":40000"
+	rec := httptest.NewRecorder()
+	h.e.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+// In server mode the shop's backend is one address for every buyer: with the default limits
+// it starts checkouts for 30 customers within a minute, none refused for its address, and
+// each customer is still held to its own share.
+func TestAShopBackendIsLimitedPerClientNotAsOneAddress(t *testing.T) {
+	h := serverMode(t)
+	run := testenv.RandomID("")
+	backend := fmt.Sprintf("10.%d.%d.%d", rand.N(256), rand.N(256), rand.N(254)+1)
+	answers := map[int]int{}
+	for i := range 30 {
+		answers[h.postFromBackend(t, backend, "", fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i))]++
+	}
+	if answers[http.StatusUnprocessableEntity] != 30 {
+		t.Errorf("30 customers' checkouts from the shop's backend: %v; want 30 x 422, none limited", answers)
+	}
+	answers = map[int]int{}
+	for i := range api.DefaultRatePerCustomer + 1 {
+		answers[h.postFromBackend(t, backend, "", "u-one-"+run, fmt.Sprintf("c-one-%s-%d", run, i))]++
+	}
+	if answers[http.StatusUnprocessableEntity] != api.DefaultRatePerCustomer || answers[http.StatusTooManyRequests] != 1 {
+		t.Errorf("%d checkouts of one customer through the backend: %v; want the customer's %d and one 429",
+			api.DefaultRatePerCustomer+1, answers, api.DefaultRatePerCustomer)
+	}
+}
+
+// A backend listed in TRUSTED_PROXIES that forwards its buyer's address in X-Forwarded-For
+// has that address counted: one buyer inventing customers gets the address's share, another
+// buyer their own, and the backend's own calls (no buyer named) no address limit at all.
+func TestTheBuyersAddressABackendForwardsIsCounted(t *testing.T) {
+	backend := fmt.Sprintf("10.%d.%d.%d", rand.N(256), rand.N(256), rand.N(254)+1)
+	h := serverMode(t, backend+"/32")
+	run := testenv.RandomID("")
+	buyer := fmt.Sprintf("2001:db8:%x:%x::1", rand.N(0xffff)+1, rand.N(0xffff)+1)
+	answers := map[int]int{}
+	for i := range api.DefaultCheckoutsPerAddress + 2 {
+		answers[h.postFromBackend(t, backend, buyer, fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i))]++
+	}
+	if answers[http.StatusUnprocessableEntity] != api.DefaultCheckoutsPerAddress || answers[http.StatusTooManyRequests] != 2 {
+		t.Errorf("%d checkouts forwarded for buyer %s: %v; want %d x 422 and 2 x 429", api.DefaultCheckoutsPerAddress+2, buyer, answers, api.DefaultCheckoutsPerAddress)
+	}
+	other := fmt.Sprintf("198.18.%d.%d", rand.N(256), rand.N(254)+1)
+	if code := h.postFromBackend(t, backend, other, "u-other-"+run, "c-other-"+run); code != http.StatusUnprocessableEntity {
+		t.Errorf("another buyer (%s) forwarded by the backend: %d, want 422", other, code)
+	}
+	for i := range api.DefaultCheckoutsPerAddress + 2 {
+		if code := h.postFromBackend(t, backend, "", fmt.Sprintf("u-own-%s-%d", run, i), fmt.Sprintf("c-own-%s-%d", run, i)); code != http.StatusUnprocessableEntity {
+			t.Fatalf("the backend's own checkout %d (no buyer named): %d, want 422", i, code)
 		}
 	}
 }

@@ -10,6 +10,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -75,7 +77,10 @@ type Config struct {
 	// TrustedProxies are the networks of the load balancers whose X-Forwarded-For names the
 	// client's address; without any, the connection's peer is the client (a header anyone
 	// can write must not pick the address the rate limits count).
-	TrustedProxies         []*net.IPNet
+	TrustedProxies []*net.IPNet
+	// IPv6Prefix is how many leading bits of an IPv6 client address the per-address limits
+	// count as one client (see addressKey); DefaultIPv6Prefix when 0.
+	IPv6Prefix             int
 	StripeWebhookSecrets   []string      // several during a secret rotation
 	StripeWebhookTolerance time.Duration // max age of a signature
 	// StripeLiveOnly refuses Stripe's test-mode events (livemode false): a test card costs
@@ -117,6 +122,10 @@ type Config struct {
 	// WaitingPerCustomer is how many carts one customer may have in the room at once; one
 	// more is 429 too_many_open_checkouts. DefaultWaitingPerCustomer when 0, none when < 0.
 	WaitingPerCustomer int64
+	// MaxWaitsPerAddress and MaxWaits bound the GETs that wait (?wait=N) at once, per client
+	// address (addressKey) and in this process; a wait past either is answered at once with
+	// the current state. DefaultMaxWaitsPerAddress and DefaultMaxWaits when 0.
+	MaxWaitsPerAddress, MaxWaits int
 	// CheckoutSecretKeys sign and check the checkout secrets a buyer's GET and cancel need
 	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
 	// DevCheckoutSecretKey, which only the local stack and tests may use.
@@ -176,6 +185,8 @@ type Server struct {
 	workers   *workerCheck   // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
+	waits     *waitPlaces // the GETs that wait (?wait=N) at once
+	ends      *endWatches // their long polls, one per checkout
 	e         *echo.Echo
 	roomBell  chan struct{} // rung when this replica puts a cart in the room
 	roomCount *roomCount    // carts taken from the room: their rate, and word of each move
@@ -217,6 +228,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.AdmissionTarget <= 0 {
 		cfg.AdmissionTarget = DefaultAdmissionTarget
 	}
+	if cfg.IPv6Prefix <= 0 {
+		cfg.IPv6Prefix = DefaultIPv6Prefix
+	}
 	if cfg.IdempotencyKeyRetention <= 0 {
 		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
 	}
@@ -237,6 +251,17 @@ func NewServer(cfg Config, deps Deps) *Server {
 		roomBell: make(chan struct{}, 1), roomCount: newRoomCount()}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
+	}
+	if cfg.MaxWaitsPerAddress <= 0 {
+		cfg.MaxWaitsPerAddress = DefaultMaxWaitsPerAddress
+	}
+	if cfg.MaxWaits <= 0 {
+		cfg.MaxWaits = DefaultMaxWaits
+	}
+	s.waits = newWaitPlaces(cfg.MaxWaitsPerAddress, cfg.MaxWaits)
+	s.ends = newEndWatches(s.pollEnd)
+	if deps.RateLimits != nil && deps.RateLimits.local == nil {
+		deps.RateLimits.local = newLocalLimits()
 	}
 	if deps.Records != nil {
 		s.recorded = newRecordedCheck(deps.Records.RecordedCheckouts)
@@ -270,10 +295,12 @@ func NewServer(cfg Config, deps Deps) *Server {
 	v1 := e.Group("/v1", middleware.ContextTimeout(cfg.RequestTimeout), boundBodyRead(cfg.RequestTimeout))
 	// Every body but a webhook's is JSON (requireJSON); a webhook's is verified as the raw
 	// bytes its sender signed, whatever it is labelled. The buyer's routes count against the
-	// caller's address first (limitAddressCheckouts, limitAddress), before anything else costs.
-	v1.POST("/checkouts", s.startCheckout, s.limitAddressCheckouts, middleware.BodyLimit(checkoutBodyLimit), s.requireClient, s.requireIdentity, requireJSON)
-	v1.GET("/checkouts/:cart_id", s.getCheckout, s.limitAddress, s.requireClient)
-	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.limitAddress, s.requireClient, requireJSON)
+	// caller first (limitCheckouts, limitAddress), before anything else costs. The client
+	// token (server mode) is read before: comparing it costs nothing, and it says whether
+	// the caller is a shop backend, counted per client, or a buyer, counted per address.
+	v1.POST("/checkouts", s.startCheckout, s.requireClient, s.limitCheckouts, middleware.BodyLimit(checkoutBodyLimit), s.requireIdentity, requireJSON)
+	v1.GET("/checkouts/:cart_id", s.getCheckout, s.requireClient, s.limitAddress)
+	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient, s.limitAddress, requireJSON)
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 
@@ -394,9 +421,19 @@ func (s *Server) requestLog() echo.MiddlewareFunc {
 	}
 }
 
-// logRequest is the request log's line.
+// logRequest is the request log's line. It names who asked: the client's address (RealIP,
+// as the limits see it before addressKey), the caller (its client, or a hash of the customer
+// an identity token named: the log must not list customers, but one customer's requests
+// must be countable) and, when the request carried it, the admin token.
 func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
-	attrs := []any{"method", v.Method, "path", v.URIPath, "status", v.Status, "duration_ms", v.Latency.Milliseconds()}
+	attrs := []any{"method", v.Method, "path", v.URIPath, "status", v.Status, "duration_ms", v.Latency.Milliseconds(),
+		"client_address", c.RealIP()}
+	if caller := logCaller(c); caller != "" {
+		attrs = append(attrs, "caller", caller)
+	}
+	if s.isAdmin(c) {
+		attrs = append(attrs, "admin", true)
+	}
 	if id, ok := c.Get(ctxCheckoutID).(string); ok {
 		attrs = append(attrs, "checkout_id", id, "workflow_id", c.Get(ctxWorkflowID))
 	}
@@ -409,6 +446,20 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) er
 	}
 	s.Logger.Log(c.Request().Context(), level, "http request", attrs...)
 	return nil
+}
+
+// logCaller is the request log's name of the caller: client/<name> for a client token,
+// customer/<the first 12 hex digits of the customer's SHA-256> for an identity token, ""
+// for neither.
+func logCaller(c echo.Context) string {
+	if client, _ := c.Get(ctxClient).(string); client != "" {
+		return "client/" + client
+	}
+	if customer, _ := c.Get(ctxCustomer).(string); customer != "" {
+		sum := sha256.Sum256([]byte(customer))
+		return "customer/" + hex.EncodeToString(sum[:6])
+	}
+	return ""
 }
 
 // Keys of values handlers leave on the echo.Context for the request log.

@@ -414,7 +414,7 @@ func (r *scaleRun) startProduct(ctx context.Context, bin string) error {
 		"IDENTITY_MODE=server", "CLIENT_TOKENS=bench=" + clientToken,
 		"STRIPE_API_KEY=", "STRIPE_API_URL=", "LOG_LEVEL=error", "API_DRAIN_DELAY_SECONDS=0",
 		// The load generator is one address, and reuses customer ids: no limits.
-		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0", "RATE_LIMIT_PER_CUSTOMER=0",
+		"RATE_LIMIT_PER_ADDRESS=0", "RATE_LIMIT_CHECKOUTS_PER_ADDRESS=0", "RATE_LIMIT_PER_CUSTOMER=0", "RATE_LIMIT_CHECKOUTS_PER_CLIENT=0",
 		"STRIPE_TEST_MODE=true"}
 	for i := range 2 { // one after the other: the first applies the migrations
 		name, metrics := fmt.Sprintf("worker-%d", i+1), "127.0.0.1:"+freePort()

@@ -30,6 +30,11 @@ var (
 	// yet. Most are claimed by their checkout within seconds; the rest are refunded by the
 	// orphan sweeper. A rising rate means clients pay before they check out.
 	OrphanPayments = counterVec("checkout_orphan_payments_total", "Payment events acknowledged for a checkout that did not exist yet, by provider and outcome.", "provider", "outcome")
+	// RateLimitsCountedLocally counts rate limit checks an API process counted in its own
+	// memory because the limiter's Redis did not answer: while it rises, each limit holds
+	// per process, not across replicas.
+	RateLimitsCountedLocally = counter("checkout_rate_limits_counted_locally_total", "Rate limit checks counted in the API process's memory because Redis did not answer (each limit then holds per process).")
+
 	// UnverifiedPayments should stay 0: a payment signal that no verified event recorded
 	// reached a saga (someone signalled Temporal directly), and was refused.
 	UnverifiedPayments = counter("checkout_unverified_payments_total", "Payments refused because no verified webhook or provider listing recorded them.")

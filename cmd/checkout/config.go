@@ -24,18 +24,6 @@ const (
 	devCheckoutSecretKey = api.DevCheckoutSecretKey
 )
 
-// DefaultRatePerAddress is how many buyer reads and cancels a second one client address may
-// send (in bursts of twice that): a buyer sends a few, a page polling with ?wait one every few
-// seconds. DefaultCheckoutsPerAddress is how many checkouts a minute one address may start,
-// whatever customer ids it sends: a household or an office; a shop whose buyers share one
-// address (a carrier's NAT, a kiosk) raises it, or calls server to server. DefaultRatePerCustomer
-// is how many a minute one customer may start: a buyer with a few tabs and retries.
-const (
-	DefaultRatePerAddress      = 20
-	DefaultCheckoutsPerAddress = 10
-	DefaultRatePerCustomer     = 10
-)
-
 // defaultDatabaseURL is the local Postgres, without TLS: on loopback TLS only costs CPU
 // (about 0.5 ms of Postgres CPU per checkout, see docs/performance.md). A
 // Postgres on another host wants sslmode=verify-full in DATABASE_URL.
@@ -53,10 +41,19 @@ type config struct {
 	// RatePerAddress: RATE_LIMIT_PER_ADDRESS, buyer reads and cancels a second per client
 	// address (and its checkouts when RATE_LIMIT_CHECKOUTS_PER_ADDRESS is 0);
 	// CheckoutsPerAddress: RATE_LIMIT_CHECKOUTS_PER_ADDRESS, checkouts a minute per address;
-	// RatePerCustomer: RATE_LIMIT_PER_CUSTOMER, checkouts a minute per customer. 0 turns one
-	// off. TrustedProxies: TRUSTED_PROXIES, the load balancers' CIDRs whose X-Forwarded-For
-	// names the client.
-	RatePerAddress, CheckoutsPerAddress, RatePerCustomer int64
+	// RatePerCustomer: RATE_LIMIT_PER_CUSTOMER, checkouts a minute per customer;
+	// CheckoutsPerClient: RATE_LIMIT_CHECKOUTS_PER_CLIENT, checkouts a minute per shop backend
+	// (server mode), counted in place of its own address's. 0 turns one off. A shop whose
+	// buyers share one address (a carrier's NAT, a kiosk) raises CheckoutsPerAddress; a shop
+	// backend calling server to server is counted per client, and its buyers by the address
+	// it forwards (the backend in TrustedProxies). TrustedProxies: TRUSTED_PROXIES, the CIDRs
+	// of the load balancers (and shop backends) whose X-Forwarded-For names the client.
+	RatePerAddress, CheckoutsPerAddress, RatePerCustomer, CheckoutsPerClient int64
+	// IPv6Prefix: RATE_LIMIT_IPV6_PREFIX, the prefix length one IPv6 client is counted by
+	IPv6Prefix int64
+	// MaxWaitsPerAddress: MAX_WAITS_PER_ADDRESS, GETs with ?wait held at once per client
+	// address; MaxWaits: MAX_WAITS, in one API process. Past either, a GET answers at once.
+	MaxWaitsPerAddress, MaxWaits int64
 	// PayloadRetention: PAYMENT_PAYLOAD_RETENTION_DAYS, how long a webhook's raw body is kept.
 	PayloadRetention time.Duration
 	// StripeTestMode: STRIPE_TEST_MODE, take Stripe test-mode events as payments (dev: true).
@@ -192,9 +189,13 @@ func loadConfig(dev bool) (config, error) {
 		errs = append(errs, fmt.Errorf("STRIPE_TEST_MODE=%q: must be true or false", v))
 	}
 	cfg.PayloadRetention = time.Duration(integer("PAYMENT_PAYLOAD_RETENTION_DAYS", 30, 1, 3660)) * 24 * time.Hour
-	cfg.RatePerAddress = integer("RATE_LIMIT_PER_ADDRESS", DefaultRatePerAddress, 0, 1_000_000)
-	cfg.CheckoutsPerAddress = integer("RATE_LIMIT_CHECKOUTS_PER_ADDRESS", DefaultCheckoutsPerAddress, 0, 1_000_000)
-	cfg.RatePerCustomer = integer("RATE_LIMIT_PER_CUSTOMER", DefaultRatePerCustomer, 0, 1_000_000)
+	cfg.RatePerAddress = integer("RATE_LIMIT_PER_ADDRESS", api.DefaultRatePerAddress, 0, 1_000_000)
+	cfg.CheckoutsPerAddress = integer("RATE_LIMIT_CHECKOUTS_PER_ADDRESS", api.DefaultCheckoutsPerAddress, 0, 1_000_000)
+	cfg.RatePerCustomer = integer("RATE_LIMIT_PER_CUSTOMER", api.DefaultRatePerCustomer, 0, 1_000_000)
+	cfg.CheckoutsPerClient = integer("RATE_LIMIT_CHECKOUTS_PER_CLIENT", api.DefaultCheckoutsPerClient, 0, 10_000_000)
+	cfg.IPv6Prefix = integer("RATE_LIMIT_IPV6_PREFIX", api.DefaultIPv6Prefix, 32, 128)
+	cfg.MaxWaitsPerAddress = integer("MAX_WAITS_PER_ADDRESS", api.DefaultMaxWaitsPerAddress, 1, 1_000_000)
+	cfg.MaxWaits = integer("MAX_WAITS", api.DefaultMaxWaits, 1, 1_000_000)
 	for _, c := range strings.Split(str("TRUSTED_PROXIES", ""), ",") {
 		if c = strings.TrimSpace(c); c == "" {
 			continue

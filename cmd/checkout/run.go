@@ -333,13 +333,17 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		AdmissionTarget:              cfg.AdmissionTarget,
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 		TrustedProxies:               cfg.TrustedProxies,
+		IPv6Prefix:                   int(cfg.IPv6Prefix),
+		MaxWaitsPerAddress:           int(cfg.MaxWaitsPerAddress),
+		MaxWaits:                     int(cfg.MaxWaits),
 		CheckoutSecretKeys:           cfg.CheckoutSecretKeys,
 	}, api.Deps{
 		// The limiter's script calls of concurrent requests share round trips.
 		RateLimits: &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(d.rdb)),
 			PerAddress:          rateLimit(cfg.RatePerAddress, 2*cfg.RatePerAddress, time.Second),
 			CheckoutsPerAddress: rateLimit(cfg.CheckoutsPerAddress, cfg.CheckoutsPerAddress, time.Minute),
-			PerCustomer:         rateLimit(cfg.RatePerCustomer, cfg.RatePerCustomer, time.Minute)},
+			PerCustomer:         rateLimit(cfg.RatePerCustomer, cfg.RatePerCustomer, time.Minute),
+			CheckoutsPerClient:  rateLimit(cfg.CheckoutsPerClient, cfg.CheckoutsPerClient, time.Minute)},
 		Temporal:  d.temporal,
 		Catalog:   cat,
 		Inventory: inv,

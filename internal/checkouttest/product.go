@@ -250,6 +250,14 @@ func (p *Product) ServeAPIWith(cfg api.Config, tc client.Client, o APIOptions) (
 			cfg.CheckoutSecretKeys = []string{CheckoutSecretKey}
 		}
 	}
+	if cfg.MaxWaitsPerAddress == 0 {
+		// Every buyer of the tests and the benchmark calls from loopback: one address's
+		// bound on waits would be the whole crowd's, and the waits past it would poll.
+		cfg.MaxWaitsPerAddress = api.DefaultMaxWaits
+		if def.MaxWaitsPerAddress != 0 {
+			cfg.MaxWaitsPerAddress = def.MaxWaitsPerAddress
+		}
+	}
 	cfg.Namespace = or(cfg.Namespace, or(def.Namespace, "default"))
 	cfg.TemporalUIURL = or(cfg.TemporalUIURL, or(def.TemporalUIURL, "http://localhost:8233"))
 	if cfg.DefaultPaymentTimeoutSeconds == 0 {

@@ -1,0 +1,145 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/shop"
+)
+
+// 2,000 waits at once on one checkout from 5 addresses, on a real HTTP server behind a
+// trusted balancer, with the default bounds: the process holds at most 5 x
+// MAX_WAITS_PER_ADDRESS waits, sharing one long poll, and every other wait is answered at
+// once with the current state. The figures (goroutines
+// while they wait, a new buyer's GET and POST beside them) go to the test log, for
+// docs and reviews; nothing here is timed.
+func TestTwoThousandWaitsHoldABoundedNumberOfPolls(t *testing.T) {
+	const waiters, addresses = 2000, 5
+	tc := mocks.NewClient(t)
+	_, lb, _ := net.ParseCIDR("127.0.0.1/32")
+	h := newHarness(t, func(cfg *api.Config, d *api.Deps) {
+		cfg.TrustedProxies = []*net.IPNet{lb}
+		d.Temporal = tc
+	})
+	cart := testenv.RandomID("w-")
+	var polls, maxPolls atomic.Int64
+	release := make(chan struct{})
+	run := mocks.NewWorkflowRun(t)
+	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		n := polls.Add(1)
+		for m := maxPolls.Load(); n > m && !maxPolls.CompareAndSwap(m, n); m = maxPolls.Load() {
+		}
+		defer polls.Add(-1)
+		select {
+		case <-release:
+		case <-args.Get(0).(context.Context).Done():
+		}
+	}).Return(context.DeadlineExceeded).Maybe()
+	tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Maybe()
+	awaitingPayment(t, tc, cart)
+	srv := httptest.NewServer(h.e)
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: waiters, MaxConnsPerHost: 0}}
+	defer hc.CloseIdleConnections()
+
+	get := func(buyer, query string) int {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/checkouts/"+cart+query, nil)
+		req.Header.Set(api.CheckoutSecretHeader, api.CheckoutSecret(api.DevCheckoutSecretKey, cart))
+		req.Header.Set(echo.HeaderXForwardedFor, buyer)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Errorf("GET: %v", err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	before := runtime.NumGoroutine()
+	var answered atomic.Int64
+	var all sync.WaitGroup
+	for i := range waiters {
+		all.Go(func() {
+			if code := get(fmt.Sprintf("2001:db8:%d::%x", i%addresses+1, i+1), "?wait=10"); code != http.StatusOK {
+				t.Errorf("wait %d: %d", i, code)
+			}
+			answered.Add(1)
+		})
+	}
+	// Every wait is either held or answered: wait for that, not for a time.
+	held := addresses * api.DefaultMaxWaitsPerAddress
+	waitFor := func(what string, done func() bool) {
+		for deadline := time.Now().Add(time.Minute); !done(); runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after a minute: %s not yet (%d answered, %d in getCheckout)", what, answered.Load(), goroutinesIn("(*Server).getCheckout"))
+			}
+		}
+	}
+	waitFor("the waits past the bound answered", func() bool { return answered.Load() >= int64(waiters-held) })
+	hc.CloseIdleConnections() // the answered waits' connections: what is left is held
+	waitFor("the held waits in their handlers", func() bool { return goroutinesIn("(*Server).getCheckout") >= held })
+	during, handlers := runtime.NumGoroutine(), goroutinesIn("(*Server).getCheckout")
+	latency := func(send func() int) time.Duration {
+		var took []time.Duration
+		for range 21 {
+			start := time.Now()
+			send()
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		return took[len(took)/2]
+	}
+	getTook := latency(func() int { return get("198.51.100.200", "") })
+	postTook := latency(func() int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/checkouts",
+			strings.NewReader(`{"cart_id":"`+testenv.RandomID("c-")+`","customer_id":"u-new","items":[{"sku":"NOPE","quantity":1}]}`))
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		req.Header.Set(echo.HeaderXForwardedFor, "198.51.100.201")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	})
+	t.Logf("%d waits on one checkout from %d addresses: %d answered at once, %d held in getCheckout sharing %d long poll(s) (most at once %d); goroutines %d before, %d while they wait (client side included); a new buyer's GET %v, POST (422, catalog) %v (medians of 21)",
+		waiters, addresses, answered.Load(), handlers, polls.Load(), maxPolls.Load(), before, during, getTook, postTook)
+	if handlers > held {
+		t.Errorf("%d waits held at once, want at most %d (%d addresses x %d)", handlers, held, addresses, api.DefaultMaxWaitsPerAddress)
+	}
+	if got := maxPolls.Load(); got > 1 {
+		t.Errorf("%d long polls of one checkout at once, want 1 shared by its waiters", got)
+	}
+	close(release)
+	all.Wait()
+}
+
+// goroutinesIn counts the goroutines whose stack names fn.
+func goroutinesIn(fn string) int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	n := 0
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
