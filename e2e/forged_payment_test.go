@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 // Anyone who reaches Temporal (its Web UI offers a signal action, its CLI signals) can send a
 // saga a payment signal with the right amount. Only a payment that a verified webhook or the
 // provider recorded pays: this one confirms nothing, refunds nothing (it names a real
-// buyer's payment of another checkout), and is flagged.
+// buyer's payment of another checkout), ends nothing, and is flagged. The checkout keeps
+// waiting, and its buyer's own verified payment, before expires_at, confirms it.
 func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
 	t.Parallel()
 	s := newPayStack(t)
@@ -34,15 +36,15 @@ func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
 		t.Fatalf("temporal workflow signal: %v\n%s", err, out)
 	}
 
-	var v shop.View
-	if err := s.temporal.GetWorkflow(ctx, shop.WorkflowID(id), "").Get(ctx, &v); err != nil {
-		t.Fatal(err)
+	eventually(t, "the forged signal flagged", func() (bool, string) {
+		v := s.view(t, id)
+		return v.NeedsAttention, fmt.Sprintf("%s, needs attention %v", v.Status, v.NeedsAttention)
+	})
+	if v := s.view(t, id); v.Status != shop.StatusAwaitingPayment {
+		t.Errorf("after the forged signal the checkout is %s (%+v), want still awaiting_payment", v.Status, v)
 	}
-	if v.Status == shop.StatusConfirmed || !v.NeedsAttention {
-		t.Errorf("saga ended %s (needs attention %v), want not confirmed and flagged", v.Status, v.NeedsAttention)
-	}
-	if st, orders := s.pgStatus(t, id); orders != 0 || st == string(shop.StatusConfirmed) {
-		t.Errorf("postgres: %s with %d orders, want no order", st, orders)
+	if st, orders := s.pgStatus(t, id); orders != 0 || st != shop.RecordOpen {
+		t.Errorf("postgres: %s with %d orders, want open with no order", st, orders)
 	}
 	if n := s.refundsOf(pi); n != 0 {
 		t.Errorf("the victim's payment was refunded %d times", n)
@@ -51,4 +53,20 @@ func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
 		st, orders := s.pgStatus(t, victim)
 		return st == string(shop.StatusConfirmed) && orders == 1, st
 	})
+
+	// The buyer pays for real: the verified webhook confirms the checkout the signal left open.
+	own := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+	if code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, own, unitPrice)); code != 200 {
+		t.Fatalf("the buyer's webhook: %d %s", code, status)
+	}
+	var v shop.View
+	if err := s.temporal.GetWorkflow(ctx, shop.WorkflowID(id), "").Get(ctx, &v); err != nil {
+		t.Fatal(err)
+	}
+	if st, orders := s.pgStatus(t, id); v.Status != shop.StatusConfirmed || st != string(shop.StatusConfirmed) || orders != 1 {
+		t.Errorf("after the buyer's verified payment: saga %s (reason %v), postgres %s with %d orders; want confirmed with 1 order", v.Status, v.Reason, st, orders)
+	}
+	if n := s.refundsOf(own, pi); n != 0 {
+		t.Errorf("%d refunds of the buyer's and the victim's payments, want none", n)
+	}
 }

@@ -120,6 +120,7 @@ type checkout struct {
 	paid        *shop.Payment   // the payment that pays the checkout
 	lastFailure *shop.Payment   // the latest failed attempt; the buyer may still retry
 	canceledPay *shop.Payment   // the payment was canceled for good
+	unverified  *shop.Payment   // the latest payment signal no verified event recorded (ignored)
 	cancelBy    string
 
 	holdStarted time.Time

@@ -120,6 +120,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.ConfirmOrder, w.confirmOrder},
 		{nilActs.RecordOutcome, w.recordOutcome},
 		{nilActs.ForfeitStock, w.forfeitStock},
+		{nilActs.VerifyPayment, w.verifyPayment},
 		// Not called by Checkout today (Refund and the reconcilers call them): a call from the
 		// saga is reported, so that whoever moves one into the saga models it here.
 		{nilActs.RefundPayment, w.refundPayment},
@@ -443,6 +444,12 @@ func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeIn
 		}
 		return nil
 	})
+}
+
+// verifyPayment mirrors Store.PaymentOutcomeVerified: every payment the explorer sends is one
+// a verified webhook recorded (the stray signals have their own tests, unverified_test.go).
+func (w *world) verifyPayment(ctx context.Context, in activities.VerifyPaymentInput) (bool, error) {
+	return true, nil
 }
 
 // refund records a Refund child the saga started (the Refund workflow is tested on its own).
