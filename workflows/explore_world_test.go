@@ -436,14 +436,24 @@ func (w *world) confirmOrder(ctx context.Context, in activities.ConfirmOrderInpu
 	return shop.OrderID(in.CheckoutID), nil
 }
 
-// recordOutcome mirrors Store.recordOutcome: only the first end is kept.
-func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeInput) error {
-	return w.step("RecordOutcome", "", "ending", func() error {
-		if w.recorded && w.pgStatus == shop.RecordOpen {
+// recordOutcome mirrors Store.RecordOutcomeOrEarlier: only the first end is kept, and an end
+// recorded before is answered.
+func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeInput) (*shop.CheckoutRecord, error) {
+	var earlier *shop.CheckoutRecord
+	err := w.step("RecordOutcome", "", "ending", func() error {
+		switch {
+		case w.recorded && w.pgStatus == shop.RecordOpen:
 			w.pgStatus = in.Status
+		case w.recorded:
+			earlier = &shop.CheckoutRecord{CheckoutID: in.CheckoutID, Status: w.pgStatus}
+			if w.order != nil {
+				earlier.OrderID = shop.OrderID(in.CheckoutID)
+				earlier.PaymentProvider, earlier.PaymentRef = w.order.Provider, w.order.PaymentRef
+			}
 		}
 		return nil
 	})
+	return earlier, err
 }
 
 // verifyPayment mirrors Store.PaymentOutcomeVerified: every payment the explorer sends is one
