@@ -70,3 +70,50 @@ func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
 		t.Errorf("%d refunds of the buyer's and the victim's payments, want none", n)
 	}
 }
+
+// The runbook's way to push a late payment through (docs/support.md): the buyer paid, the
+// webhook is late, and support's payment signal from the Web UI changes nothing. The
+// reconciliation started as the runbook says asks Stripe, records the payment as verified, and
+// the checkout confirms; the webhook, when it comes, changes nothing and refunds nothing.
+func TestSupportPushesALatePaymentThroughWithReconciliation(t *testing.T) {
+	t.Parallel()
+	s := newPayStack(t)
+	ctx := t.Context()
+	id := "c-push-" + testenv.RandomID("")
+	s.openCheckout(t, id, 600)
+	pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+	if err := s.temporal.SignalWorkflow(ctx, shop.WorkflowID(id), "", workflows.SignalPayment, shop.Payment{Provider: "stripe",
+		EventID: "evt_support_" + id, Outcome: shop.PaymentSucceeded, PaymentRef: pi, AmountCents: unitPrice, Currency: "usd"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "support's signal flagged", func() (bool, string) {
+		v := s.view(t, id)
+		return v.NeedsAttention && v.Status == shop.StatusAwaitingPayment, fmt.Sprintf("%s, needs attention %v", v.Status, v.NeedsAttention)
+	})
+
+	wfID := "reconcile-support-" + id
+	cli := func(args ...string) {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, testenv.TemporalCLI(t), append(args, "--address", s.frontend)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("temporal %v: %v\n%s", args, err, out)
+		}
+	}
+	cli("workflow", "start", "--task-queue", "checkout", "--type", "ReconcilePayments",
+		"--workflow-id", wfID, "--input", `{"within_seconds": 86400}`)
+	cli("workflow", "result", "--workflow-id", wfID)
+
+	var v shop.View
+	if err := s.temporal.GetWorkflow(ctx, shop.WorkflowID(id), "").Get(ctx, &v); err != nil {
+		t.Fatal(err)
+	}
+	if st, orders := s.pgStatus(t, id); v.Status != shop.StatusConfirmed || st != string(shop.StatusConfirmed) || orders != 1 {
+		t.Fatalf("after reconciliation: saga %s, postgres %s with %d orders; want confirmed with 1 order", v.Status, st, orders)
+	}
+	if code, status := s.sendStripe(t, s.api, stripeEvent("evt_"+id, "payment_intent.succeeded", id, pi, unitPrice)); code != 200 {
+		t.Errorf("the late webhook: %d %s", code, status)
+	}
+	if _, orders := s.pgStatus(t, id); orders != 1 || s.refundsOf(pi) != 0 {
+		t.Errorf("after the late webhook: %d orders, %d refunds; want 1 order, no refund", orders, s.refundsOf(pi))
+	}
+}
