@@ -288,11 +288,16 @@ type RecordOutcomeInput struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
-// RecordOutcome stores how a checkout ended; only the first end is kept.
-func (a *Activities) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
-	if err := a.Store.RecordOutcome(ctx, store.Outcome(in)); err != nil {
-		return err
+// RecordOutcome stores how a checkout ended; only the first end is kept. It answers nil when
+// this end was recorded, or the checkout with the end Postgres already held (the saga's run
+// then answers that end: support reset a saga past its confirm, say).
+func (a *Activities) RecordOutcome(ctx context.Context, in RecordOutcomeInput) (*shop.CheckoutRecord, error) {
+	earlier, err := a.Store.RecordOutcomeOrEarlier(ctx, store.Outcome(in))
+	if err != nil {
+		return nil, err
 	}
-	metrics.Outcomes.WithLabelValues(in.Status).Inc()
-	return nil
+	if earlier == nil {
+		metrics.Outcomes.WithLabelValues(in.Status).Inc()
+	}
+	return earlier, nil
 }

@@ -10,10 +10,13 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
 )
@@ -207,5 +210,46 @@ func TestConfirmOrderRefusesAPaymentNoVerifiedEventRecorded(t *testing.T) {
 	recordPayment(t, a, confirm)
 	if ok, err := a.Store.PaymentVerified(t.Context(), confirm.PaymentProvider, confirm.PaymentRef, confirm.CheckoutID, confirm.AmountCents, confirm.Currency); !ok || err != nil {
 		t.Fatalf("the recorded payment verified: %v, %v", ok, err)
+	}
+}
+
+// A saga asks about every payment event it is signalled: one a verified webhook recorded for
+// the checkout is verified, whatever its outcome; one nobody recorded (a signal from the Web
+// UI or the CLI) is not, and is counted.
+func TestVerifyPaymentAnswersOnlyWhatAVerifiedEventRecorded(t *testing.T) {
+	a, _, confirm := confirmable(t, 5, 1, "stripe", "pi_real")
+	recordPayment(t, a, confirm)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	verify := func(p shop.Payment) bool {
+		t.Helper()
+		v, err := env.ExecuteActivity(a.VerifyPayment, VerifyPaymentInput{CheckoutID: confirm.CheckoutID, Payment: p})
+		var ok bool
+		if err == nil {
+			err = v.Get(&ok)
+		}
+		if err != nil {
+			t.Fatalf("verify %s: %v", p.EventID, err)
+		}
+		return ok
+	}
+	recorded := shop.Payment{Provider: "stripe", EventID: "evt_any", Outcome: shop.PaymentSucceeded, PaymentRef: confirm.PaymentRef,
+		AmountCents: confirm.AmountCents, Currency: confirm.Currency}
+	before := testutil.ToFloat64(metrics.UnverifiedPayments)
+	if !verify(recorded) {
+		t.Error("the recorded payment is not verified")
+	}
+	forged := recorded
+	forged.PaymentRef = "pi_forged"
+	canceled := recorded
+	canceled.Outcome = shop.PaymentCanceled
+	for _, p := range []shop.Payment{forged, canceled} {
+		if verify(p) {
+			t.Errorf("%s %s verified, want not: no event recorded it", p.Outcome, p.PaymentRef)
+		}
+	}
+	if n := testutil.ToFloat64(metrics.UnverifiedPayments) - before; n != 2 {
+		t.Errorf("unverified payments counted %v, want 2", n)
 	}
 }

@@ -75,6 +75,30 @@ func (a *Activities) RefundPayment(ctx context.Context, in RefundPaymentInput) (
 	return RefundResult{ID: r.ID, Status: r.Status}, nil
 }
 
+// VerifyPaymentInput names a payment event a checkout's saga was signalled.
+type VerifyPaymentInput struct {
+	CheckoutID string       `json:"checkout_id"`
+	Payment    shop.Payment `json:"payment"`
+}
+
+// VerifyPayment reports whether a verified event recorded the signalled payment event for the
+// checkout: its outcome, payment, amount and currency. The webhook handler and reconciliation
+// record every event before they signal it, so a signal it cannot find came from elsewhere
+// (the Temporal Web UI, the CLI, any Temporal client): counted, and ignored by the saga.
+func (a *Activities) VerifyPayment(ctx context.Context, in VerifyPaymentInput) (bool, error) {
+	p := in.Payment
+	ok, err := a.Store.PaymentOutcomeVerified(ctx, p.Provider, p.PaymentRef, in.CheckoutID, p.Outcome, p.AmountCents, p.Currency)
+	if err != nil {
+		return false, fmt.Errorf("verify %s payment event %s of checkout %s: %w", p.Provider, p.EventID, in.CheckoutID, err)
+	}
+	if !ok {
+		metrics.UnverifiedPayments.Inc()
+		activity.GetLogger(ctx).Warn("payment signal no verified event recorded", "checkout_id", in.CheckoutID,
+			"provider", p.Provider, "event_id", p.EventID, "payment_ref", p.PaymentRef, "outcome", p.Outcome)
+	}
+	return ok, nil
+}
+
 // RecordRefundInput is a refund's state for Postgres.
 type RecordRefundInput struct {
 	ID               string `json:"id"`

@@ -247,7 +247,7 @@ func TestReconcileStockEndsHoldsOfEndedCheckoutsAfterRedisWentBack(t *testing.T)
 	rdb := testRedis(t)
 	a := f.checkout(1)
 	snapshot := dumpKeys(t, rdb, f.sku) // the replica's copy: a's hold, not its release
-	if err := f.acts.RecordOutcome(ctx, RecordOutcomeInput{CheckoutID: a, Status: string(shop.StatusExpired), Reason: "no payment"}); err != nil {
+	if _, err := f.acts.RecordOutcome(ctx, RecordOutcomeInput{CheckoutID: a, Status: string(shop.StatusExpired), Reason: "no payment"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.actEv.ExecuteActivity(f.acts.ReleaseStock, StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1}); err != nil {

@@ -389,14 +389,23 @@ func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error)
 }
 
 // finishedView reads a closed saga's result; a saga that did not return a view (terminated
-// by an operator) or whose history is gone is answered from Postgres.
+// by an operator) or whose history is gone is answered from Postgres. So is one whose result
+// disagrees with the end Postgres recorded: a run that support reset to before its confirm
+// ends otherwise, but an end is final, forever, and Postgres's is the one that stands.
 func (s *Server) finishedView(ctx context.Context, checkoutID string) (shop.View, error) {
 	var v shop.View
 	err := s.Temporal.GetWorkflow(ctx, shop.WorkflowID(checkoutID), "").Get(ctx, &v)
-	if err == nil && v.CheckoutID != "" {
-		return v, nil
+	if err != nil || v.CheckoutID == "" {
+		return s.recordedView(ctx, checkoutID)
 	}
-	return s.recordedView(ctx, checkoutID)
+	rec, err := s.Records.Checkout(ctx, checkoutID)
+	if err != nil || rec.Status == shop.RecordOpen || rec.Status == string(v.Status) {
+		return v, nil // Postgres has no other end to answer (or cannot say): the run's result
+	}
+	recorded := shop.ViewFromRecord(rec)
+	recorded.RequestHash, recorded.IdempotencyKey, recorded.Refunds = v.RequestHash, v.IdempotencyKey, v.Refunds
+	recorded.NeedsAttention = recorded.NeedsAttention || v.NeedsAttention
+	return recorded, nil
 }
 
 func (s *Server) recordedView(ctx context.Context, checkoutID string) (shop.View, error) {

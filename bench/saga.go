@@ -37,6 +37,7 @@ var sagaBaseline = baseline{name: "Checkout", queue: sagaQueue, workflow: workfl
 			"ReserveStock": func(_ context.Context, in activities.StockInput) (lua.ReserveResult, error) {
 				return lua.ReserveResult{Held: in.Quantity, Available: 1_000}, nil
 			},
+			"VerifyPayment": func(_ context.Context, in activities.VerifyPaymentInput) (bool, error) { return true, nil },
 			"ConfirmOrder": func(_ context.Context, in activities.ConfirmOrderInput) (string, error) {
 				return shop.OrderID(in.CheckoutID), nil
 			},

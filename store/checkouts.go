@@ -193,16 +193,36 @@ type Outcome struct {
 	ExpiresAt  *time.Time
 }
 
-// RecordOutcome writes how a checkout ended. Only the first end is kept: a checkout that has
-// ended is never rewritten, so a retry or a late duplicate changes nothing.
+// RecordOutcome writes how a checkout ended, as RecordOutcomeOrEarlier does, for callers
+// that do not need the end recorded before.
 func (s *Store) RecordOutcome(ctx context.Context, in Outcome) error {
-	_, err := s.pool.Exec(ctx, `
+	_, err := s.RecordOutcomeOrEarlier(ctx, in)
+	return err
+}
+
+// RecordOutcomeOrEarlier writes how a checkout ended and answers nil, or, when the checkout
+// had already ended, the checkout with the end Postgres holds. Only the first end is kept: a
+// checkout that has ended is never rewritten, so a retry or a late duplicate changes nothing,
+// and a saga's run that ends otherwise (support reset it past a confirm, say) learns the end
+// that stands. A checkout Postgres never recorded is left unrecorded, and answers nil.
+func (s *Store) RecordOutcomeOrEarlier(ctx context.Context, in Outcome) (*shop.CheckoutRecord, error) {
+	tag, err := s.pool.Exec(ctx, `
 		UPDATE checkouts SET status = $2, reason = NULLIF($3, ''), expires_at = $4, ended_at = now(), updated_at = now()
 		WHERE checkout_id = $1 AND ended_at IS NULL`, in.CheckoutID, in.Status, in.Reason, in.ExpiresAt)
 	if err != nil {
-		return fmt.Errorf("record outcome %s of checkout %s: %w", in.Status, in.CheckoutID, err)
+		return nil, fmt.Errorf("record outcome %s of checkout %s: %w", in.Status, in.CheckoutID, err)
 	}
-	return nil
+	if tag.RowsAffected() == 1 {
+		return nil, nil
+	}
+	rec, err := s.Checkout(ctx, in.CheckoutID)
+	switch {
+	case errors.Is(err, shop.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("record outcome %s of checkout %s: %w", in.Status, in.CheckoutID, err)
+	}
+	return &rec, nil
 }
 
 // EndAbandoned records the end of an open checkout whose saga is gone without recording one

@@ -50,7 +50,7 @@ const confirmOrderSQL = `
 		SELECT checkout_id FROM checkouts WHERE checkout_id = $2 AND ended_at IS NULL
 			AND EXISTS (SELECT 1 FROM payment_events
 				WHERE provider = $6 AND payment_ref = $7 AND outcome = 'succeeded' AND checkout_id = $2
-					AND amount_cents = $4 AND lower(currency) = lower($5))
+					AND amount_cents = $4 AND lower(coalesce(currency, '')) = lower($5))
 		FOR UPDATE),
 	ord AS (
 		INSERT INTO orders (order_id, checkout_id, customer_id, amount_cents, currency, payment_provider, payment_ref)

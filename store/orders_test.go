@@ -390,3 +390,23 @@ func TestAConfirmRacingItsRetriesAnotherPaymentAndTheEndEndsOnce(t *testing.T) {
 		}
 	}
 }
+
+// A run that ends a checkout Postgres already holds as confirmed learns that end, with its
+// order; the end it recorded itself is answered as nil.
+func TestRecordOutcomeOrEarlierAnswersTheEndThatStands(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
+	orderID, _ := mustConfirm(t, s, rec)
+	earlier, err := s.RecordOutcomeOrEarlier(t.Context(), store.Outcome{CheckoutID: rec.CheckoutID, Status: "payment_failed", Reason: "reset run"})
+	if err != nil || earlier == nil || earlier.Status != string(shop.StatusConfirmed) || earlier.OrderID != orderID {
+		t.Fatalf("record payment_failed of a confirmed checkout: %+v, %v; want the confirmed end with order %s", earlier, err, orderID)
+	}
+	_, _, open := recordCart(t, pool, 10, 10, 1, 1)
+	if earlier, err := s.RecordOutcomeOrEarlier(t.Context(), store.Outcome{CheckoutID: open.CheckoutID, Status: "expired"}); err != nil || earlier != nil {
+		t.Errorf("record expired of an open checkout: %+v, %v; want nil (recorded)", earlier, err)
+	}
+	if earlier, err := s.RecordOutcomeOrEarlier(t.Context(), store.Outcome{CheckoutID: "c-never-recorded", Status: "failed"}); err != nil || earlier != nil {
+		t.Errorf("record failed of an unknown checkout: %+v, %v; want nil", earlier, err)
+	}
+}

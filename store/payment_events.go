@@ -39,11 +39,11 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, ev shop.PaymentEvent) (s
 }
 
 // paymentVerifiedSQL is PaymentVerified's question: $1 provider, $2 payment, $3 checkout
-// (empty for any), $4 amount, $5 currency. It reads payment_events by payment
+// (empty for any), $4 amount, $5 currency, $6 outcome. It reads payment_events by payment
 // (payment_events_payment_idx).
 const paymentVerifiedSQL = `
 	SELECT EXISTS (SELECT 1 FROM payment_events
-		WHERE provider = $1 AND payment_ref = $2 AND outcome = 'succeeded' AND lower(currency) = lower($5)
+		WHERE provider = $1 AND payment_ref = $2 AND outcome = $6 AND lower(coalesce(currency, '')) = lower($5)
 			AND ($3 = '' AND amount_cents >= $4 OR checkout_id = $3 AND amount_cents = $4))`
 
 // PaymentVerified reports whether a verified event recorded the successful payment ref of
@@ -52,10 +52,17 @@ const paymentVerifiedSQL = `
 // be for that checkout and of exactly that amount. Payment events are only ever added, so
 // the answer cannot be taken back.
 func (s *Store) PaymentVerified(ctx context.Context, provider, paymentRef, checkoutID string, amountCents int64, currency string) (bool, error) {
+	return s.PaymentOutcomeVerified(ctx, provider, paymentRef, checkoutID, shop.PaymentSucceeded, amountCents, currency)
+}
+
+// PaymentOutcomeVerified is PaymentVerified's question for any outcome: whether a verified
+// event recorded that payment ref of provider with outcome (succeeded, failed, canceled), of
+// amountCents in currency (at least, without checkoutID).
+func (s *Store) PaymentOutcomeVerified(ctx context.Context, provider, paymentRef, checkoutID string, outcome shop.PaymentKind, amountCents int64, currency string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, paymentVerifiedSQL, provider, paymentRef, checkoutID, amountCents, currency).Scan(&ok)
+	err := s.pool.QueryRow(ctx, paymentVerifiedSQL, provider, paymentRef, checkoutID, amountCents, currency, string(outcome)).Scan(&ok)
 	if err != nil {
-		return false, fmt.Errorf("read the events of %s payment %s: %w", provider, paymentRef, err)
+		return false, fmt.Errorf("read the %s events of %s payment %s: %w", outcome, provider, paymentRef, err)
 	}
 	return ok, nil
 }

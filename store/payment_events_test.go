@@ -185,8 +185,9 @@ func TestPaymentQuestionsReadEventsByIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, q := range []struct{ name, sql, args string }{
-		{"a refund's (any checkout)", store.PaymentVerifiedSQL, `'stripe', 'pi_77', '', 1000, 'usd'`},
-		{"a confirm's, when it wrote nothing", store.PaymentVerifiedSQL, `'stripe', 'pi_77', 'c-77', 1000, 'usd'`},
+		{"a refund's (any checkout)", store.PaymentVerifiedSQL, `'stripe', 'pi_77', '', 1000, 'usd', 'succeeded'`},
+		{"a confirm's, when it wrote nothing", store.PaymentVerifiedSQL, `'stripe', 'pi_77', 'c-77', 1000, 'usd', 'succeeded'`},
+		{"a saga's, of a failed attempt", store.PaymentVerifiedSQL, `'stripe', 'pi_77', 'c-77', 1000, 'usd', 'failed'`},
 		{"the confirm", store.ConfirmOrderSQL, `'o-77', 'c-77', 'u-1', 1000, 'usd', 'stripe', 'pi_77', '{A}', '{1}', '{1000}', NULL`},
 	} {
 		name := fmt.Sprintf("q%d", i)
@@ -229,4 +230,35 @@ func seqScans(t *testing.T, plan, table string) int {
 	}
 	walk(nodes)
 	return n
+}
+
+// A saga asks whether a verified event recorded each payment event it is signalled, whatever
+// its outcome: a failed attempt recorded for a checkout is verified as failed for that
+// checkout only, and as nothing else.
+func TestAPaymentOutcomeIsVerifiedOnlyAsRecorded(t *testing.T) {
+	t.Parallel()
+	_, s := newStore(t)
+	checkout, ref := testenv.RandomID("c-"), testenv.RandomID("pi_")
+	if _, err := s.RecordPaymentEvent(t.Context(), shop.PaymentEvent{
+		Provider: "stripe", EventID: testenv.RandomID("evt_"), Type: "payment_intent.payment_failed", CheckoutID: checkout,
+		PaymentRef: ref, AmountCents: 1750, Currency: "usd", Outcome: string(shop.PaymentFailed), Payload: []byte("{}"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		name     string
+		checkout string
+		outcome  shop.PaymentKind
+		want     bool
+	}{
+		{"failed, for its checkout", checkout, shop.PaymentFailed, true},
+		{"canceled", checkout, shop.PaymentCanceled, false},
+		{"succeeded", checkout, shop.PaymentSucceeded, false},
+		{"failed, for another checkout", "c-other", shop.PaymentFailed, false},
+	} {
+		got, err := s.PaymentOutcomeVerified(t.Context(), "stripe", ref, q.checkout, q.outcome, 1750, "usd")
+		if err != nil || got != q.want {
+			t.Errorf("%s: verified %v, %v; want %v", q.name, got, err, q.want)
+		}
+	}
 }

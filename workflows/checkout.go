@@ -52,6 +52,13 @@ var acts *activities.Activities
 
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
 func Checkout(ctx workflow.Context, in Input) (shop.View, error) {
+	if in.Shape > NewestShape {
+		// An API newer than this worker started the saga. Run as an older shape, it would take
+		// branches without the markers a worker that knows the shape replays. A panic fails
+		// the workflow task, which Temporal retries until a worker that knows the shape takes it.
+		panic(fmt.Sprintf("checkout %s is of saga shape %d, newer than this worker's newest shape %d: a newer worker must run it",
+			in.CheckoutID, in.Shape, NewestShape))
+	}
 	c := &checkout{
 		in:         in,
 		seenEvents: map[string]bool{},
@@ -121,6 +128,7 @@ type checkout struct {
 	paid        *shop.Payment   // the payment that pays the checkout
 	lastFailure *shop.Payment   // the latest failed attempt; the buyer may still retry
 	canceledPay *shop.Payment   // the payment was canceled for good
+	unverified  *shop.Payment   // the latest payment signal no verified event recorded (ignored)
 	cancelBy    string
 
 	holdStarted time.Time
@@ -212,6 +220,11 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 	// The view names the request that created the checkout, as recorded: a request is judged
 	// against it, never against the one that started this run.
 	v := shop.ViewFromRecord(rec)
+	// What this run did is kept: the refunds it started, and whether support must look.
+	v.Refunds, v.NeedsAttention = c.view.Refunds, v.NeedsAttention || c.view.NeedsAttention
+	if c.view.Attention != "" {
+		v.Attention = c.view.Attention
+	}
 	c.view = v
 	if v.Status == shop.StatusOutOfStock {
 		switch rec.Reason {
@@ -329,14 +342,17 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 
 // end finishes a checkout that was not confirmed: release every hold, last registered first,
 // on a disconnected context (so a cancelled workflow still releases), then record the end.
+// When Postgres already holds another end (support reset the saga past its confirm, say), the
+// run answers that end instead (adoptRecordedEnd).
 func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) {
 	c.closing = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ending as %s: releasing holds", status))
+	var earlier *shop.CheckoutRecord
 	recordOutcome := func(ctx workflow.Context) {
 		c.undoStep(ctx, "Record outcome "+string(status), acts.RecordOutcome, activities.RecordOutcomeInput{
 			CheckoutID: c.in.CheckoutID, Status: string(status), Reason: reason, ExpiresAt: c.view.ExpiresAt,
-		})
+		}, &earlier)
 	}
 	// Sagas started before the ending steps became regular activities replay the old shape:
 	// local activities, one after the other. New ones record the outcome, then run every
@@ -352,10 +368,28 @@ func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) 
 		// get its hold back from the rebuild and keep it. Recorded first, the rebuild sees it
 		// ended, or the release comes after the rebuild and ends the hold.
 		recordOutcome(dctx)
+		if earlier != nil && earlier.Status == string(shop.StatusConfirmed) {
+			// The order's holds were committed when it was confirmed: none is this run's.
+			c.undo.holds = nil
+		}
 		c.giveBackHolds(dctx, status)
+	}
+	if earlier != nil && earlier.Status != string(status) {
+		c.adoptRecordedEnd(dctx, *earlier, status)
+		return
 	}
 	c.setState(dctx, status, reason)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ended as %s: %s", status, reason))
+}
+
+// adoptRecordedEnd answers the end Postgres recorded before this run chose another: the run
+// began before that end (support reset the saga to a point before its confirm, and the new
+// run never saw the payment), and an end is final, forever.
+func (c *checkout) adoptRecordedEnd(ctx workflow.Context, rec shop.CheckoutRecord, chose shop.Status) {
+	workflow.GetLogger(ctx).Warn("the run chose another end than the one recorded; answering the recorded end",
+		"chose", chose, "recorded", rec.Status, "order_id", rec.OrderID)
+	rec.Payments = nil // payments of this run are its own to handle (refunds after the end)
+	c.adoptEnded(ctx, rec)
 }
 
 // setState moves the checkout forward and keeps the search attributes current. A move to

@@ -459,15 +459,16 @@ func TestAnotherProvidersPaymentUnderTheSameIDIsNoRepeat(t *testing.T) {
 
 // A GetVersion that a saga asks writes a Version marker and a search-attribute upsert into its
 // history. A new checkout's way to confirmed asks none: what every new saga takes comes with
-// its input's shape (workflows.NewestShape). A saga an older API started (shape 0) still asks
-// the change it met, and keys payments as its history says.
+// its input's shape (workflows.NewestShape). A saga an older API started (a lower shape) still
+// asks the changes it met, and keys and verifies payments as its history says.
 func TestANewSagaAsksNoVersionOnItsWayToConfirmed(t *testing.T) {
 	for name, c := range map[string]struct {
 		shape int
 		want  map[string]bool
 	}{
-		"newest shape":             {shape: workflows.NewestShape, want: map[string]bool{}},
-		"started before the shape": {shape: 0, want: map[string]bool{"payment-keys-by-provider": true}},
+		"newest shape":                     {shape: workflows.NewestShape, want: map[string]bool{}},
+		"started before the shapes":        {shape: 0, want: map[string]bool{"payment-keys-by-provider": true, "verified-payment-events": true}},
+		"started before verified payments": {shape: 1, want: map[string]bool{"verified-payment-events": true}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, _, in := phoneCheckout(t, 1)

@@ -120,6 +120,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.ConfirmOrder, w.confirmOrder},
 		{nilActs.RecordOutcome, w.recordOutcome},
 		{nilActs.ForfeitStock, w.forfeitStock},
+		{nilActs.VerifyPayment, w.verifyPayment},
 		// Not called by Checkout today (Refund and the reconcilers call them): a call from the
 		// saga is reported, so that whoever moves one into the saga models it here.
 		{nilActs.RefundPayment, w.refundPayment},
@@ -435,14 +436,30 @@ func (w *world) confirmOrder(ctx context.Context, in activities.ConfirmOrderInpu
 	return shop.OrderID(in.CheckoutID), nil
 }
 
-// recordOutcome mirrors Store.recordOutcome: only the first end is kept.
-func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeInput) error {
-	return w.step("RecordOutcome", "", "ending", func() error {
-		if w.recorded && w.pgStatus == shop.RecordOpen {
+// recordOutcome mirrors Store.RecordOutcomeOrEarlier: only the first end is kept, and an end
+// recorded before is answered.
+func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeInput) (*shop.CheckoutRecord, error) {
+	var earlier *shop.CheckoutRecord
+	err := w.step("RecordOutcome", "", "ending", func() error {
+		switch {
+		case w.recorded && w.pgStatus == shop.RecordOpen:
 			w.pgStatus = in.Status
+		case w.recorded:
+			earlier = &shop.CheckoutRecord{CheckoutID: in.CheckoutID, Status: w.pgStatus}
+			if w.order != nil {
+				earlier.OrderID = shop.OrderID(in.CheckoutID)
+				earlier.PaymentProvider, earlier.PaymentRef = w.order.Provider, w.order.PaymentRef
+			}
 		}
 		return nil
 	})
+	return earlier, err
+}
+
+// verifyPayment mirrors Store.PaymentOutcomeVerified: every payment the explorer sends is one
+// a verified webhook recorded (the stray signals have their own tests, unverified_test.go).
+func (w *world) verifyPayment(ctx context.Context, in activities.VerifyPaymentInput) (bool, error) {
+	return true, nil
 }
 
 // refund records a Refund child the saga started (the Refund workflow is tested on its own).

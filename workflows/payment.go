@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
@@ -95,9 +96,10 @@ func (c *checkout) drainPayments(ctx workflow.Context) {
 }
 
 // applyOrphans applies the payments that were recorded for this checkout before it existed.
+// They were read from Postgres's verified events, so they are not verified again.
 func (c *checkout) applyOrphans(ctx workflow.Context, orphans []shop.RecordedPayment) {
 	for _, o := range orphans {
-		c.onPayment(ctx, shop.Payment{Provider: o.Provider, EventID: o.EventID, Outcome: shop.PaymentKind(o.Outcome),
+		c.onVerifiedPayment(ctx, shop.Payment{Provider: o.Provider, EventID: o.EventID, Outcome: shop.PaymentKind(o.Outcome),
 			PaymentRef: o.PaymentRef, AmountCents: o.AmountCents, Currency: o.Currency})
 	}
 }
@@ -107,24 +109,77 @@ func (c *checkout) waitingDetails(ctx workflow.Context) {
 	if c.lastFailure != nil {
 		details += fmt.Sprintf(". Last attempt failed (%s); the buyer may retry", c.lastFailure.EventID)
 	}
+	if c.flagged && c.unverified != nil {
+		details = fmt.Sprintf("NEEDS ATTENTION: ignored a %s payment signal (%s, payment %s) that no verified webhook or reconciliation recorded; only verified money pays (docs/support.md). Acknowledge with the acknowledge action once handled. ",
+			c.unverified.Outcome, c.unverified.EventID, c.unverified.PaymentRef) + details
+	}
 	if c.flagged && c.view.Reason != nil {
 		details = "NEEDS ATTENTION: " + *c.view.Reason + ". The payment is being refunded (see refunds); acknowledge with the acknowledge action once handled. " + details
 	}
 	workflow.SetCurrentDetails(ctx, details)
 }
 
-// onPayment applies one verified payment event. Repeats (the same provider's event id, or
-// the same successful payment seen through another channel) are ignored.
+// onPayment applies one payment event signalled to the saga, once a verified event recorded
+// it (verified). A signal no verified event recorded is flagged and changes nothing else: the
+// saga keeps waiting for verified money until the payment window closes.
 func (c *checkout) onPayment(ctx workflow.Context, p shop.Payment) {
-	logger := workflow.GetLogger(ctx)
-	event, ref := c.paymentKey(ctx, p.Provider, p.EventID), c.paymentKey(ctx, p.Provider, p.PaymentRef)
-	if c.seenEvents[event] || p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[ref] {
-		logger.Info("duplicate payment event ignored", "provider", p.Provider, "event_id", p.EventID, "payment_ref", p.PaymentRef)
+	if c.isRepeat(ctx, p) {
 		return
 	}
-	c.seenEvents[event] = true
+	if !c.verified(ctx, p) {
+		c.unverified = &p
+		c.flag(ctx)
+		if c.state == shop.StatusAwaitingPayment && !c.decided() {
+			c.waitingDetails(ctx)
+		}
+		workflow.GetLogger(ctx).Warn("unverified payment signal ignored", "provider", p.Provider, "event_id", p.EventID,
+			"payment_ref", p.PaymentRef, "outcome", p.Outcome, "status", c.state)
+		return
+	}
+	c.onVerifiedPayment(ctx, p)
+}
+
+// verified reports whether a verified event (a webhook whose signature the API checked, or
+// the provider's own listing to reconciliation) recorded p for this checkout. Anyone who
+// reaches Temporal can signal a saga. The question must be answered, however long Postgres
+// is down: a verified payment is never dropped. Sagas of an older shape that met a payment
+// before verifiedPaymentsChange take every event, as they did (their confirm checks the money).
+func (c *checkout) verified(ctx workflow.Context, p shop.Payment) bool {
+	if c.in.Shape < shapeVerifiedPayments && workflow.GetVersion(ctx, verifiedPaymentsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return true
+	}
+	// Disconnected: a payment that came with a workflow cancel is still asked about.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	summary := fmt.Sprintf("Verify %s payment event %s", p.Outcome, p.EventID)
+	var ok bool
+	err := c.persist(dctx, summary, func(ctx workflow.Context) error {
+		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(mustFinishOptions, summary))
+		return workflow.ExecuteLocalActivity(lctx, acts.VerifyPayment, activities.VerifyPaymentInput{
+			CheckoutID: c.in.CheckoutID, Payment: p,
+		}).Get(ctx, &ok)
+	})
+	return err == nil && ok
+}
+
+// isRepeat reports whether p was already handled: the same provider's event id, or the same
+// successful payment seen through another channel.
+func (c *checkout) isRepeat(ctx workflow.Context, p shop.Payment) bool {
+	event, ref := c.paymentKey(ctx, p.Provider, p.EventID), c.paymentKey(ctx, p.Provider, p.PaymentRef)
+	if c.seenEvents[event] || p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" && c.seenPaid[ref] {
+		workflow.GetLogger(ctx).Info("duplicate payment event ignored", "provider", p.Provider, "event_id", p.EventID, "payment_ref", p.PaymentRef)
+		return true
+	}
+	return false
+}
+
+// onVerifiedPayment applies one verified payment event. Repeats are ignored.
+func (c *checkout) onVerifiedPayment(ctx workflow.Context, p shop.Payment) {
+	if c.isRepeat(ctx, p) {
+		return
+	}
+	c.seenEvents[c.paymentKey(ctx, p.Provider, p.EventID)] = true
 	if p.Outcome == shop.PaymentSucceeded && p.PaymentRef != "" {
-		c.seenPaid[ref] = true
+		c.seenPaid[c.paymentKey(ctx, p.Provider, p.PaymentRef)] = true
 	}
 	c.applyPayment(ctx, p)
 }

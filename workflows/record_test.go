@@ -55,6 +55,7 @@ func TestRecordHistories(t *testing.T) {
 
 		"paid_behind_a_failed_card_at_the_deadline": recordPaidBehindAFailedCardAtTheDeadline,
 		"refund_in_the_task_of_a_workflow_cancel":   recordRefundInTheTaskOfAWorkflowCancel,
+		"unverified_payment_signals":                recordUnverifiedPaymentSignals,
 	}
 	for _, name := range recordedHistories {
 		if name == "refund" {
@@ -299,6 +300,27 @@ func recordPaymentFailedThenSucceeded(r *recorder) string {
 	r.pay(in.CheckoutID, "evt_declined", shop.PaymentFailed, "pi_declined", res.View.AmountCents)
 	r.pay(in.CheckoutID, "evt_second_card", shop.PaymentSucceeded, "pi_second_card", res.View.AmountCents)
 	r.ended(in.CheckoutID, shop.StatusConfirmed)
+	return shop.WorkflowID(in.CheckoutID)
+}
+
+// Payment signals no verified event recorded (a succeeded one naming the buyer's payment before
+// its webhook, and a canceled one), sent as the Web UI or the CLI sends them: each is verified,
+// flagged and ignored; then the buyer's verified payment confirms.
+func recordUnverifiedPaymentSignals(r *recorder) string {
+	in := checkoutInput("c-unverified-payment-signals", 600, r.sku(10))
+	res := r.start(in)
+	for _, p := range []shop.Payment{
+		{Provider: "stripe", EventID: "evt_from_the_ui", Outcome: shop.PaymentSucceeded, PaymentRef: "pi_unverified", AmountCents: res.View.AmountCents, Currency: "usd"},
+		{Provider: "stripe", EventID: "evt_canceled_from_the_cli", Outcome: shop.PaymentCanceled, PaymentRef: "pi_unverified", AmountCents: res.View.AmountCents, Currency: "usd"},
+	} {
+		if err := r.c.SignalWorkflow(r.ctx(), shop.WorkflowID(in.CheckoutID), "", workflows.SignalPayment, p); err != nil {
+			r.t.Fatalf("signal %s: %v", p.EventID, err)
+		}
+	}
+	r.pay(in.CheckoutID, "evt_verified", shop.PaymentSucceeded, "pi_unverified", res.View.AmountCents)
+	if v := r.ended(in.CheckoutID, shop.StatusConfirmed); !v.NeedsAttention || len(v.Refunds) != 0 {
+		r.t.Fatalf("confirmed with needs_attention %v and refunds %v, want flagged and none", v.NeedsAttention, v.Refunds)
+	}
 	return shop.WorkflowID(in.CheckoutID)
 }
 

@@ -43,6 +43,7 @@ var recordedHistories = []string{
 
 	"paid_behind_a_failed_card_at_the_deadline", // worker down across the deadline: a declined card, a good one and the timer in one task (pending-payments-before-an-end)
 	"refund_in_the_task_of_a_workflow_cancel",   // a wrong amount and the workflow's cancellation in one task: the refund still starts (refunds-outlive-cancellation)
+	"unverified_payment_signals",                // shape 2: a succeeded and a canceled signal no verified event recorded are verified, flagged and ignored; then a verified payment confirms
 }
 
 const historiesDir = "testdata"

@@ -14,6 +14,10 @@ const (
 	// (paymentKeysChange), without asking.
 	shapePaymentKeys = 1
 
+	// shapeVerifiedPayments: every payment event signalled is verified against Postgres
+	// before it changes anything (verifiedPaymentsChange), without asking.
+	shapeVerifiedPayments = 2
+
 	// NewestShape is the shape new sagas start at.
-	NewestShape = shapePaymentKeys
+	NewestShape = shapeVerifiedPayments
 )

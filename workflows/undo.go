@@ -65,25 +65,26 @@ func (c *checkout) giveBackHolds(ctx workflow.Context, reason shop.Status) {
 func (c *checkout) giveBackHold(ctx workflow.Context, in activities.StockInput, reason shop.Status) {
 	in.Reason = string(reason)
 	if c.forfeit && c.endVersion != workflow.DefaultVersion {
-		c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in)
+		c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in, nil)
 		return
 	}
-	c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in)
+	c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in, nil)
 }
 
-// undoStep runs one step of ending a checkout (see endOptions) until it succeeds. These
+// undoStep runs one step of ending a checkout (see endOptions) until it succeeds, and decodes
+// its result into result unless result is nil. These
 // steps are regular activities, not local ones: the server runs an activity only for the
 // workflow task it accepted, so a worker whose task already timed out (stalled, paused,
 // cut off from the server) can never release holds that the live run, now on another
 // worker, still owns, nor record an end that run did not choose.
-func (c *checkout) undoStep(ctx workflow.Context, summary string, activity any, arg any) {
+func (c *checkout) undoStep(ctx workflow.Context, summary string, activity, arg, result any) {
 	err := c.persist(ctx, summary, func(ctx workflow.Context) error {
 		if c.endVersion == workflow.DefaultVersion { // a saga started before endStepsChange
 			lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
-			return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, nil)
+			return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, result)
 		}
 		actx := workflow.WithActivityOptions(ctx, withSummary(endOptions, summary))
-		return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, nil)
+		return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, result)
 	})
 	if err != nil {
 		// Only a named non-retryable error gets here (a release after commit, say): the

@@ -31,6 +31,14 @@ const (
 	// sagas that met one before the change keep keying by id alone.
 	paymentKeysChange = "payment-keys-by-provider"
 
+	// verifiedPaymentsChange names the change that asks Postgres whether a verified event
+	// recorded each payment event signalled (VerifyPayment) before it changes the checkout. A
+	// signal sent from anywhere else (the Web UI, the CLI, any Temporal client) is flagged and
+	// ignored: before it, such a succeeded signal ended the checkout failed at its confirm,
+	// and a canceled or failed one ended it payment_failed. Sagas of an older shape ask it at
+	// their first payment event.
+	verifiedPaymentsChange = "verified-payment-events"
+
 	// refundsChange names the change that starts a refund on a disconnected context when the
 	// workflow has been cancelled (startRefunds). Before it, a refund queued in the workflow
 	// task that also cancelled the workflow was started on the cancelled context: the SDK

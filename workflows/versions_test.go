@@ -22,6 +22,7 @@ var recordedChangeIDs = map[string]string{
 	"adoptRefundsOrphansChange":   "adopt-refunds-orphans",
 	"paymentKeysChange":           "payment-keys-by-provider",
 	"refundsChange":               "refunds-outlive-cancellation",
+	"verifiedPaymentsChange":      "verified-payment-events",
 	"refundBoundedHistory":        "refund-bounded-history",
 	"reconcilePages":              "reconcile-pages",
 	"reconcileEveryPayment":       "reconcile-every-payment",
