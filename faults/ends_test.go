@@ -100,8 +100,7 @@ func (sl *sale) forgetAndRetry(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			// Read first, while the fresh server has no saga of this cart at all. A cart
-			// refused at its turn in the waiting room (recorded, with no saga) reads as the
-			// room answers it: 409 out_of_stock.
+			// whose saga ended out of stock may read as 409 out_of_stock.
 			answers := func(code int, v api.CheckoutView) bool {
 				return code == http.StatusOK && v.Status == end || end == shop.StatusOutOfStock && code == http.StatusConflict
 			}

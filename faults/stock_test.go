@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
+	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
@@ -32,11 +36,16 @@ func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 		sl := newSale(s, saleCarts, saleUnits)
 		var lost int
 		started := time.Now()
-		sl.play(t, trigger, func() {
+		// The copy is taken at a random point of the sale's first third (while the room has
+		// a line and units are still free), and Redis goes back to it once a random number of
+		// checkouts ended since (holds committed and released, carts taken from the line).
+		at, ends := 1+rand.IntN(trigger), 1+rand.IntN(20)
+		t.Logf("redis is copied after %d answers, and goes back to the copy %d ends later", at, ends)
+		sl.play(t, at, func() {
 			snap := s.snapshot(t, sl.skus())
-			// Let the sale take holds, confirm and release for a while, then lose it all.
+			before := sl.endedCount(t)
 			_ = waitFor(clientDeadline, func() error {
-				if int(sl.answered.Load()) >= trigger+30 {
+				if sl.endedCount(t) >= before+ends {
 					return nil
 				}
 				return errNotYet
@@ -46,8 +55,9 @@ func TestSaleKeepsItsPromisesThroughStockFaults(t *testing.T) {
 		// Holds of checkouts that ended after the snapshot came back with it: the reconciler
 		// ends them (its Schedule would, after its grace).
 		s.reconcileUntilClean(t, sl)
-		sl.report(t, started, fmt.Sprintf("redis went back to a copy taken %d answers earlier (%d keys of the sale rolled back)", 30, lost))
+		sl.report(t, started, fmt.Sprintf("redis went back to a copy taken %d ends earlier (%d keys of the sale and its waiting room rolled back)", ends, lost))
 		sl.logMoney(t)
+		sl.noRecordedCartQueued(t)
 	})
 
 	t.Run("adjustments and If-Match PUTs while the sale runs", func(t *testing.T) {
@@ -169,6 +179,44 @@ func (s *stack) snapshot(t *testing.T, skus []string) map[string]string {
 	return snap
 }
 
+// endedCount is how many of the sale's checkouts Postgres holds as ended.
+func (sl *sale) endedCount(t *testing.T) int {
+	var n int
+	if err := sl.s.pool.QueryRow(context.Background(), `SELECT count(*) FROM checkouts WHERE checkout_id LIKE $1 AND ended_at IS NOT NULL`,
+		"c-"+sl.run+"-%").Scan(&n); err != nil {
+		t.Errorf("count the sale's ends: %v", err)
+	}
+	return n
+}
+
+// roomKeys are the keys of the API's waiting room (one hash tag): Redis going back in time
+// takes them back with the stock.
+const roomKeys = "room:{" + lua.DefaultRoomName + "}:*"
+
+// noRecordedCartQueued checks that every cart of the sale Postgres recorded (its saga's, or
+// its end) is answered by its saga or Postgres, never "queued" by a room that went back in
+// time and put it back in line.
+func (sl *sale) noRecordedCartQueued(t *testing.T) {
+	rows, err := sl.s.pool.Query(context.Background(), `SELECT checkout_id FROM checkouts WHERE checkout_id LIKE $1`, "c-"+sl.run+"-%")
+	if err != nil {
+		t.Fatalf("read recorded carts: %v", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("read recorded carts: %v", err)
+	}
+	for _, id := range ids {
+		var v struct {
+			Status string `json:"status"`
+		}
+		code, _, err := sl.s.do(http.MethodGet, "/v1/checkouts/"+id, nil, checkouttest.BuyerOf(id), &v)
+		if err != nil || v.Status == "queued" || v.Status == "waiting_for_sale" {
+			t.Errorf("GET of %s, recorded in postgres, after redis went back in time: %d %q %v", id, code, v.Status, err)
+		}
+	}
+	t.Logf("%d carts recorded in postgres, none answered from the waiting room", len(ids))
+}
+
 // restoreSnapshot puts the SKUs' keys back as they were in snap (keys written since are
 // gone), as a restart from that copy or a failover to a replica that far behind would. It
 // returns the number of keys that differ.
@@ -191,8 +239,12 @@ func (s *stack) restoreSnapshot(t *testing.T, skus []string, snap map[string]str
 	return changed
 }
 
+// skuKeys are the keys of the SKUs and of the waiting room, which a snapshot takes together.
 func (s *stack) skuKeys(t *testing.T, skus []string) []string {
-	var keys []string
+	keys, err := s.rdb.Keys(context.Background(), roomKeys).Result()
+	if err != nil && err != redis.Nil {
+		t.Errorf("list the waiting room's keys: %v", err)
+	}
 	for _, sku := range skus {
 		ks, err := s.rdb.Keys(context.Background(), "*{"+sku+"}*").Result()
 		if err != nil && err != redis.Nil {
