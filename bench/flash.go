@@ -52,6 +52,9 @@ type flashResult struct {
 	// Timelines for the chart, in seconds since the burst started.
 	heldAt, rejectedAt, confirmedAt []float64
 	outOfStockHistory               int // history events of a checkout the saga refused, 0 if none
+	// outOfStockSagas counts the checkouts a saga ended out of stock: the carts the door let
+	// in (or took from the line) that the reserve script refused.
+	outOfStockSagas int
 }
 
 func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, error) {
@@ -245,9 +248,13 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 			}
 		}
 	}
-	progress("   sold %d of %d (order lines %d, oversold %d) in %s to sell out, all confirmed after %s; CPU: bench process %.1f s, dev server %.1f s, redis %.1f s",
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM checkouts WHERE checkout_id LIKE $1 AND status = 'out_of_stock'
+		AND coalesce(reason, '') NOT LIKE '%waiting room%'`, prefix+"%").Scan(&r.outOfStockSagas); err != nil {
+		return r, err
+	}
+	progress("   sold %d of %d (order lines %d, oversold %d) in %s to sell out, all confirmed after %s; %d sagas ended out of stock; CPU: bench process %.1f s, dev server %.1f s, redis %.1f s",
 		r.sold, r.units, r.orderLines, r.oversold, r.sellOut.Round(time.Millisecond), r.allConfirmed.Round(time.Millisecond),
-		r.cpu.self.Seconds(), r.cpu.devServer.Seconds(), r.cpu.redis.Seconds())
+		r.outOfStockSagas, r.cpu.self.Seconds(), r.cpu.devServer.Seconds(), r.cpu.redis.Seconds())
 	return r, nil
 }
 

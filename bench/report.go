@@ -320,6 +320,7 @@ func (r results) table() string {
 	cpuTotal := f.cpu.self + f.cpu.devServer
 	row("4 flash sale", "CPU s, bench process (client + API + worker) + dev server", fmt.Sprintf("%.1f + %.1f = %.1f s (Redis %.1f s more)", f.cpu.self.Seconds(), f.cpu.devServer.Seconds(), cpuTotal.Seconds(), f.cpu.redis.Seconds()))
 	row("4 flash sale", "CPU s per 1,000 checkout requests / per 1,000 units sold", fmt.Sprintf("%.2f / %.2f", cpuTotal.Seconds()*1000/float64(f.requests), cpuTotal.Seconds()*1000/float64(max(f.sold, 1))))
+	row("4 flash sale", "sagas that ended out of stock (the reserve script refused what the door let in)", fmt.Sprint(f.outOfStockSagas))
 	if f.outOfStockHistory > 0 {
 		row("4 flash sale", "history events of a checkout the saga refused", fmt.Sprint(f.outOfStockHistory))
 	}
