@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,15 +23,21 @@ import (
 // (read by the OpenTelemetry libraries, never by our code).
 const configurationDoc = "docs/configuration.md"
 
-// TestConfigurationDocNamesEveryVariable reads the variable names the code reads (every
-// os.Getenv and os.LookupEnv in the repository's Go code, through the helpers that wrap them,
-// and the ${NAME:-...} and {{ env "NAME" }} of the scripts) and the names docs/configuration.md
+// TestConfigurationDocNamesEveryVariable reads the variable names the code reads (the binary's
+// settings table, as `checkout check-config -list` prints it; every other os.Getenv and
+// os.LookupEnv in the repository's Go code, through the helpers that wrap them; and the
+// ${NAME:-...} and {{ env "NAME" }} of the scripts) and the names docs/configuration.md
 // documents, and fails on a variable read but not documented, or documented but not read by
-// the readers its table names. So the page cannot drift from the code in either direction.
+// the readers its table names, or a setting whose default the page misstates. So the page
+// cannot drift from the code in either direction.
 func TestConfigurationDocNamesEveryVariable(t *testing.T) {
 	reads, unknown := goEnvReads(t, ".")
 	for _, u := range unknown {
 		t.Errorf("%s: cannot tell which environment variable this reads; read it by a literal name, through a helper that takes the name, or over a range of literal names", u)
+	}
+	binary := binarySettings(t)
+	for _, s := range binary {
+		reads[s.name] = append(reads[s.name], envRead{kind: "product", where: "cmd/checkout's settings"})
 	}
 	for _, f := range deployFiles {
 		for _, name := range scriptEnvReads(t, f) {
@@ -38,8 +45,19 @@ func TestConfigurationDocNamesEveryVariable(t *testing.T) {
 		}
 	}
 	documented := documentedVariables(t, configurationDoc)
-	if len(reads) < 30 || len(documented) < 30 {
-		t.Fatalf("found %d variables read and %d documented; the test reads the wrong files", len(reads), len(documented))
+	if len(reads) < 30 || len(documented) < 30 || len(binary) < 30 {
+		t.Fatalf("found %d variables read (%d of them the binary's settings) and %d documented; the test reads the wrong files", len(reads), len(binary), len(documented))
+	}
+	for _, s := range binary {
+		row, ok := documented[s.name]
+		switch {
+		case !ok:
+			// reported below, with every other variable read
+		case s.def != "" && !strings.HasPrefix(row.def, "`"+s.def+"`"):
+			t.Errorf("%s documents the default of %s as %q; the binary's is %q", configurationDoc, s.name, row.def, s.def)
+		case s.devDef != "" && !strings.Contains(row.def, "dev:"):
+			t.Errorf("%s documents the default of %s as %q; say what checkout dev takes instead (%q)", configurationDoc, s.name, row.def, s.devDef)
+		}
 	}
 
 	names := make([]string, 0, len(reads))
@@ -48,7 +66,8 @@ func TestConfigurationDocNamesEveryVariable(t *testing.T) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		kind, ok := documented[name]
+		row, ok := documented[name]
+		kind := row.kind
 		where := reads[name][0].where
 		switch {
 		case !ok:
@@ -61,7 +80,8 @@ func TestConfigurationDocNamesEveryVariable(t *testing.T) {
 			t.Errorf("%s reads %s, which %s documents under %q: move it to the deploy table", where, name, configurationDoc, kind)
 		}
 	}
-	for name, kind := range documented {
+	for name, row := range documented {
+		kind := row.kind
 		switch {
 		case kind == "opentelemetry":
 			if !strings.HasPrefix(name, "OTEL_") {
@@ -72,6 +92,38 @@ func TestConfigurationDocNamesEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+// binarySetting is one row of the binary's settings table.
+type binarySetting struct{ name, def, devDef string }
+
+// binarySettings reads the binary's settings table from `checkout check-config -list`: an
+// environment file of every variable with its default, each under a comment of its doc
+// ("; checkout dev: X" when the local stack's default differs).
+func binarySettings(t *testing.T) []binarySetting {
+	t.Helper()
+	out, err := exec.Command("go", "run", "./cmd/checkout", "check-config", "-list").Output()
+	if err != nil {
+		t.Fatalf("checkout check-config -list: %v", err)
+	}
+	var settings []binarySetting
+	var devDef string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if doc, ok := strings.CutPrefix(line, "# "); ok {
+			_, devDef, _ = strings.Cut(doc, "; checkout dev: ")
+			continue
+		}
+		name, def, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("checkout check-config -list: %q is no NAME=default line", line)
+		}
+		settings = append(settings, binarySetting{name: name, def: def, devDef: devDef})
+	}
+	return settings
+}
+
+// tableReader is the one function that reads variables by names it does not spell out: the
+// binary's loadConfig, over its settings table, which binarySettings reads instead.
+const tableReader = "cmd/checkout.loadConfig"
 
 // deployFiles are the scripts and configs that read variables from their environment.
 var deployFiles = []string{"tools/scale/run", "tools/scale/config/scale.yaml", "docker-compose.yml"}
@@ -100,8 +152,9 @@ func envKind(path string) string {
 // goEnvReads returns the environment variables the Go code under root reads, with where,
 // and the reads whose name it cannot tell. A reader is os.Getenv, os.LookupEnv, a function
 // parameter of type func(string) string whose name says env (tracing.Enabled's getenv), or
-// a function or closure that passes one of its parameters to a reader (envOr, the config's
-// str and integer): found package by package until no new one turns up.
+// a function or closure that passes one of its parameters to a reader (signwebhook.go's
+// envOr): found package by package until no new one turns up. The binary's settings table is
+// read by binarySettings instead.
 func goEnvReads(t *testing.T, root string) (map[string][]envRead, []string) {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -142,7 +195,11 @@ func goEnvReads(t *testing.T, root string) (map[string][]envRead, []string) {
 		for _, f := range files {
 			walkEnvReads(fset, f, helpers, func(name string, pos token.Position) {
 				reads[name] = append(reads[name], envRead{kind: envKind(filepath.ToSlash(pos.Filename)), where: pos.String()})
-			}, func(pos token.Position) { unknown = append(unknown, pos.String()) })
+			}, func(fn string, pos token.Position) {
+				if filepath.ToSlash(filepath.Dir(pos.Filename))+"."+fn != tableReader {
+					unknown = append(unknown, pos.String())
+				}
+			})
 		}
 	}
 	return reads, unknown
@@ -171,6 +228,16 @@ func (s *envScope) lookupRange(name string) ([]string, bool) {
 	return nil, false
 }
 
+// funcName is the name of the innermost named function around the scope.
+func (s *envScope) funcName() string {
+	for ; s != nil; s = s.outer {
+		if s.fn != "" {
+			return s.fn
+		}
+	}
+	return ""
+}
+
 func (s *envScope) isGetenv(name string) bool {
 	for ; s != nil; s = s.outer {
 		if s.getenvs[name] {
@@ -185,11 +252,11 @@ type envVisitor struct {
 	helpers  map[string]int
 	names    map[*ast.FuncLit]string
 	scope    *envScope
-	found    func(string, token.Position) // nil while only helpers are looked for
-	notFound func(token.Position)
+	found    func(string, token.Position)        // nil while only helpers are looked for
+	notFound func(fn string, pos token.Position) // fn: the enclosing named function
 }
 
-func walkEnvReads(fset *token.FileSet, f *ast.File, helpers map[string]int, found func(string, token.Position), notFound func(token.Position)) {
+func walkEnvReads(fset *token.FileSet, f *ast.File, helpers map[string]int, found func(string, token.Position), notFound func(string, token.Position)) {
 	names := map[*ast.FuncLit]string{}
 	ast.Inspect(f, func(n ast.Node) bool {
 		if a, ok := n.(*ast.AssignStmt); ok && len(a.Lhs) == len(a.Rhs) {
@@ -337,7 +404,7 @@ func (v *envVisitor) argument(arg ast.Expr) {
 		}
 	}
 	if v.found != nil && v.notFound != nil {
-		v.notFound(pos)
+		v.notFound(v.scope.funcName(), pos)
 	}
 }
 
@@ -372,17 +439,21 @@ var (
 	variableName    = regexp.MustCompile("`([A-Z][A-Z0-9_]*\\*?)`")
 )
 
+// docRow is what the page says of a variable: the kind of its table's marker, and its default
+// column.
+type docRow struct{ kind, def string }
+
 // documentedVariables returns each variable named in the first column of a table after a
-// variables marker, with the marker's kind. Only the opentelemetry table may name a pattern
-// (OTEL_BSP_*).
-func documentedVariables(t *testing.T, path string) map[string]string {
+// variables marker, with the marker's kind and the row's default. Only the opentelemetry table
+// may name a pattern (OTEL_BSP_*).
+func documentedVariables(t *testing.T, path string) map[string]docRow {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(raw), "\n")
-	documented := map[string]string{}
+	documented := map[string]docRow{}
 	for i := 0; i < len(lines); i++ {
 		m := variablesMarker.FindStringSubmatch(strings.TrimSpace(lines[i]))
 		if m == nil {
@@ -398,8 +469,8 @@ func documentedVariables(t *testing.T, path string) map[string]string {
 			continue
 		}
 		for k := j + 2; k < len(lines) && strings.HasPrefix(lines[k], "|"); k++ { // past the header and its rule
-			cell := strings.Split(lines[k], "|")[1]
-			found := variableName.FindAllStringSubmatch(cell, -1)
+			cells := strings.Split(lines[k], "|")
+			found := variableName.FindAllStringSubmatch(cells[1], -1)
 			if len(found) == 0 {
 				t.Errorf("%s:%d: a row of the %s table names no variable in its first column", path, k+1, kind)
 			}
@@ -409,9 +480,9 @@ func documentedVariables(t *testing.T, path string) map[string]string {
 					t.Errorf("%s:%d: %s is a pattern; name each variable the code reads", path, k+1, name)
 				}
 				if prev, ok := documented[name]; ok {
-					t.Errorf("%s:%d: %s is documented twice (%s and %s): keep one row", path, k+1, name, prev, kind)
+					t.Errorf("%s:%d: %s is documented twice (%s and %s): keep one row", path, k+1, name, prev.kind, kind)
 				}
-				documented[name] = kind
+				documented[name] = docRow{kind: kind, def: strings.TrimSpace(cells[2])}
 			}
 			i = k
 		}

@@ -5,7 +5,7 @@ package api
 import (
 	"context"
 
-	"github.com/checkout-saga/checkout-saga/internal/batch"
+	"github.com/checkout-saga/checkout-saga/batch"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/checkout-saga/checkout-saga/internal/batch"
+	"github.com/checkout-saga/checkout-saga/batch"
 )
 
 // Coalescer sends the Redis commands of concurrent callers together. One pipeline is in

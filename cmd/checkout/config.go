@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
-	"github.com/checkout-saga/checkout-saga/store"
-	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // Local-stack secrets. The dev command sets them for itself; `checkout api` refuses them.
@@ -107,161 +103,37 @@ type config struct {
 	// /readyz turned 503, for load balancers to notice (default 5 s; 0 for dev)
 	DrainDelay time.Duration
 	LogLevel   slog.Level // LOG_LEVEL
+
+	// The variables of TemporalSecurity and of the identity mode, as set: loadConfig builds
+	// those from them once every variable is read.
+	temporalTLS temporalTLSEnv
+	identity    identityEnv
 }
 
-// loadConfig reads the environment. Every value has a working local default except the
-// secrets, which only the local stack (dev) may default; a bad value is an error naming it.
+// loadConfig reads the environment, every variable of the settings table. Every value has a
+// working local default except the secrets, which only the local stack (dev) may default; a
+// bad value is an error naming it.
 func loadConfig(dev bool) (config, error) {
-	var errs []error
-	str := func(name, def string) string {
-		if v, ok := os.LookupEnv(name); ok && v != "" {
-			return v
+	var cfg config
+	var errs []error // errors.Join drops the nil ones
+	for _, s := range settings(&cfg) {
+		// The default first: a bad value leaves it for the checks across variables below.
+		errs = append(errs, s.set(s, s.defaultFor(dev)))
+		if v, ok := os.LookupEnv(s.name); ok && v != "" {
+			errs = append(errs, s.set(s, v))
 		}
-		return def
-	}
-	integer := func(name string, def, min, max int64) int64 {
-		v := str(name, "")
-		if v == "" {
-			return def
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < min || n > max {
-			errs = append(errs, fmt.Errorf("%s=%q: must be an integer from %d to %d", name, v, min, max))
-			return def
-		}
-		return n
-	}
-	cfg := config{
-		TemporalAddress:   str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		Namespace:         str("TEMPORAL_NAMESPACE", "default"),
-		TemporalUIURL:     str("TEMPORAL_UI_URL", "http://localhost:8233"),
-		RedisURL:          str("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		DatabaseURL:       str("DATABASE_URL", defaultDatabaseURL),
-		APIAddr:           str("API_ADDR", "127.0.0.1:8080"),
-		WorkerMetricsAddr: str("WORKER_METRICS_ADDR", "127.0.0.1:9091"),
-		APIMetricsAddr:    str("API_METRICS_ADDR", "127.0.0.1:9090"),
-		AdminToken:        str("ADMIN_TOKEN", ""),
-		WebhookTolerance:  time.Duration(integer("STRIPE_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
-		StandardTolerance: time.Duration(integer("STANDARD_WEBHOOK_TOLERANCE_SECONDS", 300, 1, 3600)) * time.Second,
-		PaymentTimeout: integer("PAYMENT_TIMEOUT_SECONDS", workflows.DefaultPaymentTimeoutSeconds,
-			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
-		MaxPaymentTimeout: integer("MAX_PAYMENT_TIMEOUT_SECONDS", api.DefaultMaxPaymentTimeoutSeconds,
-			workflows.MinPaymentTimeoutSeconds, workflows.MaxPaymentTimeoutSeconds),
-		MaxOpenPerCustomer: integer("MAX_OPEN_CHECKOUTS_PER_CUSTOMER", store.DefaultMaxOpenPerCustomer, 0, 10_000),
-		TemporalCLI:        str("TEMPORAL_CLI", ".tools/temporal"),
-		StripeAPIKey:       str("STRIPE_API_KEY", ""),
-		StripeAPIURL:       str("STRIPE_API_URL", ""),
-		MaxStarting:        integer("MAX_STARTING_CHECKOUTS", api.DefaultMaxStartingCheckouts, 1, 100_000),
-		WaitingRoomSize:    integer("WAITING_ROOM_SIZE", api.DefaultWaitingRoomSize, 1, 10_000_000),
-		AdmissionWait:      time.Duration(integer("ADMISSION_WAIT_MS", 2000, 0, 60_000)) * time.Millisecond,
-		AdmissionTarget:    time.Duration(integer("ADMISSION_TARGET_MS", api.DefaultAdmissionTarget.Milliseconds(), 10, 60_000)) * time.Millisecond,
-		CatalogTTL:         time.Duration(integer("CATALOG_CACHE_MS", store.DefaultCatalogTTL.Milliseconds(), 0, 60_000)) * time.Millisecond,
-		CatalogSize:        integer("CATALOG_CACHE_SIZE", store.DefaultCatalogCacheSize, 1, 10_000_000),
-		IdempotencyRetention: time.Duration(integer("IDEMPOTENCY_KEY_RETENTION_HOURS",
-			int64(api.DefaultIdempotencyKeyRetention/time.Hour), 24, 24*366)) * time.Hour,
 	}
 	if cfg.PaymentTimeout > cfg.MaxPaymentTimeout {
 		errs = append(errs, fmt.Errorf("PAYMENT_TIMEOUT_SECONDS=%d: must not exceed MAX_PAYMENT_TIMEOUT_SECONDS=%d", cfg.PaymentTimeout, cfg.MaxPaymentTimeout))
 	}
-	// A load balancer polls /readyz every few seconds; the local stack has none, and Ctrl-C
-	// should not wait for one.
-	drainDefault := int64(5)
-	if dev {
-		drainDefault = 0
-	}
-	cfg.DrainDelay = time.Duration(integer("API_DRAIN_DELAY_SECONDS", drainDefault, 0, 120)) * time.Second
-	cfg.WebhookSecrets = list(str("STRIPE_WEBHOOK_SECRET", ""))
-	cfg.CheckoutSecretKeys = list(str("CHECKOUT_SECRET_KEY", ""))
-	standard, err := api.ParseStandardWebhookSecrets(str("STANDARD_WEBHOOK_SECRETS", ""))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
-	}
-	cfg.StandardSecrets = standard
-	testModeDefault := "false"
-	if dev {
-		testModeDefault = "true"
-	}
-	switch v := str("STRIPE_TEST_MODE", testModeDefault); v {
-	case "true", "1":
-		cfg.StripeTestMode = true
-	case "false", "0":
-	default:
-		errs = append(errs, fmt.Errorf("STRIPE_TEST_MODE=%q: must be true or false", v))
-	}
-	cfg.PayloadRetention = time.Duration(integer("PAYMENT_PAYLOAD_RETENTION_DAYS", 30, 1, 3660)) * 24 * time.Hour
-	cfg.RatePerAddress = integer("RATE_LIMIT_PER_ADDRESS", api.DefaultRatePerAddress, 0, 1_000_000)
-	cfg.CheckoutsPerAddress = integer("RATE_LIMIT_CHECKOUTS_PER_ADDRESS", api.DefaultCheckoutsPerAddress, 0, 1_000_000)
-	cfg.RatePerCustomer = integer("RATE_LIMIT_PER_CUSTOMER", api.DefaultRatePerCustomer, 0, 1_000_000)
-	cfg.CheckoutsPerClient = integer("RATE_LIMIT_CHECKOUTS_PER_CLIENT", api.DefaultCheckoutsPerClient, 0, 10_000_000)
-	cfg.IPv6Prefix = integer("RATE_LIMIT_IPV6_PREFIX", api.DefaultIPv6Prefix, 32, 128)
-	cfg.MaxWaitsPerAddress = integer("MAX_WAITS_PER_ADDRESS", api.DefaultMaxWaitsPerAddress, 1, 1_000_000)
-	cfg.MaxWaits = integer("MAX_WAITS", api.DefaultMaxWaits, 1, 1_000_000)
-	for _, c := range strings.Split(str("TRUSTED_PROXIES", ""), ",") {
-		if c = strings.TrimSpace(c); c == "" {
-			continue
-		}
-		_, n, err := net.ParseCIDR(c)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is not a CIDR (like 10.0.0.0/8): %w", c, err))
-			continue
-		}
-		cfg.TrustedProxies = append(cfg.TrustedProxies, n)
-	}
-	sec, err := readTemporalSecurity(str)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	cfg.TemporalSecurity = sec
-	switch v := str("TEMPORAL_GRPC_COMPRESSION", "none"); v {
-	case "gzip":
-		cfg.TemporalGzip = true
-	case "none":
-	default:
-		errs = append(errs, fmt.Errorf("TEMPORAL_GRPC_COMPRESSION=%q: must be none or gzip", v))
-	}
-	switch v := str("REDIS_CLUSTER", "false"); v {
-	case "true", "1":
-		cfg.RedisCluster = true
-	case "false", "0":
-	default:
-		errs = append(errs, fmt.Errorf("REDIS_CLUSTER=%q: must be true or false", v))
-	}
-	clients, err := api.ParseClientTokens(str("CLIENT_TOKENS", ""))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("CLIENT_TOKENS: %w", err))
-	}
-	cfg.ClientTokens = clients
-	cfg.IdentityMode, cfg.IdentityTokens, err = readIdentity(str, len(clients) > 0)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if dev {
-		if cfg.AdminToken == "" {
-			cfg.AdminToken = devAdminToken
-		}
-		if len(cfg.WebhookSecrets) == 0 {
-			cfg.WebhookSecrets = []string{devWebhookSecret}
-		}
-		if len(cfg.CheckoutSecretKeys) == 0 {
-			cfg.CheckoutSecretKeys = []string{devCheckoutSecretKey}
-		}
-	}
 	if dev && cfg.usesDevSecrets() && !isLoopback(cfg.APIAddr) {
 		errs = append(errs, fmt.Errorf("API_ADDR=%q is reachable beyond this machine, and the local stack's admin token, webhook secret or checkout secret key (all public) would let anyone set stock, forge payments and read or cancel any checkout there: listen on 127.0.0.1, or set ADMIN_TOKEN, STRIPE_WEBHOOK_SECRET and CHECKOUT_SECRET_KEY", cfg.APIAddr))
 	}
-	if err := cfg.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
-		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
-	}
-	for name, addr := range map[string]string{"TEMPORAL_ADDRESS": cfg.TemporalAddress, "API_ADDR": cfg.APIAddr, "WORKER_METRICS_ADDR": cfg.WorkerMetricsAddr, "API_METRICS_ADDR": cfg.APIMetricsAddr} {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: must be host:port", name, addr))
-		}
-	}
-	for name, raw := range map[string]string{"REDIS_URL": cfg.RedisURL, "DATABASE_URL": cfg.DatabaseURL, "TEMPORAL_UI_URL": cfg.TemporalUIURL} {
-		if u, err := url.Parse(raw); err != nil || u.Scheme == "" || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s: must be a URL with a scheme and a host", name))
-		}
-	}
+	var err error
+	cfg.TemporalSecurity, err = readTemporalSecurity(cfg.temporalTLS)
+	errs = append(errs, err)
+	cfg.IdentityMode, cfg.IdentityTokens, err = readIdentity(cfg.identity, len(cfg.ClientTokens) > 0)
+	errs = append(errs, err)
 	return cfg, errors.Join(errs...)
 }
 

@@ -239,3 +239,23 @@ func TestCheckConfigJudgesTheEnvironmentAsTheCommandWould(t *testing.T) {
 		}
 	}
 }
+
+// The settings table names each variable once, with a line of doc, and every default (the
+// local stack's too) is a value its own setting takes: a bad default would stop every start.
+func TestEverySettingHasOneNameADocAndAValidDefault(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range settings(&config{}) {
+		if seen[s.name] {
+			t.Errorf("%s is in the settings table twice", s.name)
+		}
+		seen[s.name] = true
+		if s.doc == "" || strings.Contains(s.doc, "\n") {
+			t.Errorf("%s: doc %q, want one line", s.name, s.doc)
+		}
+		for _, dev := range []bool{false, true} {
+			if err := s.set(s, s.defaultFor(dev)); err != nil {
+				t.Errorf("%s: default %q (dev %v) is refused: %v", s.name, s.defaultFor(dev), dev, err)
+			}
+		}
+	}
+}

@@ -28,24 +28,30 @@ var identitySettings = map[string]string{
 	"audience":    "IDENTITY_JWT_AUDIENCE",
 }
 
-// readIdentity reads IDENTITY_MODE and, in browser mode, how the identity tokens are verified:
-// IDENTITY_JWT_HMAC_SECRET (a secret shared with the shop's login) or IDENTITY_JWKS_FILE (a
-// JSON Web Key Set of its public keys, read once at start), IDENTITY_JWT_ALGORITHMS,
-// IDENTITY_JWT_ISSUER and IDENTITY_JWT_AUDIENCE. clientTokens says whether CLIENT_TOKENS is
-// set: server mode needs it, browser mode refuses it (both are the Authorization header's).
-func readIdentity(str func(name, def string) string, clientTokens bool) (string, *api.IdentityVerifier, error) {
-	mode := str("IDENTITY_MODE", "")
-	secret, jwksFile := str("IDENTITY_JWT_HMAC_SECRET", ""), str("IDENTITY_JWKS_FILE", "")
+// identityEnv are the variables of the identity mode, as set: IDENTITY_MODE and, in browser
+// mode, how the identity tokens are verified: IDENTITY_JWT_HMAC_SECRET (a secret shared with
+// the shop's login) or IDENTITY_JWKS_FILE (a JSON Web Key Set of its public keys, read once at
+// start), IDENTITY_JWT_ALGORITHMS, IDENTITY_JWT_ISSUER and IDENTITY_JWT_AUDIENCE.
+type identityEnv struct {
+	mode, hmacSecret, jwksFile, algorithms, issuer, audience string
+}
+
+// readIdentity returns the identity mode and, in browser mode, its token verifier.
+// clientTokens says whether CLIENT_TOKENS is set: server mode needs it, browser mode refuses
+// it (both are the Authorization header's).
+func readIdentity(env identityEnv, clientTokens bool) (string, *api.IdentityVerifier, error) {
+	mode, secret, jwksFile := env.mode, env.hmacSecret, env.jwksFile
 	settings := api.IdentitySettings{
-		HMACSecret: []byte(secret), Algorithms: list(str("IDENTITY_JWT_ALGORITHMS", "")),
-		Issuer: str("IDENTITY_JWT_ISSUER", ""), Audience: str("IDENTITY_JWT_AUDIENCE", ""),
+		HMACSecret: []byte(secret), Algorithms: list(env.algorithms),
+		Issuer: env.issuer, Audience: env.audience,
 	}
 	switch mode {
 	case "", identityServer:
 		var errs []error
-		for _, name := range []string{"IDENTITY_JWT_HMAC_SECRET", "IDENTITY_JWKS_FILE", "IDENTITY_JWT_ALGORITHMS", "IDENTITY_JWT_ISSUER", "IDENTITY_JWT_AUDIENCE"} {
-			if str(name, "") != "" {
-				errs = append(errs, fmt.Errorf("%s is set, but IDENTITY_MODE is %q: identity tokens are verified in browser mode only", name, mode))
+		for _, set := range []struct{ name, v string }{{"IDENTITY_JWT_HMAC_SECRET", secret}, {"IDENTITY_JWKS_FILE", jwksFile},
+			{"IDENTITY_JWT_ALGORITHMS", env.algorithms}, {"IDENTITY_JWT_ISSUER", env.issuer}, {"IDENTITY_JWT_AUDIENCE", env.audience}} {
+			if set.v != "" {
+				errs = append(errs, fmt.Errorf("%s is set, but IDENTITY_MODE is %q: identity tokens are verified in browser mode only", set.name, mode))
 			}
 		}
 		if mode == identityServer && !clientTokens {

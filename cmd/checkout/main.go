@@ -10,8 +10,9 @@
 //	checkout audit           check the promises across Postgres, Redis and Temporal; exit 1
 //	                         when it finds violations, 2 when it could not check everything
 //	checkout check-config C  judge the environment as command C would at start, and exit
+//	                         (-list: every variable with its default)
 //
-// Configuration comes only from environment variables (see config.go).
+// Configuration comes only from environment variables, one table of them (settings.go).
 package main
 
 import (
@@ -36,6 +37,7 @@ commands:
   sign-webhook    send a signed Stripe test event (checkout sign-webhook -h)
   audit           check the promises across the stores (checkout audit -h); exit 1 on violations
   check-config C  judge the environment as command C (api, worker, ...) would at start; connect to nothing
+                  (check-config -list: every variable with its doc and default)
 `
 
 func main() {
@@ -92,9 +94,14 @@ func run(ctx context.Context, command string, args []string) error {
 // checkConfig judges the environment the way `checkout <command>` does before it connects to
 // anything (loadConfig, and for api the secrets and the identity mode), so a deployment's settings can be checked
 // where its services do not run: docker-compose.yml's test runs it with the file's environment.
+// With -list it prints every variable, its doc, bounds and default, as an environment file.
 func checkConfig(args []string, out io.Writer) error {
+	if slices.Equal(args, []string{"-list"}) {
+		listSettings(out)
+		return nil
+	}
 	if len(args) != 1 || !slices.Contains([]string{"api", "worker", "migrate", "dev", "setup-temporal", "audit"}, args[0]) {
-		return errors.New("usage: checkout check-config api|worker|migrate|dev|setup-temporal|audit")
+		return errors.New("usage: checkout check-config api|worker|migrate|dev|setup-temporal|audit|-list")
 	}
 	command := args[0]
 	cfg, err := loadConfig(command == "dev")

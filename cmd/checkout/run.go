@@ -59,51 +59,65 @@ func newLogger(cfg config) *slog.Logger {
 
 // open connects to Postgres, Redis and Temporal, in that order, and checks each answers.
 // With tr (nil: tracing off) every Postgres query, Redis command and Temporal call is traced.
-func open(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Tracing) (*deps, error) {
+// Each connection registers its close as it opens; a step that fails closes what opened
+// before it, last first.
+func open(ctx context.Context, cfg config, logger *slog.Logger, tr *tracing.Tracing) (_ *deps, err error) {
 	d := &deps{logger: logger, tracing: tr}
-	pool, err := store.NewPool(ctx, cfg.DatabaseURL, tr.PgxTracer())
-	if err != nil {
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if err := d.openPostgres(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	d.closers = append(d.closers, pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	d.pool, d.store = pool, store.New(pool)
-	d.store.MaxOpenPerCustomer = int(cfg.MaxOpenPerCustomer)
-
-	d.rdb, err = newRedis(cfg.RedisURL, cfg.RedisCluster)
-	if err != nil {
-		d.Close()
-		return nil, fmt.Errorf("open redis: %w", err)
-	}
-	d.closers = append(d.closers, func() { _ = d.rdb.Close() })
-	if err := tr.InstrumentRedis(d.rdb); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("open redis: %w", err)
-	}
-	if err := d.rdb.Ping(ctx).Err(); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("open redis: %w", err)
-	}
-	if err := checkAllRedisSettings(ctx, d.rdb, logger); err != nil {
-		d.Close()
+	if err := d.openRedis(ctx, cfg); err != nil {
 		return nil, err
 	}
-	d.stock = lua.New(d.rdb)
-	if err := d.stock.Preload(ctx); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("open redis: load scripts: %w", err)
-	}
-
-	d.temporal, err = dialTemporal(ctx, cfg, logger, tr)
-	if err != nil {
-		d.Close()
+	if d.temporal, err = dialTemporal(ctx, cfg, logger, tr); err != nil {
 		return nil, err
 	}
 	d.closers = append(d.closers, d.temporal.Close)
 	return d, nil
+}
+
+// openPostgres opens the pool and checks it answers.
+func (d *deps) openPostgres(ctx context.Context, cfg config) error {
+	pool, err := store.NewPool(ctx, cfg.DatabaseURL, d.tracing.PgxTracer())
+	if err != nil {
+		return err
+	}
+	d.closers = append(d.closers, pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		return err
+	}
+	d.pool, d.store = pool, store.New(pool)
+	d.store.MaxOpenPerCustomer = int(cfg.MaxOpenPerCustomer)
+	return nil
+}
+
+// openRedis connects, checks Redis answers and keeps stock keys, and loads the stock scripts.
+func (d *deps) openRedis(ctx context.Context, cfg config) error {
+	rdb, err := newRedis(cfg.RedisURL, cfg.RedisCluster)
+	if err != nil {
+		return fmt.Errorf("open redis: %w", err)
+	}
+	d.rdb = rdb
+	d.closers = append(d.closers, func() { _ = rdb.Close() })
+	if err := d.tracing.InstrumentRedis(rdb); err != nil {
+		return fmt.Errorf("open redis: %w", err)
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("open redis: %w", err)
+	}
+	if err := checkAllRedisSettings(ctx, rdb, d.logger); err != nil {
+		return err
+	}
+	d.stock = lua.New(rdb)
+	if err := d.stock.Preload(ctx); err != nil {
+		return fmt.Errorf("open redis: load scripts: %w", err)
+	}
+	return nil
 }
 
 // dialTemporal connects the client that the API and the worker share the wiring of; its

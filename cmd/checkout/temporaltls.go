@@ -18,32 +18,26 @@ type temporalSecurity struct {
 	APIKey string
 }
 
-// readTemporalSecurity reads TEMPORAL_TLS (true: TLS with the system's roots),
-// TEMPORAL_TLS_CA (a PEM file of roots instead), TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY (a
-// client certificate and its key, for mTLS; both or neither), TEMPORAL_TLS_SERVER_NAME (the
-// name to verify, when the address is not it) and TEMPORAL_API_KEY (sent as a bearer token;
-// it implies TLS). Any of them but TEMPORAL_TLS=false turns TLS on.
-func readTemporalSecurity(str func(name, def string) string) (temporalSecurity, error) {
-	var sec temporalSecurity
+// temporalTLSEnv are the variables of a secured Temporal, as set: TEMPORAL_TLS (true: TLS
+// with the system's roots), TEMPORAL_TLS_CA (a PEM file of roots instead), TEMPORAL_TLS_CERT
+// and TEMPORAL_TLS_KEY (a client certificate and its key, for mTLS; both or neither),
+// TEMPORAL_TLS_SERVER_NAME (the name to verify, when the address is not it) and
+// TEMPORAL_API_KEY (sent as a bearer token; it implies TLS).
+type temporalTLSEnv struct {
+	on                                bool
+	ca, cert, key, serverName, apiKey string
+}
+
+// readTemporalSecurity builds the security from its variables. Any of them but
+// TEMPORAL_TLS=false turns TLS on.
+func readTemporalSecurity(env temporalTLSEnv) (temporalSecurity, error) {
+	sec := temporalSecurity{APIKey: env.apiKey}
 	var errs []error
-	on := false
-	switch v := str("TEMPORAL_TLS", "false"); v {
-	case "true", "1":
-		on = true
-	case "false", "0":
-	default:
-		errs = append(errs, fmt.Errorf("TEMPORAL_TLS=%q: must be true or false", v))
+	ca, cert, key := env.ca, env.cert, env.key
+	if !env.on && ca == "" && cert == "" && key == "" && env.serverName == "" && env.apiKey == "" {
+		return sec, nil
 	}
-	ca, cert, key := str("TEMPORAL_TLS_CA", ""), str("TEMPORAL_TLS_CERT", ""), str("TEMPORAL_TLS_KEY", "")
-	serverName := str("TEMPORAL_TLS_SERVER_NAME", "")
-	sec.APIKey = str("TEMPORAL_API_KEY", "")
-	if ca != "" || cert != "" || key != "" || serverName != "" || sec.APIKey != "" {
-		on = true
-	}
-	if !on {
-		return sec, errors.Join(errs...)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: env.serverName}
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		pool := x509.NewCertPool()

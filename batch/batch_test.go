@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/checkout-saga/checkout-saga/internal/batch"
+	"github.com/checkout-saga/checkout-saga/batch"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 )
 
