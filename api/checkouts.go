@@ -27,38 +27,11 @@ import (
 // reservation outcome, so the client never polls to learn whether its items are held. A cart
 // that cannot start now waits in the room (room.go); the door decides which.
 func (s *Server) startCheckout(c echo.Context) error {
-	var req CheckoutRequest
-	if err := decodeStrict(c.Request().Body, &req); err != nil {
-		return err
-	}
-	if p := identify(c, &req); p != nil {
-		return p
-	}
-	key := c.Request().Header.Get("Idempotency-Key")
-	if p := validateCheckout(req, key, s.maxPaymentTimeout()); p != nil {
-		return p
-	}
-	if key == "" {
-		key = req.CartID
-	}
-	c.Set(ctxCheckoutID, req.CartID)
-	c.Set(ctxWorkflowID, shop.WorkflowID(req.CartID))
-	if err := s.limitCustomer(c, req.CustomerID); err != nil {
+	req, in, err := s.checkoutRequest(c)
+	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	timeout := s.cfg.DefaultPaymentTimeoutSeconds
-	if req.PaymentTimeoutSeconds != nil {
-		timeout = *req.PaymentTimeoutSeconds
-	}
-	in := workflows.Input{
-		CheckoutID: req.CartID, CustomerID: req.CustomerID,
-		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
-		RequestHash: requestHash(req, timeout), IdempotencyKey: key, Caller: callerScope(c),
-	}
-	for _, it := range req.Items {
-		in.Items = append(in.Items, shop.CartLine{SKU: it.SKU, Quantity: it.Quantity})
-	}
 	if p := s.checkCatalog(ctx, req); p != nil {
 		return p
 	}
@@ -72,11 +45,11 @@ func (s *Server) startCheckout(c echo.Context) error {
 	}
 	switch decideDoor(facts, fingerprint(in)) {
 	case doorKeyReused:
-		return keyReused(key)
+		return keyReused(in.IdempotencyKey)
 	case doorOtherRequest:
 		return checkoutExists(req.CartID)
 	case doorInLine:
-		return s.answerQueued(c, facts.place, key, http.StatusAccepted)
+		return s.answerQueued(c, facts.place, in.IdempotencyKey, http.StatusAccepted)
 	case doorSoldOut:
 		metrics.SoldOut.Inc()
 		return outOfStock(facts.shortages)
@@ -101,6 +74,43 @@ func (s *Server) startCheckout(c echo.Context) error {
 		defer release()
 		return s.startSaga(c, in)
 	}
+}
+
+// checkoutRequest reads and checks a POST's cart and names it for the request log; in is the
+// saga's input it asks for, with the request's fingerprint (body hash, key, caller).
+func (s *Server) checkoutRequest(c echo.Context) (CheckoutRequest, workflows.Input, error) {
+	var req CheckoutRequest
+	if err := decodeStrict(c.Request().Body, &req); err != nil {
+		return req, workflows.Input{}, err
+	}
+	if p := identify(c, &req); p != nil {
+		return req, workflows.Input{}, p
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if p := validateCheckout(req, key, s.maxPaymentTimeout()); p != nil {
+		return req, workflows.Input{}, p
+	}
+	if key == "" {
+		key = req.CartID
+	}
+	c.Set(ctxCheckoutID, req.CartID)
+	c.Set(ctxWorkflowID, shop.WorkflowID(req.CartID))
+	if err := s.limitCustomer(c, req.CustomerID); err != nil {
+		return req, workflows.Input{}, err
+	}
+	timeout := s.cfg.DefaultPaymentTimeoutSeconds
+	if req.PaymentTimeoutSeconds != nil {
+		timeout = *req.PaymentTimeoutSeconds
+	}
+	in := workflows.Input{
+		CheckoutID: req.CartID, CustomerID: req.CustomerID,
+		PaymentTimeoutSeconds: timeout, RequestID: newRequestID(),
+		RequestHash: requestHash(req, timeout), IdempotencyKey: key, Caller: callerScope(c),
+	}
+	for _, it := range req.Items {
+		in.Items = append(in.Items, shop.CartLine{SKU: it.SKU, Quantity: it.Quantity})
+	}
+	return req, in, nil
 }
 
 // claim readies a request that is about to start a saga or wait for one: a worker must be
@@ -291,34 +301,12 @@ func (s *Server) getCheckout(c echo.Context) error {
 	wait, release := s.admitWait(c, wait) // past the bound on waits, no wait
 	defer release()
 	ctx := c.Request().Context()
-	place, roomErr := s.lookupRoom(ctx, id)
-	if place.Queued || place.Early {
-		// The room answers only for a cart Postgres has not recorded (Redis may have gone
-		// back in time and put an ended or started cart back in line).
-		if place, err = s.unrecordedPlace(ctx, id, place); err != nil {
-			return err
-		}
-	}
-	if place.Refused != nil || place.Early && place.Entry != nil {
-		// Refused at its sale's start, or waiting for it: answered at once (its place comes
-		// at the start; GET again after refresh_after_ms).
-		_, err := s.answerRoomGet(c, place)
+	place, roomErr, answered, err := s.getFromRoom(c, id, wait)
+	if answered {
 		return err
 	}
 	if place.InLine() || place.Left {
-		// A waiting cart: ?wait waits for it to leave the room, not for its end.
-		waited := place.Queued || place.Leaving
-		place, roomErr = s.awaitRoom(ctx, id, place, wait)
-		if answered, err := s.answerRoomGet(c, place); answered {
-			return err
-		}
-		// The cart left while this GET waited: the saga's answer to its start, which the
-		// replica that started it kept in the room, is the saga's view of this moment.
-		var v shop.View
-		if waited && place.Left && json.Unmarshal(place.Answer, &v) == nil && v.CheckoutID == id {
-			return c.JSON(http.StatusOK, s.present(v))
-		}
-		wait = 0
+		wait = 0 // it waited for the room already
 	}
 	if wait > 0 {
 		if v, ended := s.awaitEnd(ctx, id, wait); ended {
@@ -334,6 +322,42 @@ func (s *Server) getCheckout(c echo.Context) error {
 		return s.answerQueued(c, shop.RoomPlace{Leaving: true, Entry: place.Entry}, "", http.StatusOK)
 	}
 	return c.JSON(http.StatusOK, s.present(v))
+}
+
+// getFromRoom answers a GET of a cart the room speaks for: waiting for its sale or refused at
+// its start (at once), or in line (once it left the line, or after wait). answered is false
+// when its saga or Postgres must answer: the room does not know the cart, Postgres recorded it
+// (Redis may have gone back in time and put an ended or started cart back in line), or it
+// left the line for its saga. place and roomErr are what the room said.
+func (s *Server) getFromRoom(c echo.Context, id string, wait time.Duration) (place shop.RoomPlace, roomErr error, answered bool, err error) {
+	ctx := c.Request().Context()
+	place, roomErr = s.lookupRoom(ctx, id)
+	if place.Queued || place.Early {
+		if place, err = s.unrecordedPlace(ctx, id, place); err != nil {
+			return place, roomErr, true, err
+		}
+	}
+	if place.Refused != nil || place.Early && place.Entry != nil {
+		// Its place comes at the start: the client asks again after refresh_after_ms.
+		_, err := s.answerRoomGet(c, place)
+		return place, roomErr, true, err
+	}
+	if !place.InLine() && !place.Left {
+		return place, roomErr, false, nil
+	}
+	// A waiting cart: ?wait waits for it to leave the room, not for its end.
+	waited := place.Queued || place.Leaving
+	place, roomErr = s.awaitRoom(ctx, id, place, wait)
+	if answered, err := s.answerRoomGet(c, place); answered {
+		return place, roomErr, true, err
+	}
+	// The cart left while this GET waited: the saga's answer to its start, which the replica
+	// that started it kept in the room, is the saga's view of this moment.
+	var v shop.View
+	if waited && place.Left && json.Unmarshal(place.Answer, &v) == nil && v.CheckoutID == id {
+		return place, roomErr, true, c.JSON(http.StatusOK, s.present(v))
+	}
+	return place, roomErr, false, nil
 }
 
 // waitParam reads GET's wait: whole seconds from 0 to MaxWaitSeconds, 0 when absent.

@@ -360,13 +360,7 @@ func (s *Server) RunWaitingRoom(ctx context.Context) {
 			if err != nil && ctx.Err() == nil {
 				s.Logger.Warn("waiting room: take", "error", err)
 			}
-			select {
-			case <-ctx.Done():
-			case <-s.roomBell:
-				idle = roomIdle
-			case <-time.After(idle):
-				idle = min(2*idle, roomIdleMax)
-			}
+			idle = s.idleWait(ctx, idle)
 			continue
 		}
 		idle = roomIdle
@@ -379,6 +373,19 @@ func (s *Server) RunWaitingRoom(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// idleWait waits while the line has nothing to take: until a cart enters through this
+// replica (its bell), or idle passes. It returns the next wait: back to roomIdle after the
+// bell, twice as long (up to roomIdleMax) after a wait that found nothing.
+func (s *Server) idleWait(ctx context.Context, idle time.Duration) time.Duration {
+	select {
+	case <-ctx.Done():
+	case <-s.roomBell:
+		return roomIdle
+	case <-time.After(idle):
+	}
+	return min(2*idle, roomIdleMax)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

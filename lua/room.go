@@ -131,15 +131,23 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 			return shop.RoomAnswer{}, err
 		}
 	}
+	if res[0].(string) == "due" {
+		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: drops still due after %d releases", e.CartID, maxReleases)
+	}
+	a, err := roomAnswer(res)
+	if err != nil {
+		return a, fmt.Errorf("waiting room entry of cart %s: %w", e.CartID, err)
+	}
+	return a, nil
+}
+
+// roomAnswer reads room_enter.lua's reply.
+func roomAnswer(res []any) (shop.RoomAnswer, error) {
 	a := shop.RoomAnswer{Outcome: res[0].(string)}
 	switch a.Outcome {
-	case "due":
-		return a, fmt.Errorf("enter the waiting room, cart %s: drops still due after %d releases", e.CartID, maxReleases)
 	case shop.RoomQueued, shop.RoomEarly:
 		a.Position = res[1].(int64)
-		if err := json.Unmarshal([]byte(res[2].(string)), &a.Entry); err != nil {
-			return a, fmt.Errorf("waiting room entry of cart %s: %w", e.CartID, err)
-		}
+		return a, json.Unmarshal([]byte(res[2].(string)), &a.Entry)
 	case shop.RoomLimit:
 		a.SKU = res[1].(string)
 	case shop.RoomShort:
@@ -294,32 +302,23 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 		refusal = pipe.HGet(ctx, r.key("refusals"), cartID)
 	})
 	if err == nil {
-		for _, cmd := range []redis.Cmder{rank, lease, early, entry, left, refusal} {
-			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-				break
-			}
-			err = nil
-		}
+		err = firstError(rank, lease, early, entry, left, refusal)
 	}
 	if err != nil {
 		return shop.RoomPlace{}, fmt.Errorf("look up cart %s in the waiting room: %w", cartID, err)
 	}
-	var p shop.RoomPlace
+	p := shop.RoomPlace{Leaving: lease.Err() == nil, Early: early.Err() == nil}
 	if rank.Err() == nil {
 		p.Queued, p.Position = true, rank.Val()+1
-	}
-	p.Leaving = lease.Err() == nil
-	p.Early = early.Err() == nil
-	if raw, err := refusal.Result(); err == nil {
-		if err := json.Unmarshal([]byte(raw), &p.Refused); err != nil {
-			return p, fmt.Errorf("waiting room refusal of cart %s: %w", cartID, err)
-		}
 	}
 	if answer, err := left.Result(); err == nil {
 		p.Left = true
 		if answer != "1" {
 			p.Answer = []byte(answer)
 		}
+	}
+	if err := decodeIfSet(refusal, &p.Refused); err != nil {
+		return p, fmt.Errorf("waiting room refusal of cart %s: %w", cartID, err)
 	}
 	if raw, err := entry.Result(); err == nil {
 		p.Entry = &shop.RoomEntry{}
@@ -328,6 +327,25 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 		}
 	}
 	return p, nil
+}
+
+// firstError is the first error of cmds other than redis.Nil (a key that is not there).
+func firstError(cmds ...redis.Cmder) error {
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeIfSet decodes the JSON a read found into v; nothing when the key was not there.
+func decodeIfSet(cmd *redis.StringCmd, v any) error {
+	raw, err := cmd.Result()
+	if err != nil {
+		return nil
+	}
+	return json.Unmarshal([]byte(raw), v)
 }
 
 // Served counts the carts ever taken from the line: the rate the room empties at, which the
