@@ -219,6 +219,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	cfg.IdentityTokens.useLogger(deps.Logger)
 	if cfg.MaxStartingCheckouts <= 0 {
 		cfg.MaxStartingCheckouts = DefaultMaxStartingCheckouts
 	}

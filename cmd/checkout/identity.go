@@ -3,7 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"strconv"
+	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
 )
@@ -26,24 +27,36 @@ var identitySettings = map[string]string{
 	"algorithms":  "IDENTITY_JWT_ALGORITHMS",
 	"issuer":      "IDENTITY_JWT_ISSUER",
 	"audience":    "IDENTITY_JWT_AUDIENCE",
+	"max_age":     "IDENTITY_JWT_MAX_AGE_SECONDS",
+	"type":        "IDENTITY_JWT_TYPE",
 }
+
+// The bounds of IDENTITY_JWT_MAX_AGE_SECONDS: a minute leaves a login's clock and a slow
+// page some room; a day is already far beyond an access token's life.
+const (
+	minIdentityMaxAge = time.Minute
+	maxIdentityMaxAge = 24 * time.Hour
+)
 
 // readIdentity reads IDENTITY_MODE and, in browser mode, how the identity tokens are verified:
 // IDENTITY_JWT_HMAC_SECRET (a secret shared with the shop's login) or IDENTITY_JWKS_FILE (a
-// JSON Web Key Set of its public keys, read once at start), IDENTITY_JWT_ALGORITHMS,
-// IDENTITY_JWT_ISSUER and IDENTITY_JWT_AUDIENCE. clientTokens says whether CLIENT_TOKENS is
-// set: server mode needs it, browser mode refuses it (both are the Authorization header's).
+// JSON Web Key Set of its public keys, read again when it changes), IDENTITY_JWT_ALGORITHMS,
+// IDENTITY_JWT_ISSUER, IDENTITY_JWT_AUDIENCE, IDENTITY_JWT_MAX_AGE_SECONDS and
+// IDENTITY_JWT_TYPE. clientTokens says whether CLIENT_TOKENS is set: server mode needs it,
+// browser mode refuses it (both are the Authorization header's).
 func readIdentity(str func(name, def string) string, clientTokens bool) (string, *api.IdentityVerifier, error) {
 	mode := str("IDENTITY_MODE", "")
 	secret, jwksFile := str("IDENTITY_JWT_HMAC_SECRET", ""), str("IDENTITY_JWKS_FILE", "")
 	settings := api.IdentitySettings{
 		HMACSecret: []byte(secret), Algorithms: list(str("IDENTITY_JWT_ALGORITHMS", "")),
 		Issuer: str("IDENTITY_JWT_ISSUER", ""), Audience: str("IDENTITY_JWT_AUDIENCE", ""),
+		JWKSFile: jwksFile, Type: str("IDENTITY_JWT_TYPE", ""),
 	}
 	switch mode {
 	case "", identityServer:
 		var errs []error
-		for _, name := range []string{"IDENTITY_JWT_HMAC_SECRET", "IDENTITY_JWKS_FILE", "IDENTITY_JWT_ALGORITHMS", "IDENTITY_JWT_ISSUER", "IDENTITY_JWT_AUDIENCE"} {
+		for _, name := range []string{"IDENTITY_JWT_HMAC_SECRET", "IDENTITY_JWKS_FILE", "IDENTITY_JWT_ALGORITHMS", "IDENTITY_JWT_ISSUER", "IDENTITY_JWT_AUDIENCE",
+			"IDENTITY_JWT_MAX_AGE_SECONDS", "IDENTITY_JWT_TYPE"} {
 			if str(name, "") != "" {
 				errs = append(errs, fmt.Errorf("%s is set, but IDENTITY_MODE is %q: identity tokens are verified in browser mode only", name, mode))
 			}
@@ -63,12 +76,14 @@ func readIdentity(str func(name, def string) string, clientTokens bool) (string,
 		return "", nil, errors.New("IDENTITY_MODE=browser: set IDENTITY_JWT_HMAC_SECRET (a secret shared with the shop's login) or IDENTITY_JWKS_FILE (a JSON Web Key Set of its public keys)")
 	case secret != "" && jwksFile != "":
 		return "", nil, errors.New("IDENTITY_JWT_HMAC_SECRET and IDENTITY_JWKS_FILE: set one, not both")
-	case jwksFile != "":
-		raw, err := os.ReadFile(jwksFile)
-		if err != nil {
-			return "", nil, fmt.Errorf("IDENTITY_JWKS_FILE: %w", err)
+	}
+	settings.MaxAge = api.DefaultIdentityTokenMaxAge
+	if v := str("IDENTITY_JWT_MAX_AGE_SECONDS", ""); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < int64(minIdentityMaxAge/time.Second) || n > int64(maxIdentityMaxAge/time.Second) {
+			return "", nil, fmt.Errorf("IDENTITY_JWT_MAX_AGE_SECONDS=%q: must be an integer from %d to %d", v, int64(minIdentityMaxAge/time.Second), int64(maxIdentityMaxAge/time.Second))
 		}
-		settings.JWKS = raw
+		settings.MaxAge = time.Duration(n) * time.Second
 	}
 	v, err := api.NewIdentityVerifier(settings)
 	var bad *api.IdentitySettingError
