@@ -302,6 +302,11 @@ func NewServer(cfg Config, deps Deps) *Server {
 	v1.POST("/checkouts", s.startCheckout, s.requireClient, s.limitCheckouts, middleware.BodyLimit(checkoutBodyLimit), s.requireIdentity, requireJSON)
 	v1.GET("/checkouts/:cart_id", s.getCheckout, s.requireClient, s.limitAddress)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient, s.limitAddress, requireJSON)
+	// The webhooks are not counted per address: a provider sends every shop's events from a
+	// few addresses, so a budget sized for a buyer would refuse payments during a sale (and
+	// Stripe then backs off for hours, past the checkouts' payment timeouts), and one sized
+	// for a provider bounds nothing that one HMAC per secret over at most webhookBodyLimit
+	// costs. docs/security.md says to allow only the providers' addresses at the edge.
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 
