@@ -130,6 +130,9 @@ type Config struct {
 	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
 	// DevCheckoutSecretKey, which only the local stack and tests may use.
 	CheckoutSecretKeys []string
+	// CheckoutSecretGrace is how long after its checkout ended a checkout secret still opens
+	// it; 0 is DefaultCheckoutSecretGrace.
+	CheckoutSecretGrace time.Duration
 }
 
 // DefaultMaxPaymentTimeoutSeconds is one hour: a client cannot hold a flash sale's units for a
@@ -243,6 +246,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 		cfg.WaitingPerCustomer = DefaultWaitingPerCustomer
 	case cfg.WaitingPerCustomer < 0:
 		cfg.WaitingPerCustomer = 0 // no cap
+	}
+	if cfg.CheckoutSecretGrace <= 0 {
+		cfg.CheckoutSecretGrace = DefaultCheckoutSecretGrace
 	}
 	if len(cfg.CheckoutSecretKeys) == 0 {
 		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}

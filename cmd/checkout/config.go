@@ -85,6 +85,9 @@ type config struct {
 	// CheckoutSecretKeys: CHECKOUT_SECRET_KEY, the keys of the buyers' checkout secrets,
 	// comma-separated during a rotation (the first signs, any verifies)
 	CheckoutSecretKeys []string
+	// CheckoutSecretGrace: CHECKOUT_SECRET_GRACE_DAYS, how long after its checkout ended a
+	// checkout secret still opens it
+	CheckoutSecretGrace time.Duration
 	// MaxOpenPerCustomer: MAX_OPEN_CHECKOUTS_PER_CUSTOMER, a customer's open checkouts (0: no cap)
 	MaxOpenPerCustomer int64
 	TemporalCLI        string        // TEMPORAL_CLI: the dev server binary (dev only)
@@ -172,6 +175,10 @@ func loadConfig(dev bool) (config, error) {
 	cfg.DrainDelay = time.Duration(integer("API_DRAIN_DELAY_SECONDS", drainDefault, 0, 120)) * time.Second
 	cfg.WebhookSecrets = list(str("STRIPE_WEBHOOK_SECRET", ""))
 	cfg.CheckoutSecretKeys = list(str("CHECKOUT_SECRET_KEY", ""))
+	// At least a day: the waiting room answers a refused cart from Redis, without asking
+	// Postgres when it ended, for lua.RefusalTTL (minutes).
+	cfg.CheckoutSecretGrace = time.Duration(integer("CHECKOUT_SECRET_GRACE_DAYS",
+		int64(api.DefaultCheckoutSecretGrace/(24*time.Hour)), 1, 3660)) * 24 * time.Hour
 	standard, err := api.ParseStandardWebhookSecrets(str("STANDARD_WEBHOOK_SECRETS", ""))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("STANDARD_WEBHOOK_SECRETS: %w", err))
