@@ -6,9 +6,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	querypb "go.temporal.io/api/query/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/checkout-saga/checkout-saga/api"
@@ -190,4 +194,78 @@ func TestClientsAndSupportNeedNoCheckoutSecret(t *testing.T) {
 	checkoutView(t, support.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + cart, header: bearer(testAdminToken)}), http.StatusOK)
 	problemOf(t, support.do(t, request{method: http.MethodPost, path: "/v1/checkouts/" + cart + "/cancel", header: bearer(testAdminToken)}),
 		http.StatusNotFound, "not_found")
+}
+
+// A checkout secret stops opening its checkout api.DefaultCheckoutSecretGrace after the
+// checkout ended, as Postgres records the end, so one that leaked (a ticket, a screenshot, a
+// backend's log) does not open it forever; every other checkout's secret keeps working, and
+// support still reads it with the admin token. A checkout that ended within the grace, or
+// never ended, opens as before. Each way an ended checkout is answered is covered: from
+// Postgres alone, from a closed saga's result, and at the end of a GET's wait.
+func TestACheckoutSecretLapsesAfterItsCheckoutEnded(t *testing.T) {
+	ended := func(t *testing.T, m *mockedTemporal, ago time.Duration) string {
+		t.Helper()
+		cart := testenv.RandomID("cart-")
+		if _, err := store.New(m.pool).RecordEnd(t.Context(), shop.CheckoutRecord{CheckoutID: cart, CustomerID: "u-1",
+			Status: string(shop.StatusExpired), Currency: "usd", AmountCents: 500}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.pool.Exec(t.Context(), `UPDATE checkouts SET ended_at = now() - make_interval(secs => $2) WHERE checkout_id = $1`,
+			cart, ago.Seconds()); err != nil {
+			t.Fatal(err)
+		}
+		return cart
+	}
+	gone := func(m *mockedTemporal) {
+		m.tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(nil, serviceerror.NewNotFound("gone")).Once()
+	}
+	closed := func(t *testing.T, m *mockedTemporal, cart string) {
+		m.tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).
+			Return(&client.QueryWorkflowWithOptionsResponse{QueryRejected: &querypb.QueryRejected{Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}, nil).Once()
+		m.finishedWith(t, cart, viewOf(cart, shop.StatusExpired))
+	}
+	lapsed := api.DefaultCheckoutSecretGrace + time.Hour
+	get := func(m *mockedTemporal, path string, header map[string]string) *httptest.ResponseRecorder {
+		return m.do(t, request{method: http.MethodGet, path: path, header: header})
+	}
+
+	t.Run("answered from postgres", func(t *testing.T) {
+		m := newMockedTemporal(t)
+		cart := ended(t, m, lapsed)
+		gone(m)
+		problemOf(t, get(m, "/v1/checkouts/"+cart, buyerOf(cart)), http.StatusNotFound, "not_found")
+		gone(m)
+		checkoutView(t, get(m, "/v1/checkouts/"+cart, bearer(testAdminToken)), http.StatusOK)
+	})
+	t.Run("answered from the closed saga's result", func(t *testing.T) {
+		m := newMockedTemporal(t)
+		cart := ended(t, m, lapsed)
+		closed(t, m, cart)
+		problemOf(t, get(m, "/v1/checkouts/"+cart, buyerOf(cart)), http.StatusNotFound, "not_found")
+	})
+	t.Run("answered at the end of a wait", func(t *testing.T) {
+		m := newMockedTemporal(t)
+		cart := ended(t, m, lapsed)
+		m.finishedWith(t, cart, viewOf(cart, shop.StatusExpired)) // the wait's poll: ended
+		problemOf(t, get(m, "/v1/checkouts/"+cart+"?wait=1", buyerOf(cart)), http.StatusNotFound, "not_found")
+	})
+	t.Run("ended within the grace", func(t *testing.T) {
+		m := newMockedTemporal(t)
+		cart := ended(t, m, api.DefaultCheckoutSecretGrace-time.Hour)
+		gone(m)
+		checkoutView(t, get(m, "/v1/checkouts/"+cart, buyerOf(cart)), http.StatusOK)
+		closed(t, m, cart)
+		checkoutView(t, get(m, "/v1/checkouts/"+cart, buyerOf(cart)), http.StatusOK)
+	})
+	t.Run("a shorter grace", func(t *testing.T) {
+		tc := mocks.NewClient(t)
+		h := newHarness(t, func(cfg *api.Config, d *api.Deps) {
+			d.Temporal = tc
+			cfg.CheckoutSecretGrace = 7 * 24 * time.Hour
+		})
+		m := &mockedTemporal{harness: h, tc: tc}
+		cart := ended(t, m, 8*24*time.Hour)
+		gone(m)
+		problemOf(t, get(m, "/v1/checkouts/"+cart, buyerOf(cart)), http.StatusNotFound, "not_found")
+	})
 }

@@ -260,9 +260,10 @@ const (
 )
 
 // buyerCart is cartParam for a checkout the caller may act on: an authenticated client's
-// own cart, a buyer's who sends the checkout's secret, or (for reads, when admin is set)
-// support's with the admin token. Anyone else gets the 404 of a cart that does not exist, so
-// a cart id alone tells nothing, and the saga is never asked.
+// own cart, a buyer's who sends the checkout's secret (until the secret lapses, see
+// secretLapsed), or (for reads, when admin is set) support's with the admin token. Anyone
+// else gets the 404 of a cart that does not exist, so a cart id alone tells nothing, and the
+// saga is never asked.
 func (s *Server) buyerCart(c echo.Context, admin bool) (string, error) {
 	id, err := cartParam(c)
 	if err != nil {
@@ -271,7 +272,11 @@ func (s *Server) buyerCart(c echo.Context, admin bool) (string, error) {
 	if client, _ := c.Get(ctxClient).(string); client != "" {
 		return id, s.checkOwner(c, id, false)
 	}
-	if s.secrets.verify(id, c.Request().Header.Get(CheckoutSecretHeader)) || admin && s.isAdmin(c) {
+	if admin && s.isAdmin(c) {
+		return id, nil
+	}
+	if s.secrets.verify(id, c.Request().Header.Get(CheckoutSecretHeader)) {
+		c.SetRequest(c.Request().WithContext(openedBySecret(c.Request().Context())))
 		return id, nil
 	}
 	return "", noCheckout(id)
@@ -310,6 +315,10 @@ func (s *Server) getCheckout(c echo.Context) error {
 	}
 	if wait > 0 {
 		if v, ended := s.awaitEnd(ctx, id, wait); ended {
+			// The saga's result says nothing of when it ended: Postgres does.
+			if rec, err := s.Records.Checkout(ctx, id); err == nil && s.secretLapsed(ctx, rec) {
+				return noCheckout(id)
+			}
 			return c.JSON(http.StatusOK, s.present(v))
 		}
 	}
@@ -423,6 +432,9 @@ func (s *Server) finishedView(ctx context.Context, checkoutID string) (shop.View
 		return s.recordedView(ctx, checkoutID)
 	}
 	rec, err := s.Records.Checkout(ctx, checkoutID)
+	if err == nil && s.secretLapsed(ctx, rec) {
+		return shop.View{}, noCheckout(checkoutID)
+	}
 	if err != nil || rec.Status == shop.RecordOpen || rec.Status == string(v.Status) {
 		return v, nil // Postgres has no other end to answer (or cannot say): the run's result
 	}
@@ -439,6 +451,9 @@ func (s *Server) recordedView(ctx context.Context, checkoutID string) (shop.View
 	}
 	if err != nil {
 		return shop.View{}, unavailable("postgres", err)
+	}
+	if s.secretLapsed(ctx, rec) {
+		return shop.View{}, noCheckout(checkoutID)
 	}
 	return shop.ViewFromRecord(rec), nil
 }

@@ -7,9 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -36,6 +40,16 @@ const IdentityLeeway = 30 * time.Second
 // HMAC-SHA256 puts out.
 const MinIdentityHMACSecretLen = 32
 
+// DefaultIdentityTokenMaxAge is IdentitySettings.MaxAge when unset: an access token of a
+// login lives minutes, and an hour covers a buyer's visit without letting a "remember me"
+// token of weeks or an app's long-lived token open checkouts.
+const DefaultIdentityTokenMaxAge = time.Hour
+
+// JWKSCheckInterval is how often, at most, the verifier looks at IdentitySettings.JWKSFile's
+// modification time, on the request path: a key removed from the file stops verifying within
+// this, without a restart, at the cost of one stat per interval.
+const JWKSCheckInterval = 5 * time.Second
+
 // maxIdentityTokenLen bounds the token parsed: a login's token is well under 2 KiB; a longer
 // one is refused before any base64 or JSON work.
 const maxIdentityTokenLen = 8 << 10
@@ -44,17 +58,29 @@ const maxIdentityTokenLen = 8 << 10
 // public keys of a JSON Web Key Set (exactly one), for one issuer and one audience.
 type IdentitySettings struct {
 	HMACSecret []byte
-	JWKS       []byte // the key set's JSON
+	JWKS       []byte // the key set's JSON, fixed
+	// JWKSFile is a file holding the key set, read now and again whenever its modification
+	// time or size changed (looked at at most every JWKSCheckInterval), so a key removed from
+	// it stops verifying without a restart. A file that no longer parses keeps the keys read
+	// last, and is logged.
+	JWKSFile string
 	// Algorithms are the "alg"s a token may use; empty: HS256 with an HMAC secret, RS256 and
 	// ES256 with a key set. "none" is never one, and HMAC and public-key algorithms never mix,
 	// so a public key cannot be used as an HMAC secret.
 	Algorithms []string
 	Issuer     string // the token's iss must be this
 	Audience   string // and its aud must name this
+	// MaxAge bounds a token's life: iat is required, exp - iat may not exceed it and iat may
+	// not be older than it. 0 is DefaultIdentityTokenMaxAge.
+	MaxAge time.Duration
+	// Type, when set, is the typ header the login gives its access tokens and no other JWT
+	// (RFC 9068: "at+jwt"), so its ID or refresh tokens for this audience do not pass. Case
+	// and an "application/" prefix do not matter (RFC 7515, 4.1.9).
+	Type string
 }
 
 // IdentitySettingError names the setting NewIdentityVerifier refused ("hmac_secret", "jwks",
-// "algorithms", "issuer", "audience"), so the binary can name its variable.
+// "algorithms", "issuer", "audience", "max_age", "type"), so the binary can name its variable.
 type IdentitySettingError struct {
 	Setting string
 	Err     error
@@ -65,9 +91,12 @@ func (e *IdentitySettingError) Unwrap() error { return e.Err }
 
 // IdentityVerifier checks identity tokens and names their customer.
 type IdentityVerifier struct {
-	key              any // []byte or *jose.JSONWebKeySet
+	key              any // []byte or *jose.JSONWebKeySet; nil with a key set file
+	file             *keySetFile
 	algs             []jose.SignatureAlgorithm
 	issuer, audience string
+	maxAge           time.Duration
+	typ              string // normalized by mediaType; "" takes any
 }
 
 // hmacAlgorithms and publicKeyAlgorithms are the algorithms each kind of key may verify.
@@ -82,10 +111,12 @@ func NewIdentityVerifier(s IdentitySettings) (*IdentityVerifier, error) {
 	bad := func(setting, format string, args ...any) error {
 		return &IdentitySettingError{Setting: setting, Err: fmt.Errorf(format, args...)}
 	}
-	v := &IdentityVerifier{issuer: s.Issuer, audience: s.Audience}
+	v := &IdentityVerifier{issuer: s.Issuer, audience: s.Audience, maxAge: s.MaxAge, typ: mediaType(s.Type)}
 	switch {
-	case len(s.HMACSecret) > 0 && len(s.JWKS) > 0:
+	case len(s.HMACSecret) > 0 && (len(s.JWKS) > 0 || s.JWKSFile != ""):
 		return nil, bad("jwks", "set an HMAC secret or a key set, not both")
+	case len(s.JWKS) > 0 && s.JWKSFile != "":
+		return nil, bad("jwks", "set a key set or a key set file, not both")
 	case len(s.HMACSecret) > 0:
 		if len(s.HMACSecret) < MinIdentityHMACSecretLen {
 			return nil, bad("hmac_secret", "must be at least %d bytes", MinIdentityHMACSecretLen)
@@ -97,6 +128,12 @@ func NewIdentityVerifier(s IdentitySettings) (*IdentityVerifier, error) {
 			return nil, bad("jwks", "%w", err)
 		}
 		v.key = set
+	case s.JWKSFile != "":
+		f, err := openKeySetFile(s.JWKSFile)
+		if err != nil {
+			return nil, bad("jwks", "%w", err)
+		}
+		v.file = f
 	default:
 		return nil, bad("hmac_secret", "set an HMAC secret or a key set")
 	}
@@ -122,6 +159,15 @@ func NewIdentityVerifier(s IdentitySettings) (*IdentityVerifier, error) {
 	if s.Audience == "" {
 		return nil, bad("audience", "is required: a token the login issued for another service must not pass")
 	}
+	switch {
+	case v.maxAge == 0:
+		v.maxAge = DefaultIdentityTokenMaxAge
+	case v.maxAge < 0:
+		return nil, bad("max_age", "must be positive")
+	}
+	if s.Type != "" && v.typ == "" {
+		return nil, bad("type", "%q names no media type", s.Type)
+	}
 	return v, nil
 }
 
@@ -144,6 +190,7 @@ func parsePublicKeySet(raw []byte) (*jose.JSONWebKeySet, error) {
 	if len(set.Keys) == 0 {
 		return nil, errors.New("the key set has no keys")
 	}
+	kids := make(map[string]bool, len(set.Keys))
 	for i, k := range set.Keys {
 		switch k.Key.(type) {
 		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
@@ -155,7 +202,12 @@ func parsePublicKeySet(raw []byte) (*jose.JSONWebKeySet, error) {
 			return nil, fmt.Errorf("key %d has no kid; tokens name their key by kid", i+1)
 		case k.Use != "" && k.Use != "sig":
 			return nil, fmt.Errorf("key %s is for %q, not for signatures", k.KeyID, k.Use)
+		case kids[k.KeyID]:
+			// go-jose tries only the first key of a kid: the second would never verify, and
+			// whoever removes "the old key" may remove the wrong one.
+			return nil, fmt.Errorf("kid %q names two keys; each key needs its own kid", k.KeyID)
 		}
+		kids[k.KeyID] = true
 	}
 	return &set, nil
 }
@@ -168,6 +220,9 @@ var (
 	errTokenSignature = errors.New("its signature does not verify with the shop's keys")
 	errTokenExpired   = errors.New("it has expired, or is not valid yet")
 	errTokenNoExpiry  = errors.New("it has no expiry (exp)")
+	errTokenNoIssued  = errors.New("it has no issue time (iat)")
+	errTokenTooOld    = errors.New("it was issued too long ago, or to live longer than this API takes (exp - iat)")
+	errTokenType      = errors.New("it is not the login's access token (typ)")
 	errTokenAudience  = errors.New("it was issued by another issuer, or for another audience")
 	errTokenSubject   = errors.New("its subject (sub) is not a customer id: " + shop.IDRule)
 )
@@ -182,23 +237,139 @@ func (v *IdentityVerifier) Customer(token string, now time.Time) (string, error)
 	if err != nil {
 		return "", errTokenMalformed
 	}
+	key := v.key
+	if v.file != nil {
+		key = v.file.keys(now)
+	}
 	var claims jwt.Claims
-	if err := tok.Claims(v.key, &claims); err != nil {
+	if err := tok.Claims(key, &claims); err != nil {
 		return "", errTokenSignature
 	}
-	if claims.Expiry == nil {
+	switch {
+	case claims.Expiry == nil:
 		return "", errTokenNoExpiry
+	case claims.IssuedAt == nil:
+		return "", errTokenNoIssued
+	case v.typ != "" && v.typ != tokenType(tok):
+		return "", errTokenType
 	}
 	err = claims.ValidateWithLeeway(jwt.Expected{Issuer: v.issuer, AnyAudience: jwt.Audience{v.audience}, Time: now}, IdentityLeeway)
+	issued := claims.IssuedAt.Time()
 	switch {
 	case errors.Is(err, jwt.ErrInvalidIssuer), errors.Is(err, jwt.ErrInvalidAudience):
 		return "", errTokenAudience
 	case err != nil:
 		return "", errTokenExpired
+	case claims.Expiry.Time().Sub(issued) > v.maxAge, now.Sub(issued) > v.maxAge+IdentityLeeway:
+		return "", errTokenTooOld
 	case !shop.ValidID(claims.Subject):
 		return "", errTokenSubject
 	}
 	return claims.Subject, nil
+}
+
+// tokenType is the token's typ header as mediaType normalizes it, "" without one.
+func tokenType(tok *jwt.JSONWebToken) string {
+	if len(tok.Headers) == 0 {
+		return ""
+	}
+	typ, _ := tok.Headers[0].ExtraHeaders[jose.HeaderType].(string)
+	return mediaType(typ)
+}
+
+// mediaType is a typ as RFC 7515 (4.1.9) compares it: without "application/", which a typ
+// may leave out, and in lower case, as media types are.
+func mediaType(typ string) string {
+	typ = strings.ToLower(strings.TrimSpace(typ))
+	return strings.TrimPrefix(typ, "application/")
+}
+
+// useLogger names where a key set file's reloads are logged, unless one was named already.
+func (v *IdentityVerifier) useLogger(l *slog.Logger) {
+	if v != nil && v.file != nil {
+		v.file.logger.CompareAndSwap(nil, l)
+	}
+}
+
+// keySetFile is a key set read from a file, read again when the file changed. The look is
+// made on the request path, at most every JWKSCheckInterval, by one request at a time; the
+// others verify with the keys read last meanwhile. No goroutine: an API that verifies no
+// token looks at nothing, and the first token after a change is judged by the new keys.
+type keySetFile struct {
+	path    string
+	set     atomic.Pointer[jose.JSONWebKeySet]
+	checked atomic.Int64 // UnixNano of the last look; 0: the next token looks
+	logger  atomic.Pointer[slog.Logger]
+
+	mu    sync.Mutex // one look at a time
+	stamp fileStamp  // of the file the keys were read from
+}
+
+// fileStamp tells a changed file: a rewrite changes its modification time, and a Kubernetes
+// volume's update swaps a symlink to a file with its own.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func openKeySetFile(path string) (*keySetFile, error) {
+	f := &keySetFile{path: path}
+	set, stamp, err := f.read()
+	if err != nil {
+		return nil, err
+	}
+	f.set.Store(set)
+	f.stamp = stamp
+	return f, nil
+}
+
+// read parses the file, and says which version of it was read.
+func (f *keySetFile) read() (*jose.JSONWebKeySet, fileStamp, error) {
+	info, err := os.Stat(f.path)
+	if err != nil {
+		return nil, fileStamp{}, err
+	}
+	raw, err := os.ReadFile(f.path)
+	if err != nil {
+		return nil, fileStamp{}, err
+	}
+	set, err := parsePublicKeySet(raw)
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("%s: %w", f.path, err)
+	}
+	return set, fileStamp{mod: info.ModTime(), size: info.Size()}, nil
+}
+
+// keys returns the key set, first reading the file again if it is time to look and it changed.
+// A file that cannot be read or parsed (half written, deleted) keeps the keys read last, and
+// is looked at again next time: refusing every buyer is not the answer to a bad deploy.
+func (f *keySetFile) keys(now time.Time) *jose.JSONWebKeySet {
+	if now.UnixNano()-f.checked.Load() < int64(JWKSCheckInterval) || !f.mu.TryLock() {
+		return f.set.Load()
+	}
+	defer f.mu.Unlock()
+	f.checked.Store(now.UnixNano())
+	info, err := os.Stat(f.path)
+	if err == nil && (fileStamp{mod: info.ModTime(), size: info.Size()}) == f.stamp {
+		return f.set.Load()
+	}
+	set, stamp, err := f.read()
+	logger := f.logger.Load()
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err != nil {
+		logger.Error("identity key set not reloaded: verifying with the keys read last", "file", f.path, "err", err)
+		return f.set.Load()
+	}
+	f.set.Store(set)
+	f.stamp = stamp
+	kids := make([]string, len(set.Keys))
+	for i, k := range set.Keys {
+		kids[i] = k.KeyID
+	}
+	logger.Info("identity key set reloaded", "file", f.path, "kids", kids)
+	return set
 }
 
 // ctxCustomer holds the customer an identity token named.

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,7 +54,16 @@ func loginClaims(customer string) jwt.Claims {
 // signToken signs claims with key under alg (kid names the key in a key set, "" for none).
 func signToken(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims any) string {
 	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
+	return signTyped(t, "JWT", alg, key, kid, claims)
+}
+
+// signTyped is signToken with the header's typ ("" for none).
+func signTyped(t *testing.T, typ string, alg jose.SignatureAlgorithm, key any, kid string, claims any) string {
+	t.Helper()
+	opts := &jose.SignerOptions{}
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
 	if kid != "" {
 		opts = opts.WithHeader(jose.HeaderKey("kid"), kid)
 	}
@@ -117,6 +128,7 @@ func TestIdentityTokensAreVerified(t *testing.T) {
 	}{
 		{"a valid token", "Bearer " + loginToken(t, customer), true},
 		{"expired within the leeway", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.Expiry = ago(10 * time.Second) })), true},
+		{"a lifetime of exactly an hour", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.IssuedAt, c.Expiry = ago(time.Minute), ago(time.Minute-time.Hour) })), true},
 		{"the scheme in lower case", "bearer " + loginToken(t, customer), true},
 		{"no token", "", false},
 		{"Basic credentials", "Basic dXNlcjpwYXNz", false},
@@ -126,6 +138,10 @@ func TestIdentityTokensAreVerified(t *testing.T) {
 		{"an algorithm not allowed (HS512)", "Bearer " + signToken(t, jose.HS512, []byte(loginSecret+loginSecret), "", loginClaims(customer)), false},
 		{"expired", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.Expiry = ago(time.Minute) })), false},
 		{"no expiry", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.Expiry = nil })), false},
+		{"no issue time (iat)", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.IssuedAt = nil })), false},
+		{"exp 9999999999 and no iat", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.IssuedAt, c.Expiry = nil, jwt.NewNumericDate(time.Unix(9999999999, 0)) })), false},
+		{"issued 10 hours ago", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.IssuedAt = ago(10 * time.Hour) })), false},
+		{"a lifetime (exp - iat) above an hour", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.Expiry = ago(-2 * time.Hour) })), false},
 		{"not valid yet", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.NotBefore = ago(-5 * time.Minute) })), false},
 		{"another audience", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.Audience = jwt.Audience{"another-service"} })), false},
 		{"no audience", "Bearer " + hs256(claims(func(c *jwt.Claims) { c.Audience = nil })), false},
@@ -210,8 +226,10 @@ func TestIdentityTokensVerifyWithAKeySet(t *testing.T) {
 	private, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: ecKey, KeyID: "ec-1"}}})
 	symmetric, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: []byte(loginSecret), KeyID: "s-1"}}})
 	noKid, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &ecKey.PublicKey}}})
+	// Two keys under one kid: go-jose would try only the first, so the second never verifies.
+	oneKidTwice, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &ecKey.PublicKey, KeyID: "k-1"}, {Key: &rsaKey.PublicKey, KeyID: "k-1"}}})
 	for name, raw := range map[string][]byte{"a private key": private, "a symmetric key": symmetric, "a key without kid": noKid,
-		"no keys": []byte(`{"keys":[]}`), "not JSON": []byte("-----BEGIN PUBLIC KEY-----")} {
+		"one kid twice": oneKidTwice, "no keys": []byte(`{"keys":[]}`), "not JSON": []byte("-----BEGIN PUBLIC KEY-----")} {
 		if _, err := api.NewIdentityVerifier(api.IdentitySettings{JWKS: raw, Issuer: loginIssuer, Audience: loginAudience}); err == nil {
 			t.Errorf("a key set with %s was accepted", name)
 		}
@@ -352,5 +370,137 @@ func TestAnotherCustomersPostOfACheckoutIsRefusedWhileItRunsAndAfterItIsTerminat
 	refused("after the saga was terminated")
 	if code, answer := l.post(t, cart(id, "", sku, 1), as(alice)); code == http.StatusConflict || strings.Contains(answer, "checkout_exists") {
 		t.Errorf("alice's own retry after the terminate: %d %s; want her checkout's answer, not 409", code, answer)
+	}
+}
+
+// With IdentitySettings.Type, only the login's access tokens pass: another JWT the login signs
+// for this issuer and audience (an ID token, a refresh token) names another typ, or none. The
+// "application/" prefix and case do not matter (RFC 7515, 4.1.9).
+func TestIdentityTokensOfAnotherTypeAreRefused(t *testing.T) {
+	v, err := api.NewIdentityVerifier(api.IdentitySettings{HMACSecret: []byte(loginSecret), Issuer: loginIssuer, Audience: loginAudience, Type: "at+jwt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.IdentityTokens = v })
+	customer := testenv.RandomID("u-")
+	for _, tc := range []struct {
+		typ string
+		ok  bool
+	}{
+		{"at+jwt", true},
+		{"application/at+jwt", true},
+		{"AT+JWT", true},
+		{"JWT", false},
+		{"id+jwt", false},
+		{"", false},
+	} {
+		t.Run("typ "+tc.typ, func(t *testing.T) {
+			token := signTyped(t, tc.typ, jose.HS256, []byte(loginSecret), "", loginClaims(customer))
+			rec := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts",
+				body:   body(cart(testenv.RandomID("c-"), customer, "NOPE-SKU", 1)),
+				header: map[string]string{echo.HeaderAuthorization: "Bearer " + token}})
+			if tc.ok {
+				problemOf(t, rec, http.StatusUnprocessableEntity, "unknown_sku")
+				return
+			}
+			t.Logf("%s", problemOf(t, rec, http.StatusUnauthorized, "unauthorized").Detail)
+		})
+	}
+	if _, err := api.NewIdentityVerifier(api.IdentitySettings{HMACSecret: []byte(loginSecret), Issuer: loginIssuer, Audience: loginAudience, Type: "application/"}); err == nil {
+		t.Error("an empty type after application/ was accepted")
+	}
+}
+
+// A key removed from the key set file stops verifying without a restart: the verifier looks
+// at the file's modification time at most every api.JWKSCheckInterval, and reads it again
+// when it changed. A file that does not parse keeps the keys it had, and a key added to the
+// file verifies after the next look.
+func TestARemovedKeyStopsVerifyingOnceTheKeySetFileChanges(t *testing.T) {
+	keys := map[string]*ecdsa.PrivateKey{}
+	for _, kid := range []string{"old", "new", "next"} {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[kid] = k
+	}
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	start := time.Now()
+	changes := 0
+	write := func(raw []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// A distinct modification time each write, whatever the file system's resolution.
+		changes++
+		mtime := start.Add(time.Duration(changes) * time.Minute)
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKeys := func(kids ...string) {
+		t.Helper()
+		var set jose.JSONWebKeySet
+		for _, kid := range kids {
+			set.Keys = append(set.Keys, jose.JSONWebKey{Key: &keys[kid].PublicKey, KeyID: kid, Use: "sig"})
+		}
+		raw, err := json.Marshal(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(raw)
+	}
+	writeKeys("old", "new")
+	v, err := api.NewIdentityVerifier(api.IdentitySettings{JWKSFile: path, Issuer: loginIssuer, Audience: loginAudience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(kid string) string { return signToken(t, jose.ES256, keys[kid], kid, loginClaims("u-1")) }
+	verifies := func(kid string, at time.Time) bool {
+		t.Helper()
+		_, err := v.Customer(token(kid), at)
+		return err == nil
+	}
+	if !verifies("old", start) || !verifies("new", start) {
+		t.Fatal("the keys of the file at start do not verify")
+	}
+
+	writeKeys("new") // "old" leaked and is removed
+	if !verifies("old", start.Add(api.JWKSCheckInterval/2)) {
+		t.Error("the file was read again before api.JWKSCheckInterval passed")
+	}
+	at := start.Add(api.JWKSCheckInterval)
+	if verifies("old", at) {
+		t.Error("a key removed from the file still verifies after api.JWKSCheckInterval")
+	}
+	if !verifies("new", at) {
+		t.Error("the key left in the file no longer verifies")
+	}
+	// Through the API: the removed key's token is 401, the kept key's reaches the catalog.
+	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.IdentityTokens = v })
+	for kid, want := range map[string]int{"old": http.StatusUnauthorized, "new": http.StatusUnprocessableEntity} {
+		rec := h.do(t, request{method: http.MethodPost, path: "/v1/checkouts",
+			body:   body(cart(testenv.RandomID("c-"), "u-1", "NOPE-SKU", 1)),
+			header: map[string]string{echo.HeaderAuthorization: "Bearer " + token(kid)}})
+		if rec.Code != want {
+			t.Errorf("a token of the key %q after the reload: %d %s, want %d", kid, rec.Code, rec.Body, want)
+		}
+	}
+
+	write([]byte(`{"keys": [`)) // half written, or broken: the keys stay as they were
+	at = at.Add(api.JWKSCheckInterval)
+	if !verifies("new", at) || verifies("old", at) {
+		t.Error("a key set file that does not parse changed the keys")
+	}
+	writeKeys("new", "next", "next") // one kid twice is refused on reload too
+	at = at.Add(api.JWKSCheckInterval)
+	if !verifies("new", at) || verifies("next", at) {
+		t.Error("a key set file naming one kid twice was taken")
+	}
+	writeKeys("new", "next")
+	at = at.Add(api.JWKSCheckInterval)
+	if !verifies("new", at) || !verifies("next", at) {
+		t.Error("a key added to the file does not verify after the reload")
 	}
 }

@@ -130,6 +130,9 @@ type Config struct {
 	// (see CheckoutSecret): the first signs, any verifies, so a key can be rotated. Empty:
 	// DevCheckoutSecretKey, which only the local stack and tests may use.
 	CheckoutSecretKeys []string
+	// CheckoutSecretGrace is how long after its checkout ended a checkout secret still opens
+	// it; 0 is DefaultCheckoutSecretGrace.
+	CheckoutSecretGrace time.Duration
 }
 
 // DefaultMaxPaymentTimeoutSeconds is one hour: a client cannot hold a flash sale's units for a
@@ -219,6 +222,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	cfg.IdentityTokens.useLogger(deps.Logger)
 	if cfg.MaxStartingCheckouts <= 0 {
 		cfg.MaxStartingCheckouts = DefaultMaxStartingCheckouts
 	}
@@ -242,6 +246,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 		cfg.WaitingPerCustomer = DefaultWaitingPerCustomer
 	case cfg.WaitingPerCustomer < 0:
 		cfg.WaitingPerCustomer = 0 // no cap
+	}
+	if cfg.CheckoutSecretGrace <= 0 {
+		cfg.CheckoutSecretGrace = DefaultCheckoutSecretGrace
 	}
 	if len(cfg.CheckoutSecretKeys) == 0 {
 		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}
@@ -301,6 +308,11 @@ func NewServer(cfg Config, deps Deps) *Server {
 	v1.POST("/checkouts", s.startCheckout, s.requireClient, s.limitCheckouts, middleware.BodyLimit(checkoutBodyLimit), s.requireIdentity, requireJSON)
 	v1.GET("/checkouts/:cart_id", s.getCheckout, s.requireClient, s.limitAddress)
 	v1.POST("/checkouts/:cart_id/cancel", s.cancelCheckout, s.requireClient, s.limitAddress, requireJSON)
+	// The webhooks are not counted per address: a provider sends every shop's events from a
+	// few addresses, so a budget sized for a buyer would refuse payments during a sale (and
+	// Stripe then backs off for hours, past the checkouts' payment timeouts), and one sized
+	// for a provider bounds nothing that one HMAC per secret over at most webhookBodyLimit
+	// costs. docs/security.md says to allow only the providers' addresses at the edge.
 	v1.POST("/webhooks/stripe", s.stripeWebhook, middleware.BodyLimit(webhookBodyLimit))
 	v1.POST("/webhooks/standard/:provider", s.standardWebhook, middleware.BodyLimit(webhookBodyLimit))
 

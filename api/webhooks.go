@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -216,11 +218,16 @@ func (s *Server) startRefund(ctx context.Context, rec shop.CheckoutRecord, p sho
 }
 
 // verifyStripe accepts a signature made with any of the configured secrets, so a secret can
-// be rotated without dropping events.
+// be rotated without dropping events, and made within the tolerance of now, before or after.
+// stripe-go judges only the age: a signature made for a later time would verify until then
+// plus the tolerance, so a captured one could be replayed for as long as its maker chose.
 func (s *Server) verifyStripe(payload []byte, header string) bool {
 	tolerance := s.cfg.StripeWebhookTolerance
 	if tolerance == 0 {
 		tolerance = DefaultWebhookTolerance
+	}
+	if at, ok := stripeSignedAt(header); !ok || time.Until(at) > tolerance {
+		return false
 	}
 	for _, secret := range s.cfg.StripeWebhookSecrets {
 		err := webhook.ValidatePayloadWithTolerance(payload, header, secret, tolerance)
@@ -232,4 +239,24 @@ func (s *Server) verifyStripe(payload []byte, header string) bool {
 		}
 	}
 	return false
+}
+
+// stripeSignedAt is the time a Stripe-Signature header says it was signed (t=), read as
+// stripe-go reads it: comma-separated key=value pairs, the last t winning, since that is the
+// one its signature check signs with. false without a t that parses.
+func stripeSignedAt(header string) (time.Time, bool) {
+	var at time.Time
+	found := false
+	for _, pair := range strings.Split(header, ",") {
+		key, value, _ := strings.Cut(pair, "=")
+		if key != "t" {
+			continue
+		}
+		sec, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return time.Time{}, false
+		}
+		at, found = time.Unix(sec, 0), true
+	}
+	return at, found
 }

@@ -81,6 +81,11 @@ func TestStripeWebhookRefusesBadSignaturesAndRecordsNothing(t *testing.T) {
 		{"signature of another body with the rotated secret", tampered, sign(ev, "whsec_b", now), "invalid_signature"},
 		{"stale timestamp", ev, sign(ev, "whsec_a", now.Add(-10*time.Minute)), "invalid_signature"},
 		{"stale timestamp, second secret", ev, sign(ev, "whsec_b", now.Add(-10*time.Minute)), "invalid_signature"},
+		// stripe-go judges only a signature's age: one made for a time 10 minutes ahead would
+		// verify until then plus the tolerance.
+		{"timestamp 10 minutes ahead", ev, sign(ev, "whsec_a", now.Add(10*time.Minute)), "invalid_signature"},
+		{"timestamp 10 minutes ahead, second secret", ev, sign(ev, "whsec_b", now.Add(10*time.Minute)), "invalid_signature"},
+		{"timestamp a day ahead", ev, sign(ev, "whsec_a", now.Add(24*time.Hour)), "invalid_signature"},
 		{"signed but not JSON", notJSON, sign(notJSON, "whsec_a", now), "invalid_payload"},
 		{"signed event without an id", noID, sign(noID, "whsec_b", now), "invalid_payload"},
 		{"signed event with malformed metadata", badMetadata, sign(badMetadata, "whsec_a", now), "invalid_payload"},
@@ -147,6 +152,16 @@ func TestStripeWebhookRecordsEventsThatNeedNoSaga(t *testing.T) {
 		}
 		if disp, _, _ := h.disposition(t, id); disp != "orphan" {
 			t.Errorf("disposition after repeats = %q, want orphan", disp)
+		}
+	})
+
+	t.Run("signed by a clock a minute ahead, within the tolerance", func(t *testing.T) {
+		id := testenv.RandomID("evt_")
+		ev := stripeEvent(id, "charge.succeeded", nil)
+		rec := h.do(t, request{method: http.MethodPost, path: "/v1/webhooks/stripe", body: bytes.NewReader(ev),
+			header: map[string]string{"Stripe-Signature": sign(ev, "whsec_a", time.Now().Add(time.Minute))}})
+		if rec.Code != http.StatusOK {
+			t.Errorf("status = %d, want 200; body %s", rec.Code, rec.Body)
 		}
 	})
 

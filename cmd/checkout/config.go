@@ -81,6 +81,9 @@ type config struct {
 	// CheckoutSecretKeys: CHECKOUT_SECRET_KEY, the keys of the buyers' checkout secrets,
 	// comma-separated during a rotation (the first signs, any verifies)
 	CheckoutSecretKeys []string
+	// CheckoutSecretGrace: CHECKOUT_SECRET_GRACE_DAYS, how long after its checkout ended a
+	// checkout secret still opens it
+	CheckoutSecretGrace time.Duration
 	// MaxOpenPerCustomer: MAX_OPEN_CHECKOUTS_PER_CUSTOMER, a customer's open checkouts (0: no cap)
 	MaxOpenPerCustomer int64
 	TemporalCLI        string        // TEMPORAL_CLI: the dev server binary (dev only)

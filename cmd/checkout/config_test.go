@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/checkout-saga/checkout-saga/store"
 )
@@ -257,5 +258,31 @@ func TestEverySettingHasOneNameADocAndAValidDefault(t *testing.T) {
 				t.Errorf("%s: default %q (dev %v) is refused: %v", s.name, s.defaultFor(dev), dev, err)
 			}
 		}
+	}
+}
+
+// CHECKOUT_SECRET_GRACE_DAYS reaches the API in days, 30 unless set, and a value out of its
+// bounds is refused by name.
+func TestCheckoutSecretGraceIsReadInDays(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		days  int
+		ok    bool
+	}{
+		{"", 30, true},
+		{"7", 7, true},
+		{"0", 0, false},
+		{"forever", 0, false},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Setenv("CHECKOUT_SECRET_GRACE_DAYS", tt.value)
+			cfg, err := loadConfig(true)
+			switch {
+			case tt.ok && (err != nil || cfg.CheckoutSecretGrace != time.Duration(tt.days)*24*time.Hour):
+				t.Errorf("grace %s, %v; want %d days", cfg.CheckoutSecretGrace, err, tt.days)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), "CHECKOUT_SECRET_GRACE_DAYS")):
+				t.Errorf("loadConfig = %v, want an error naming CHECKOUT_SECRET_GRACE_DAYS", err)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -50,17 +51,26 @@ func runDev(ctx context.Context, cfg config) error {
 	errc := make(chan error, 2)
 	go func() { errc <- serveWorker(ctx, cfg, d) }()
 	go func() { errc <- serveAPI(ctx, cfg, d) }()
-	logger.Info("local stack ready",
-		"api", "http://"+cfg.APIAddr, "temporal_ui", cfg.TemporalUIURL,
-		"admin_token", cfg.AdminToken, "stripe_webhook_secret", "(local dev secret)")
-	fmt.Fprintf(os.Stderr, "\n  API          http://%s\n  Temporal UI  %s\n  Admin token  %s\n  Press Ctrl-C to stop.\n\n",
-		cfg.APIAddr, cfg.TemporalUIURL, cfg.AdminToken)
+	announceDev(os.Stderr, logger, cfg)
 	err = <-errc
 	if ctx.Err() == nil {
 		return err // one half stopped on its own
 	}
 	<-errc
 	return nil
+}
+
+// announceDev logs that the local stack is ready, and prints where to reach it to w. It names
+// where the admin token comes from, never the token: one set in ADMIN_TOKEN (required when
+// the stack listens beyond loopback) is a real secret, and logs and terminals get copied.
+func announceDev(w io.Writer, logger *slog.Logger, cfg config) {
+	token := "ADMIN_TOKEN (set in the environment)"
+	if cfg.AdminToken == devAdminToken {
+		token = "the local stack's (README, \"make run\")"
+	}
+	logger.Info("local stack ready", "api", "http://"+cfg.APIAddr, "temporal_ui", cfg.TemporalUIURL, "admin_token", token)
+	fmt.Fprintf(w, "\n  API          http://%s\n  Temporal UI  %s\n  Admin token  %s\n  Press Ctrl-C to stop.\n\n",
+		cfg.APIAddr, cfg.TemporalUIURL, token)
 }
 
 // startDevServer starts `temporal server start-dev` from the pinned build, unless a Temporal

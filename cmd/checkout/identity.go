@@ -3,7 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"strconv"
+	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
 )
@@ -26,14 +27,24 @@ var identitySettings = map[string]string{
 	"algorithms":  "IDENTITY_JWT_ALGORITHMS",
 	"issuer":      "IDENTITY_JWT_ISSUER",
 	"audience":    "IDENTITY_JWT_AUDIENCE",
+	"max_age":     "IDENTITY_JWT_MAX_AGE_SECONDS",
+	"type":        "IDENTITY_JWT_TYPE",
 }
+
+// The bounds of IDENTITY_JWT_MAX_AGE_SECONDS: a minute leaves a login's clock and a slow
+// page some room; a day is already far beyond an access token's life.
+const (
+	minIdentityMaxAge = time.Minute
+	maxIdentityMaxAge = 24 * time.Hour
+)
 
 // identityEnv are the variables of the identity mode, as set: IDENTITY_MODE and, in browser
 // mode, how the identity tokens are verified: IDENTITY_JWT_HMAC_SECRET (a secret shared with
-// the shop's login) or IDENTITY_JWKS_FILE (a JSON Web Key Set of its public keys, read once at
-// start), IDENTITY_JWT_ALGORITHMS, IDENTITY_JWT_ISSUER and IDENTITY_JWT_AUDIENCE.
+// the shop's login) or IDENTITY_JWKS_FILE (a JSON Web Key Set of its public keys, read again
+// when it changes), IDENTITY_JWT_ALGORITHMS, IDENTITY_JWT_ISSUER, IDENTITY_JWT_AUDIENCE,
+// IDENTITY_JWT_MAX_AGE_SECONDS and IDENTITY_JWT_TYPE.
 type identityEnv struct {
-	mode, hmacSecret, jwksFile, algorithms, issuer, audience string
+	mode, hmacSecret, jwksFile, algorithms, issuer, audience, maxAge, typ string
 }
 
 // readIdentity returns the identity mode and, in browser mode, its token verifier.
@@ -43,13 +54,14 @@ func readIdentity(env identityEnv, clientTokens bool) (string, *api.IdentityVeri
 	mode, secret, jwksFile := env.mode, env.hmacSecret, env.jwksFile
 	settings := api.IdentitySettings{
 		HMACSecret: []byte(secret), Algorithms: list(env.algorithms),
-		Issuer: env.issuer, Audience: env.audience,
+		Issuer: env.issuer, Audience: env.audience, JWKSFile: jwksFile, Type: env.typ,
 	}
 	switch mode {
 	case "", identityServer:
 		var errs []error
 		for _, set := range []struct{ name, v string }{{"IDENTITY_JWT_HMAC_SECRET", secret}, {"IDENTITY_JWKS_FILE", jwksFile},
-			{"IDENTITY_JWT_ALGORITHMS", env.algorithms}, {"IDENTITY_JWT_ISSUER", env.issuer}, {"IDENTITY_JWT_AUDIENCE", env.audience}} {
+			{"IDENTITY_JWT_ALGORITHMS", env.algorithms}, {"IDENTITY_JWT_ISSUER", env.issuer}, {"IDENTITY_JWT_AUDIENCE", env.audience},
+			{"IDENTITY_JWT_MAX_AGE_SECONDS", env.maxAge}, {"IDENTITY_JWT_TYPE", env.typ}} {
 			if set.v != "" {
 				errs = append(errs, fmt.Errorf("%s is set, but IDENTITY_MODE is %q: identity tokens are verified in browser mode only", set.name, mode))
 			}
@@ -69,12 +81,14 @@ func readIdentity(env identityEnv, clientTokens bool) (string, *api.IdentityVeri
 		return "", nil, errors.New("IDENTITY_MODE=browser: set IDENTITY_JWT_HMAC_SECRET (a secret shared with the shop's login) or IDENTITY_JWKS_FILE (a JSON Web Key Set of its public keys)")
 	case secret != "" && jwksFile != "":
 		return "", nil, errors.New("IDENTITY_JWT_HMAC_SECRET and IDENTITY_JWKS_FILE: set one, not both")
-	case jwksFile != "":
-		raw, err := os.ReadFile(jwksFile)
-		if err != nil {
-			return "", nil, fmt.Errorf("IDENTITY_JWKS_FILE: %w", err)
+	}
+	settings.MaxAge = api.DefaultIdentityTokenMaxAge
+	if v := env.maxAge; v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < int64(minIdentityMaxAge/time.Second) || n > int64(maxIdentityMaxAge/time.Second) {
+			return "", nil, fmt.Errorf("IDENTITY_JWT_MAX_AGE_SECONDS=%q: must be an integer from %d to %d", v, int64(minIdentityMaxAge/time.Second), int64(maxIdentityMaxAge/time.Second))
 		}
-		settings.JWKS = raw
+		settings.MaxAge = time.Duration(n) * time.Second
 	}
 	v, err := api.NewIdentityVerifier(settings)
 	var bad *api.IdentitySettingError

@@ -15,7 +15,7 @@ import (
 
 // identityVariables are every variable readIdentity reads, cleared before each case.
 var identityVariables = []string{"IDENTITY_MODE", "CLIENT_TOKENS", "IDENTITY_JWT_HMAC_SECRET", "IDENTITY_JWKS_FILE",
-	"IDENTITY_JWT_ALGORITHMS", "IDENTITY_JWT_ISSUER", "IDENTITY_JWT_AUDIENCE"}
+	"IDENTITY_JWT_ALGORITHMS", "IDENTITY_JWT_ISSUER", "IDENTITY_JWT_AUDIENCE", "IDENTITY_JWT_MAX_AGE_SECONDS", "IDENTITY_JWT_TYPE"}
 
 // keySetFiles writes a JSON Web Key Set of one public key, and one holding its private key.
 func keySetFiles(t *testing.T) (public, private string) {
@@ -37,6 +37,28 @@ func keySetFiles(t *testing.T) (public, private string) {
 		return path
 	}
 	return write("jwks.json", &key.PublicKey), write("private.json", key)
+}
+
+// oneKidTwiceFile writes a JSON Web Key Set of two public keys under one kid.
+func oneKidTwiceFile(t *testing.T) string {
+	t.Helper()
+	var set jose.JSONWebKeySet
+	for range 2 {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: &key.PublicKey, KeyID: "login-1", Use: "sig"})
+	}
+	raw, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // `checkout api` serves in one of two identity modes and refuses to start in neither, or in
@@ -80,6 +102,12 @@ func TestAPIRefusesToStartWithoutAnIdentityMode(t *testing.T) {
 		{"browser with a missing key set file", with(browser, "IDENTITY_JWT_HMAC_SECRET", "", "IDENTITY_JWKS_FILE", filepath.Join(t.TempDir(), "none.json")), "IDENTITY_JWKS_FILE"},
 		{"browser with a private key in the key set", with(browser, "IDENTITY_JWT_HMAC_SECRET", "", "IDENTITY_JWKS_FILE", privateJWKS), "IDENTITY_JWKS_FILE"},
 		{"browser and client tokens", with(browser, "CLIENT_TOKENS", server["CLIENT_TOKENS"]), "CLIENT_TOKENS"},
+		{"browser with a key set naming one kid twice", with(browser, "IDENTITY_JWT_HMAC_SECRET", "", "IDENTITY_JWKS_FILE", oneKidTwiceFile(t)), "IDENTITY_JWKS_FILE"},
+		{"browser with 10-minute access tokens", with(browser, "IDENTITY_JWT_MAX_AGE_SECONDS", "600", "IDENTITY_JWT_TYPE", "at+jwt"), ""},
+		{"browser with tokens of a week", with(browser, "IDENTITY_JWT_MAX_AGE_SECONDS", "604800"), "IDENTITY_JWT_MAX_AGE_SECONDS"},
+		{"browser with tokens of 10 seconds", with(browser, "IDENTITY_JWT_MAX_AGE_SECONDS", "10"), "IDENTITY_JWT_MAX_AGE_SECONDS"},
+		{"browser with an empty media type", with(browser, "IDENTITY_JWT_TYPE", "application/"), "IDENTITY_JWT_TYPE"},
+		{"server with a token type", with(server, "IDENTITY_JWT_TYPE", "at+jwt"), "IDENTITY_JWT_TYPE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range realSecrets {

@@ -351,6 +351,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		MaxWaitsPerAddress:           int(cfg.MaxWaitsPerAddress),
 		MaxWaits:                     int(cfg.MaxWaits),
 		CheckoutSecretKeys:           cfg.CheckoutSecretKeys,
+		CheckoutSecretGrace:          cfg.CheckoutSecretGrace,
 	}, api.Deps{
 		// The limiter's script calls of concurrent requests share round trips.
 		RateLimits: &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(d.rdb)),

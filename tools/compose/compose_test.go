@@ -69,6 +69,7 @@ func composeEnv() map[string]string {
 		"STRIPE_WEBHOOK_SECRET": "whsec_test_secret",
 		"CHECKOUT_SECRET_KEY":   "test-checkout-secret-key-0123456789abcdef",
 		"CLIENT_TOKENS":         "shop=test-client-token-0123456789",
+		"POSTGRES_PASSWORD":     "test-postgres-password",
 	}
 }
 
@@ -314,17 +315,25 @@ func checkAPI(t *testing.T, api types.ServiceConfig) {
 	}
 	// The secrets come from the caller's environment, never from the file.
 	for key, want := range composeEnv() {
+		if key == "POSTGRES_PASSWORD" {
+			continue // the binary gets it inside DATABASE_URL
+		}
 		if got := env(t, api, key); got != want {
 			t.Errorf("%s %s = %q, want the caller's value %q", api.Name, key, got, want)
 		}
+	}
+	if got, want := env(t, api, "DATABASE_URL"), "postgres://postgres:"+composeEnv()["POSTGRES_PASSWORD"]+"@"; !strings.HasPrefix(got, want) {
+		t.Errorf("%s DATABASE_URL = %q, want it to begin %q (the caller's password)", api.Name, got, want)
 	}
 	if got := env(t, api, "API_METRICS_ADDR"); got != "0.0.0.0:9090" {
 		t.Errorf("%s API_METRICS_ADDR = %q, want 0.0.0.0:9090 (metrics are off the public port)", api.Name, got)
 	}
 }
 
+// Every secret has no default: a template copied into production with a default password
+// runs with it. POSTGRES_PASSWORD is one too.
 func TestComposeRequiresSecrets(t *testing.T) {
-	for _, secret := range []string{"ADMIN_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHECKOUT_SECRET_KEY"} {
+	for _, secret := range []string{"ADMIN_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHECKOUT_SECRET_KEY", "POSTGRES_PASSWORD"} {
 		for _, value := range []string{"unset", "empty"} {
 			t.Run(secret+" "+value, func(t *testing.T) {
 				environment := composeEnv()
