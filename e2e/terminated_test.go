@@ -65,6 +65,39 @@ func TestATerminatedSagaIsSettledByOneReconcileRun(t *testing.T) {
 	}
 }
 
+// A payment webhook that meets a terminated saga settles its checkout itself: the checkout
+// ends, its hold is released and the payment is refunded once, with no reconciler run.
+func TestAWebhookThatMeetsATerminatedSagaSettlesItsCheckout(t *testing.T) {
+	t.Parallel()
+	s := newPayStack(t)
+	ctx := t.Context()
+	id := "c-term-hook-" + testenv.RandomID("")
+	s.openCheckout(t, id, 600)
+	if err := s.temporal.TerminateWorkflow(ctx, shop.WorkflowID(id), "", "support pressed Terminate"); err != nil {
+		t.Fatal(err)
+	}
+
+	pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
+	if _, st := s.sendStripe(t, s.api, stripeEvent("evt_1_"+id, "payment_intent.succeeded", id, pi, unitPrice)); st != shop.DispositionLate {
+		t.Fatalf("payment for the terminated saga answered %q, want late_refund", st)
+	}
+	if st, orders := s.pgStatus(t, id); st != string(shop.StatusFailed) || orders != 0 {
+		t.Fatalf("after the webhook the checkout is %s with %d orders, want failed", st, orders)
+	}
+	if s.holds(t, id) {
+		t.Fatalf("after the webhook the ended checkout still holds %s", s.sku)
+	}
+	if v := s.waitRefund(t, pi); v.Status != workflows.RefundRefunded {
+		t.Fatalf("refund of the payment ended %+v, want refunded", v)
+	}
+	if n := s.refundsOf(pi); n != 1 {
+		t.Fatalf("%d refunds of the payment, want one", n)
+	}
+	if v := s.view(t, id); v.Status != shop.StatusFailed {
+		t.Fatalf("the settled checkout reads %s, want failed", v.Status)
+	}
+}
+
 // holds reports whether the checkout holds the stack's SKU in Redis.
 func (s *payStack) holds(t *testing.T, checkoutID string) bool {
 	t.Helper()
