@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +67,8 @@ func TestATerminatedSagaIsSettledByOneReconcileRun(t *testing.T) {
 }
 
 // A payment webhook that meets a terminated saga settles its checkout itself: the checkout
-// ends, its hold is released and the payment is refunded once, with no reconciler run.
+// ends, its hold is released and the payment is refunded once, with no reconciler run. Until
+// then the view does not claim that nothing is held.
 func TestAWebhookThatMeetsATerminatedSagaSettlesItsCheckout(t *testing.T) {
 	t.Parallel()
 	s := newPayStack(t)
@@ -75,6 +77,9 @@ func TestAWebhookThatMeetsATerminatedSagaSettlesItsCheckout(t *testing.T) {
 	s.openCheckout(t, id, 600)
 	if err := s.temporal.TerminateWorkflow(ctx, shop.WorkflowID(id), "", "support pressed Terminate"); err != nil {
 		t.Fatal(err)
+	}
+	if v := s.view(t, id); s.holds(t, id) && v.Reason != nil && strings.Contains(*v.Reason, "nothing is held") {
+		t.Errorf("the view of a terminated checkout that holds %s reads %q", s.sku, *v.Reason)
 	}
 
 	pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
