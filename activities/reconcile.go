@@ -14,6 +14,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // ReconcileStockInput tunes a reconciliation run.
@@ -272,9 +273,33 @@ func (a *Activities) endLeftoverHold(ctx context.Context, sku, checkoutID, statu
 	return note, nil
 }
 
-// reconcileHolds ends the holds of checkouts that ended in Postgres, once their saga is
-// closed or grace has passed since the end: until then a running saga is still releasing or
-// committing them itself.
+// holdFate is what the reconciler does with a checkout's hold.
+type holdFate int
+
+const (
+	holdLeft    holdFate = iota // left to its saga, which holds it or is still ending it
+	holdUnknown                 // Postgres does not know the checkout: reported, left alone
+	holdEnd                     // ended now: committed (confirmed checkouts) or released
+)
+
+// fateOfHold decides a checkout's hold. A live checkout's hold is its saga's (endAbandoned
+// already settled those whose saga is closed). An ended checkout's hold is ended once grace
+// has passed since the end, or at once when its saga is closed: a running saga may still be
+// ending it itself, a closed one will never act again. sagaClosed asks Temporal, only for
+// an end younger than grace.
+func fateOfHold(end store.CheckoutEnd, known bool, now time.Time, grace time.Duration, sagaClosed func() bool) holdFate {
+	switch {
+	case !known:
+		return holdUnknown
+	case end.EndedAt == nil:
+		return holdLeft
+	case now.Sub(*end.EndedAt) >= grace || sagaClosed():
+		return holdEnd
+	}
+	return holdLeft
+}
+
+// reconcileHolds ends the holds of checkouts that ended in Postgres, as fateOfHold decides.
 func (a *Activities) reconcileHolds(ctx context.Context, sku string, run *reconcileRun, res *ReconcileStockResult) error {
 	holds, err := a.Stock.Holds(ctx, sku)
 	if err != nil || len(holds) == 0 {
@@ -305,16 +330,15 @@ func (a *Activities) reconcileHolds(ctx context.Context, sku string, run *reconc
 			continue
 		}
 		end, known := ends[h.CheckoutID]
-		switch {
-		case !known:
+		switch fateOfHold(end, known, time.Now(), run.grace, func() bool {
+			_, closed := run.sagaClosed(ctx, h.CheckoutID)
+			return closed
+		}) {
+		case holdUnknown:
 			res.Unexplained = append(res.Unexplained, fmt.Sprintf("%s: %d held by %s, a checkout Postgres does not know", sku, h.Quantity, h.CheckoutID))
 			continue
-		case end.EndedAt == nil:
-			continue // live: its saga holds it (endAbandoned settled those whose saga is closed)
-		case time.Since(*end.EndedAt) < run.grace:
-			if _, closed := run.sagaClosed(ctx, h.CheckoutID); !closed {
-				continue // its saga is still cleaning up
-			}
+		case holdLeft:
+			continue
 		}
 		note, err := a.endLeftoverHold(ctx, sku, h.CheckoutID, end.Status)
 		switch {
