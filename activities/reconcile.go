@@ -14,12 +14,14 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 )
 
 // ReconcileStockInput tunes a reconciliation run.
 type ReconcileStockInput struct {
 	// GraceSeconds: a hold whose checkout ended less than this long ago is left to its saga,
-	// which is still releasing or committing it (default 300).
+	// which is still releasing or committing it (default 300). A saga Temporal reports closed
+	// will never act again: its checkout and holds are settled at once, whatever the grace.
 	GraceSeconds int64 `json:"grace_seconds"`
 }
 
@@ -28,17 +30,20 @@ type ReconcileStockResult struct {
 	SKUs        int      `json:"skus"`
 	Corrections []string `json:"corrections"`
 	Unexplained []string `json:"unexplained"`
+	// Refunds are the successful payments of the checkouts this run ended (their saga closed
+	// without an end), routed to refunds in Postgres: the workflow starts their refunds.
+	Refunds []shop.StaleOrphan `json:"refunds,omitempty"`
 }
 
-// ReconcileStock first ends the checkouts whose saga is gone without an end (endAbandoned),
-// then compares Redis with Postgres for every SKU and repairs drift in the safe
-// direction: a hold whose checkout ended (in Postgres) long ago is committed (confirmed
-// checkouts) or released (every other end); an operator's change whose Redis step did not
-// finish is finished (or undone, if Postgres never recorded it); then every open checkout is
-// counted as holding, lost holds are restored, and available is recomputed as
-// on_hand - held (lua/reconcile.lua). A SKU Redis lost is rebuilt. Each correction is
-// appended to the inventory ledger. A hold whose checkout Postgres does not know is left
-// alone and reported as unexplained, for support.
+// ReconcileStock first settles the checkouts whose saga is closed without an end
+// (endAbandoned), then compares Redis with Postgres for every SKU and repairs drift in the
+// safe direction: a hold whose checkout ended (in Postgres) is committed (confirmed
+// checkouts) or released (every other end), once its saga is closed or grace has passed; an
+// operator's change whose Redis step did not finish is finished (or undone, if Postgres never
+// recorded it); then every open checkout is counted as holding, lost holds are restored, and
+// available is recomputed as on_hand - held (lua/reconcile.lua). A SKU Redis lost is
+// rebuilt. Each correction is appended to the inventory ledger. A hold whose checkout
+// Postgres does not know is left alone and reported as unexplained, for support.
 func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput) (ReconcileStockResult, error) {
 	grace := time.Duration(in.GraceSeconds) * time.Second
 	if grace <= 0 {
@@ -49,12 +54,13 @@ func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput)
 		return ReconcileStockResult{}, err
 	}
 	res := ReconcileStockResult{SKUs: len(skus)}
-	if err := a.endAbandoned(ctx, grace, &res); err != nil {
+	run := &reconcileRun{a: a, grace: grace, sagas: map[string]string{}}
+	if err := a.endAbandoned(ctx, run, &res); err != nil {
 		return res, err
 	}
 	for _, sku := range skus {
 		activity.RecordHeartbeat(ctx, sku)
-		if err := a.reconcileHolds(ctx, sku, grace, &res); err != nil {
+		if err := a.reconcileHolds(ctx, sku, run, &res); err != nil {
 			return res, err
 		}
 		note, err := a.Store.ResyncStock(ctx, a.Stock, sku)
@@ -74,51 +80,227 @@ func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput)
 	return res, nil
 }
 
-// abandonedBatch bounds the open checkouts one reconciler run asks Temporal about; the
-// next run (every few minutes) takes the rest.
-const abandonedBatch = 500
+// reconcileRun is what one reconciliation run knows: its grace, and what Temporal said of
+// each saga it asked about.
+type reconcileRun struct {
+	a     *Activities
+	grace time.Duration
+	sagas map[string]string // checkout id -> sagaStatus, "" when Temporal could not say
+}
 
-// endAbandoned records an end for every checkout open in Postgres for longer than grace whose
-// saga is no longer running (terminated from the Web UI, dropped at the server's history
-// limit, or gone with its retention): nobody else would ever end it, release its holds or
-// refund its payments. See store.Store.EndAbandoned; the SKU loop then releases its holds.
-func (a *Activities) endAbandoned(ctx context.Context, grace time.Duration, res *ReconcileStockResult) error {
+// sagaClosed reports whether the saga of checkoutID will never act again, and how Temporal
+// names its state, asking once per run. A saga Temporal cannot answer for may still act: its
+// grace holds.
+func (r *reconcileRun) sagaClosed(ctx context.Context, checkoutID string) (status string, closed bool) {
+	status, ok := r.sagas[checkoutID]
+	if !ok {
+		var err error
+		if status, err = r.a.sagaStatus(ctx, checkoutID); err != nil {
+			activity.GetLogger(ctx).Warn("describe saga", "checkout_id", checkoutID, "error", err)
+		}
+		r.sagas[checkoutID] = status
+	}
+	return status, status != "" && status != sagaRunning
+}
+
+// abandonedPage is how many open checkouts the reconciler reads at once; it asks Temporal
+// about every open checkout, a page at a time.
+const abandonedPage = 500
+
+// endAbandoned settles every checkout open in Postgres whose saga is closed without having
+// recorded an end (terminated from the Web UI, reset past its end, timed out, dropped at the
+// server's history limit, or gone with its retention): nobody else would ever end it, release
+// its holds or refund its payments, and nothing needs to wait for a saga that will never act
+// again. See settle. A checkout whose saga Temporal cannot answer for is left for the next
+// run.
+func (a *Activities) endAbandoned(ctx context.Context, run *reconcileRun, res *ReconcileStockResult) error {
 	if a.Temporal == nil {
 		return nil
 	}
-	ids, err := a.Store.OpenCheckoutsOlderThan(ctx, grace, abandonedBatch)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		activity.RecordHeartbeat(ctx, id)
-		d, err := a.Temporal.DescribeWorkflowExecution(ctx, shop.WorkflowID(id), "")
-		var notFound *serviceerror.NotFound
-		status := "gone"
-		switch {
-		case errors.As(err, &notFound):
-		case err != nil:
-			return fmt.Errorf("describe saga of checkout %s: %w", id, err)
-		case d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-			continue
-		default:
-			status = strings.ToLower(strings.TrimPrefix(d.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
-		}
-		reason := "its saga is " + status + " without having recorded an end; ended by the reconciler"
-		ended, err := a.Store.EndAbandoned(ctx, id, reason)
+	after := ""
+	for {
+		ids, err := a.Store.OpenCheckouts(ctx, after, abandonedPage)
 		if err != nil {
 			return err
 		}
-		if ended {
-			metrics.Outcomes.WithLabelValues(string(shop.StatusFailed)).Inc()
-			res.Corrections = append(res.Corrections, fmt.Sprintf("reconcile: checkout %s ended failed: %s", id, reason))
+		for _, id := range ids {
+			activity.RecordHeartbeat(ctx, id)
+			status, closed := run.sagaClosed(ctx, id)
+			if !closed {
+				continue
+			}
+			s, err := a.settle(ctx, id, status)
+			if err != nil {
+				return err
+			}
+			res.Corrections = append(res.Corrections, s.Corrections...)
+			res.Unexplained = append(res.Unexplained, s.Unexplained...)
+			res.Refunds = append(res.Refunds, s.Refunds...)
 		}
+		if len(ids) < abandonedPage {
+			return nil
+		}
+		after = ids[len(ids)-1]
 	}
-	return nil
 }
 
-// reconcileHolds ends the holds of checkouts that ended in Postgres more than grace ago.
-func (a *Activities) reconcileHolds(ctx context.Context, sku string, grace time.Duration, res *ReconcileStockResult) error {
+// sagaRunning is sagaStatus's answer for a saga that may still act.
+const sagaRunning = "running"
+
+// sagaStatus is how Temporal names the state of the saga of checkoutID: "running",
+// "gone" (no execution: retention dropped it), or how its latest run closed ("terminated",
+// "timed_out", "completed", ...). A reset's new run is the latest, so it counts as running.
+func (a *Activities) sagaStatus(ctx context.Context, checkoutID string) (string, error) {
+	if a.Temporal == nil {
+		return "", errors.New("no temporal client")
+	}
+	d, err := a.Temporal.DescribeWorkflowExecution(ctx, shop.WorkflowID(checkoutID), "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return "gone", nil
+	case err != nil:
+		return "", fmt.Errorf("describe saga of checkout %s: %w", checkoutID, err)
+	}
+	status := d.GetWorkflowExecutionInfo().GetStatus()
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return sagaRunning, nil
+	}
+	return strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")), nil
+}
+
+// SettleCheckoutInput names the checkout whose saga a webhook found closed.
+type SettleCheckoutInput struct {
+	CheckoutID string `json:"checkout_id"`
+}
+
+// SettleCheckoutResult is what a settlement found and did.
+type SettleCheckoutResult struct {
+	// Saga is how Temporal named the saga's state (sagaStatus); "running" settles nothing.
+	Saga string `json:"saga"`
+	// Ended: this settlement recorded the checkout's end.
+	Ended       bool     `json:"ended"`
+	Corrections []string `json:"corrections,omitempty"`
+	Unexplained []string `json:"unexplained,omitempty"`
+	// Refunds are the payments routed to refunds in Postgres: the caller starts them.
+	Refunds []shop.StaleOrphan `json:"refunds,omitempty"`
+}
+
+// SettleCheckout settles one checkout whose saga is closed without an end, as the
+// reconciler does (settle): a payment webhook that meets such a saga need not wait for the
+// next run. A saga that may still act is left alone.
+func (a *Activities) SettleCheckout(ctx context.Context, in SettleCheckoutInput) (SettleCheckoutResult, error) {
+	status, err := a.sagaStatus(ctx, in.CheckoutID)
+	if err != nil || status == sagaRunning {
+		return SettleCheckoutResult{Saga: status}, err
+	}
+	return a.settle(ctx, in.CheckoutID, status)
+}
+
+// settle ends a checkout whose saga is closed (status names how) without the wait a live
+// saga gets: it records the end failed unless Postgres has one (store.Store.EndAbandoned,
+// which also routes its unclaimed payments to refunds), then releases its holds. Releasing
+// leaves a tombstone, so a reserve the stopped saga still had in flight is refused. A
+// checkout whose confirm, in flight as its saga stopped, won the race keeps its holds for
+// the reconciler to commit.
+func (a *Activities) settle(ctx context.Context, checkoutID, status string) (SettleCheckoutResult, error) {
+	res := SettleCheckoutResult{Saga: status}
+	reason := "its saga is " + status + " without having recorded an end; ended, its holds released and its payments refunded without it"
+	ended, refunds, err := a.Store.EndAbandoned(ctx, checkoutID, reason)
+	if err != nil {
+		return res, err
+	}
+	res.Ended, res.Refunds = ended, refunds
+	if ended {
+		metrics.Outcomes.WithLabelValues(string(shop.StatusFailed)).Inc()
+		res.Corrections = append(res.Corrections, fmt.Sprintf("reconcile: checkout %s ended failed: %s", checkoutID, reason))
+	}
+	rec, err := a.Store.Checkout(ctx, checkoutID)
+	if err != nil {
+		return res, fmt.Errorf("settle checkout %s: %w", checkoutID, err)
+	}
+	if rec.Status == string(shop.StatusConfirmed) {
+		return res, nil // a confirm won the race with the end: reconcileHolds commits its holds
+	}
+	for _, it := range rec.Items {
+		note, err := a.endLeftoverHold(ctx, it.SKU, checkoutID, rec.Status)
+		switch {
+		case errors.Is(err, errHoldNotEnded):
+			res.Unexplained = append(res.Unexplained, note)
+		case err != nil:
+			return res, err
+		case note != "":
+			res.Corrections = append(res.Corrections, note)
+		}
+	}
+	return res, nil
+}
+
+// errHoldNotEnded: a leftover hold that could not be ended (already ended the other way);
+// the note says which, for support.
+var errHoldNotEnded = errors.New("hold could not be ended")
+
+// endLeftoverHold ends what checkoutID, which ended as status in Postgres, still holds of
+// sku: it commits a confirmed checkout's hold and releases any other's, and notes it in the
+// ledger. It answers "" when nothing was held, and when Redis went back in time: every
+// script on the SKU is refused until it is resynced, which ReconcileStock does next, ending
+// the holds of checkouts whose end Postgres recorded (failing here instead would stop every
+// run before that resync, for good once no saga touches the SKU again).
+func (a *Activities) endLeftoverHold(ctx context.Context, sku, checkoutID, status string) (string, error) {
+	var n int64
+	var err error
+	verb := "released"
+	if status == string(shop.StatusConfirmed) {
+		verb = "committed"
+		n, err = a.Stock.Commit(ctx, sku, checkoutID)
+	} else {
+		n, err = a.Stock.Release(ctx, sku, checkoutID)
+	}
+	switch {
+	case errors.Is(err, lua.ErrRolledBack):
+		return "", nil
+	case errors.Is(err, lua.ErrHoldCommitted) || errors.Is(err, lua.ErrHoldReleased) || errors.Is(err, lua.ErrNoHold):
+		return fmt.Sprintf("%s: hold of %s could not be ended: %v", sku, checkoutID, err), errHoldNotEnded
+	case err != nil:
+		return "", err
+	case n == 0:
+		return "", nil
+	}
+	note := fmt.Sprintf("reconcile: %s the leftover hold of %d x %s by %s checkout %s", verb, n, sku, status, checkoutID)
+	if err := a.Store.LedgerNote(ctx, sku, checkoutID, note); err != nil {
+		return "", err
+	}
+	return note, nil
+}
+
+// holdFate is what the reconciler does with a checkout's hold.
+type holdFate int
+
+const (
+	holdLeft    holdFate = iota // left to its saga, which holds it or is still ending it
+	holdUnknown                 // Postgres does not know the checkout: reported, left alone
+	holdEnd                     // ended now: committed (confirmed checkouts) or released
+)
+
+// fateOfHold decides a checkout's hold. A live checkout's hold is its saga's (endAbandoned
+// already settled those whose saga is closed). An ended checkout's hold is ended once grace
+// has passed since the end, or at once when its saga is closed: a running saga may still be
+// ending it itself, a closed one will never act again. sagaClosed asks Temporal, only for
+// an end younger than grace.
+func fateOfHold(end store.CheckoutEnd, known bool, now time.Time, grace time.Duration, sagaClosed func() bool) holdFate {
+	switch {
+	case !known:
+		return holdUnknown
+	case end.EndedAt == nil:
+		return holdLeft
+	case now.Sub(*end.EndedAt) >= grace || sagaClosed():
+		return holdEnd
+	}
+	return holdLeft
+}
+
+// reconcileHolds ends the holds of checkouts that ended in Postgres, as fateOfHold decides.
+func (a *Activities) reconcileHolds(ctx context.Context, sku string, run *reconcileRun, res *ReconcileStockResult) error {
 	holds, err := a.Stock.Holds(ctx, sku)
 	if err != nil || len(holds) == 0 {
 		return err
@@ -135,7 +317,7 @@ func (a *Activities) reconcileHolds(ctx context.Context, sku string, grace time.
 	}
 	for _, h := range holds {
 		if changeID, isChange := lua.IsChangeHold(h.CheckoutID); isChange {
-			note, err := a.Store.FinishChange(ctx, a.Stock, sku, changeID, grace)
+			note, err := a.Store.FinishChange(ctx, a.Stock, sku, changeID, run.grace)
 			if errors.Is(err, lua.ErrRolledBack) {
 				return nil // ReconcileStock resyncs the SKU next (see below); the next run finishes the change
 			}
@@ -148,40 +330,25 @@ func (a *Activities) reconcileHolds(ctx context.Context, sku string, grace time.
 			continue
 		}
 		end, known := ends[h.CheckoutID]
-		switch {
-		case !known:
+		switch fateOfHold(end, known, time.Now(), run.grace, func() bool {
+			_, closed := run.sagaClosed(ctx, h.CheckoutID)
+			return closed
+		}) {
+		case holdUnknown:
 			res.Unexplained = append(res.Unexplained, fmt.Sprintf("%s: %d held by %s, a checkout Postgres does not know", sku, h.Quantity, h.CheckoutID))
 			continue
-		case end.EndedAt == nil || time.Since(*end.EndedAt) < grace:
-			continue // live, or its saga is still cleaning up
-		}
-		var note string
-		if end.Status == "confirmed" {
-			_, err = a.Stock.Commit(ctx, sku, h.CheckoutID)
-			note = fmt.Sprintf("reconcile: committed the leftover hold of %d x %s by confirmed checkout %s", h.Quantity, sku, h.CheckoutID)
-		} else {
-			_, err = a.Stock.Release(ctx, sku, h.CheckoutID)
-			note = fmt.Sprintf("reconcile: released the leftover hold of %d x %s by %s checkout %s", h.Quantity, sku, end.Status, h.CheckoutID)
-		}
-		if errors.Is(err, lua.ErrRolledBack) {
-			// Redis went back in time (a failover that lost writes). Every script on this SKU
-			// is refused until it is resynced, which ReconcileStock does next: the resync ends
-			// the holds of checkouts whose end Postgres recorded, this one included. Failing
-			// here instead would stop every run before that resync, for good once no saga
-			// touches the SKU again.
-			return nil
-		}
-		if errors.Is(err, lua.ErrHoldCommitted) || errors.Is(err, lua.ErrHoldReleased) || errors.Is(err, lua.ErrNoHold) {
-			res.Unexplained = append(res.Unexplained, fmt.Sprintf("%s: hold of %s could not be ended: %v", sku, h.CheckoutID, err))
+		case holdLeft:
 			continue
 		}
-		if err != nil {
+		note, err := a.endLeftoverHold(ctx, sku, h.CheckoutID, end.Status)
+		switch {
+		case errors.Is(err, errHoldNotEnded):
+			res.Unexplained = append(res.Unexplained, note)
+		case err != nil:
 			return err
+		case note != "":
+			res.Corrections = append(res.Corrections, note)
 		}
-		if err := a.Store.LedgerNote(ctx, sku, h.CheckoutID, note); err != nil {
-			return err
-		}
-		res.Corrections = append(res.Corrections, note)
 	}
 	return nil
 }

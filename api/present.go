@@ -95,6 +95,9 @@ func publicReason(v shop.View) (code, text *string) {
 		c = "payment_failed"
 	case shop.StatusFailed:
 		c, t = "checkout_failed", "the checkout could not be completed; nothing is held and support has been told"
+		if *v.Reason == shop.ReasonUnsettled { // its units may still be held until it is settled
+			t = "the checkout could not be completed; what it holds is being released, any payment refunded, and support has been told"
+		}
 	case shop.StatusConfirmed:
 		c = "confirmed"
 	default: // open: a payment that did not match, being refunded
@@ -141,8 +144,11 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 		return problem(r.status, r.code, r.detail)
 	}
 	if v.Status == shop.StatusFailed {
-		p := problem(http.StatusInternalServerError, "checkout_failed",
-			"the checkout could not be completed and nothing is held; start again with a new cart_id")
+		detail := "the checkout could not be completed and nothing is held; start again with a new cart_id"
+		if v.Reason != nil && *v.Reason == shop.ReasonUnsettled {
+			detail = "the checkout could not be completed; what it holds is being released; start again with a new cart_id"
+		}
+		p := problem(http.StatusInternalServerError, "checkout_failed", detail)
 		if v.Reason != nil {
 			p.cause = errors.New(*v.Reason) // for the log; clients get the stable code
 		}

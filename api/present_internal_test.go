@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
 // The public view never carries an internal error: a failed step's text, or the raw error
@@ -34,5 +35,24 @@ func TestPublicViewHidesInternalErrors(t *testing.T) {
 		if strings.Contains(*got.Reason, "dial tcp") || strings.Contains(got.Attention, "dial tcp") {
 			t.Errorf("%s: the public view shows the internal error: reason %q attention %q", tc.v.Status, *got.Reason, got.Attention)
 		}
+	}
+}
+
+// A checkout Postgres still has open, whose saga closed without an end, may still hold its
+// units until it is settled: its view and the answer to a retried POST never say that
+// nothing is held. Once settled, its record is failed like any other.
+func TestAnUnsettledCheckoutNeverReadsNothingIsHeld(t *testing.T) {
+	s := &Server{}
+	v := shop.ViewFromRecord(shop.CheckoutRecord{CheckoutID: "c-1", Status: shop.RecordOpen})
+	got := s.present(v)
+	if got.Status != shop.StatusFailed || got.ReasonCode == nil || *got.ReasonCode != "checkout_failed" || got.Reason == nil {
+		t.Fatalf("view of an open record whose saga is gone = %+v, want failed with code checkout_failed and a reason", got)
+	}
+	if strings.Contains(*got.Reason, "nothing is held") {
+		t.Errorf("view of an open record whose saga is gone reads %q", *got.Reason)
+	}
+	err := s.answerReservation(nil, workflows.ReservationResult{View: v}, "")
+	if p, ok := err.(*Problem); !ok || p.Code != "checkout_failed" || strings.Contains(p.Detail, "nothing is held") {
+		t.Errorf("a retried POST of that checkout answers %v", err)
 	}
 }

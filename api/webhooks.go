@@ -163,8 +163,10 @@ func (s *Server) recordAndDeliver(c echo.Context, ev verifiedEvent) error {
 
 // deliver signals a payment to its saga. A payment for a checkout nobody knows yet is an
 // orphan: the saga of that checkout claims it when it records the checkout (see
-// store.Store.InsertCheckout), and the orphan sweeper refunds one that no checkout claims in time. A successful payment for a checkout whose saga already finished is routed to
-// a refund: it never confirms units that were released.
+// store.Store.InsertCheckout), and the orphan sweeper refunds one that no checkout claims in
+// time. A checkout Postgres has open whose saga is closed is settled first (settle). A
+// successful payment for a checkout whose saga already finished is routed to a refund: it
+// never confirms units that were released.
 func (s *Server) deliver(ctx context.Context, checkoutID string, p shop.Payment) (string, error) {
 	err := s.Temporal.SignalWorkflow(ctx, shop.WorkflowID(checkoutID), "", workflows.SignalPayment, p)
 	switch {
@@ -180,8 +182,18 @@ func (s *Server) deliver(ctx context.Context, checkoutID string, p shop.Payment)
 	case err != nil:
 		return "", unavailable("postgres", err)
 	case rec.Status == shop.RecordOpen:
-		// Recorded but no saga: one is starting (its record step claims this event) or it
-		// was lost, which the audit reports. Never refund money an open checkout may take.
+		// Recorded, but its saga is closed without having recorded an end (terminated, reset
+		// past its end, timed out) or gone: it will never take this payment. Settle the
+		// checkout now, as the stock reconciler would: it ends, its holds go back, and its
+		// payments, this one included, are routed to refunds.
+		if rec, err = s.settle(ctx, checkoutID); err != nil {
+			return "", err
+		}
+	}
+	switch {
+	case rec.Status == shop.RecordOpen:
+		// Its saga may still act after all (Temporal said so to the settlement): never
+		// refund money an open checkout may take; the orphan sweep waits for it.
 		return shop.DispositionOrphan, nil
 	case p.Outcome != shop.PaymentSucceeded:
 		return shop.DispositionIgnored, nil // a failure for a finished checkout changes nothing
@@ -192,6 +204,31 @@ func (s *Server) deliver(ctx context.Context, checkoutID string, p shop.Payment)
 		return "", err
 	}
 	return shop.DispositionLate, nil
+}
+
+// settle runs the settlement of a checkout whose saga is closed without an end
+// (workflows.SettleCheckout), or joins the one in progress, waits for it and answers the
+// record it leaves. The request's deadline bounds the wait; past it the answer is 503, the
+// provider retries, and the settlement goes on meanwhile.
+func (s *Server) settle(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error) {
+	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.SettleWorkflowID(checkoutID),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "Settle checkout " + checkoutID + ", whose saga closed without an end",
+	}, workflows.SettleCheckout, checkoutID)
+	if err != nil {
+		return shop.CheckoutRecord{}, temporalProblem(err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		return shop.CheckoutRecord{}, temporalProblem(err)
+	}
+	rec, err := s.Records.Checkout(ctx, checkoutID)
+	if err != nil {
+		return shop.CheckoutRecord{}, unavailable("postgres", err)
+	}
+	return rec, nil
 }
 
 // paidBy reports whether p is the payment recorded on the checkout's order.

@@ -35,6 +35,11 @@ func (v View) Creator() Fingerprint {
 	return Fingerprint{RequestHash: v.RequestHash, IdempotencyKey: v.IdempotencyKey, Caller: v.Caller}
 }
 
+// ReasonUnsettled is the reason of a checkout Postgres has open whose saga is no longer
+// running and recorded no end. Until it is settled (by the next payment webhook or stock
+// reconciler run) its units may still be held, so its view never says they are not.
+const ReasonUnsettled = "the checkout's saga stopped without recording an end; what it holds is being released and any payment refunded"
+
 // ViewFromRecord rebuilds a finished checkout's view from its Postgres record, for when
 // Temporal no longer keeps its history.
 func ViewFromRecord(rec CheckoutRecord) View {
@@ -46,7 +51,7 @@ func ViewFromRecord(rec CheckoutRecord) View {
 	}
 	if rec.Status == RecordOpen {
 		// The saga is gone but never recorded an end: say so rather than guess.
-		reason := "the checkout's saga is no longer running and recorded no end; support must look"
+		reason := ReasonUnsettled
 		v.Status, v.NeedsAttention, v.Reason = StatusFailed, true, &reason
 	}
 	if rec.OrderID != "" {

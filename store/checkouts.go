@@ -225,15 +225,18 @@ func (s *Store) RecordOutcomeOrEarlier(ctx context.Context, in Outcome) (*shop.C
 	return &rec, nil
 }
 
-// EndAbandoned records the end of an open checkout whose saga is gone without recording one
-// (terminated from the Web UI, dropped by the server at its history limit, or lost): status
-// failed with reason. Its successful payments that no order took become orphans again, in
-// the same transaction, so the orphan sweep refunds each once (RefundOrphans); a payment
-// arriving later meets an ended checkout and is refunded by the webhook. Its holds are then
-// holds of an ended checkout, which the stock reconciler releases. It reports whether the
-// checkout was still open.
-func (s *Store) EndAbandoned(ctx context.Context, checkoutID, reason string) (bool, error) {
+// EndAbandoned records the end of an open checkout whose saga is closed without recording
+// one (terminated from the Web UI, reset past its end, timed out, dropped by the server at its
+// history limit, or gone with its retention): status failed with reason. Nothing will ever act
+// for that saga again, so in the same transaction its successful payments that no order took
+// and no refund has are routed to refunds (disposition orphan_refund) and returned, for the
+// caller to start their Refund workflows at once; should it fail to, the orphan sweep starts
+// those it finds claimed without a refund (ClaimStaleOrphans). A payment arriving later meets
+// an ended checkout and is refunded by its webhook. It reports whether the checkout was still
+// open; a checkout already ended claims nothing.
+func (s *Store) EndAbandoned(ctx context.Context, checkoutID, reason string) (bool, []shop.StaleOrphan, error) {
 	var ended bool
+	var refunds []shop.StaleOrphan
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE checkouts SET status = 'failed', reason = $2, ended_at = now(), updated_at = now()
@@ -242,25 +245,38 @@ func (s *Store) EndAbandoned(ctx context.Context, checkoutID, reason string) (bo
 			return err
 		}
 		ended = true
-		_, err = tx.Exec(ctx, `
-			UPDATE payment_events SET disposition = $2
-			WHERE checkout_id = $1 AND outcome = 'succeeded' AND disposition IN ($3, $4, $5)`,
-			checkoutID, shop.DispositionOrphan, shop.DispositionSignalled, shop.DispositionMatched, shop.DispositionPending)
+		rows, err := tx.Query(ctx, `
+			UPDATE payment_events e SET disposition = $2
+			WHERE e.checkout_id = $1 AND e.outcome = 'succeeded' AND e.disposition IN ($3, $4, $5, $6)
+				AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.payment_provider = e.provider AND o.payment_ref = e.payment_ref)
+				AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.provider = e.provider AND r.payment_ref = e.payment_ref)
+			RETURNING provider, event_id, outcome, coalesce(payment_ref, ''), coalesce(amount_cents, 0),
+				coalesce(currency, ''), coalesce(checkout_id, '')`,
+			checkoutID, shop.DispositionOrphanRefund, shop.DispositionOrphan, shop.DispositionSignalled,
+			shop.DispositionMatched, shop.DispositionPending)
+		if err != nil {
+			return err
+		}
+		refunds, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (shop.StaleOrphan, error) {
+			var o shop.StaleOrphan
+			err := row.Scan(&o.Provider, &o.EventID, &o.Outcome, &o.PaymentRef, &o.AmountCents, &o.Currency, &o.CheckoutID)
+			return o, err
+		})
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("end abandoned checkout %s: %w", checkoutID, err)
+		return false, nil, fmt.Errorf("end abandoned checkout %s: %w", checkoutID, err)
 	}
-	return ended, nil
+	return ended, refunds, nil
 }
 
-// OpenCheckoutsOlderThan lists up to limit checkouts still open in Postgres that were
-// created more than age ago, oldest first: the ones whose saga the reconciler checks.
-func (s *Store) OpenCheckoutsOlderThan(ctx context.Context, age time.Duration, limit int) ([]string, error) {
+// OpenCheckouts lists up to limit checkouts still open in Postgres whose id sorts after
+// after, in id order: the ones whose saga the reconciler checks, a page at a time.
+func (s *Store) OpenCheckouts(ctx context.Context, after string, limit int) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT checkout_id FROM checkouts
-		WHERE ended_at IS NULL AND created_at < now() - make_interval(secs => $1)
-		ORDER BY created_at LIMIT $2`, age.Seconds(), limit)
+		WHERE ended_at IS NULL AND checkout_id > $1
+		ORDER BY checkout_id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read open checkouts: %w", err)
 	}

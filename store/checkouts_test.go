@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -167,5 +168,64 @@ func TestACheckoutKeepsTheFingerprintOfItsCreator(t *testing.T) {
 	got, err := s.RecordedCheckouts(ctx, []string{saga.CheckoutID, room.CheckoutID})
 	if err != nil || got[saga.CheckoutID] != creator || got[room.CheckoutID] != creator {
 		t.Errorf("RecordedCheckouts = %+v, %v; want the creator's fingerprint for both", got, err)
+	}
+}
+
+// Ending a checkout whose saga is closed routes, in the same transaction, each of its
+// successful payments that no order took and no refund has to a refund, and returns them
+// for their Refund workflows to start at once; a failed payment, or one a refund already
+// has, is left alone. Ending it again ends and routes nothing.
+func TestEndAbandonedRoutesItsSuccessfulPaymentsToRefunds(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	ctx := t.Context()
+	_, _, rec := recordCart(t, pool, 5, 5, 1, 1)
+	event := func(id, outcome, ref string) shop.PaymentEvent {
+		return shop.PaymentEvent{Provider: "fakepay", EventID: id, Type: "payment." + outcome, CheckoutID: rec.CheckoutID,
+			PaymentRef: ref, AmountCents: 300, Currency: "usd", Outcome: outcome, Payload: []byte("{}")}
+	}
+	for _, ev := range []shop.PaymentEvent{
+		event("evt-paid", "succeeded", "pay-1"),      // recorded by a webhook, never delivered
+		event("evt-declined", "failed", "pay-2"),     // a declined card: no money
+		event("evt-refunded", "succeeded", "pay-3"),  // its refund is recorded already
+		event("evt-delivered", "succeeded", "pay-4"), // signalled to the saga before it stopped
+	} {
+		if _, err := s.RecordPaymentEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkPaymentEventDelivered(ctx, "fakepay", "evt-delivered", shop.DispositionSignalled); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO refunds (refund_key, provider, payment_ref, checkout_id, amount_cents, currency, reason, status)
+		VALUES ('fakepay:pay-3', 'fakepay', 'pay-3', $1, 300, 'usd', 'test', 'refunded')`, rec.CheckoutID); err != nil {
+		t.Fatal(err)
+	}
+
+	ended, refunds, err := s.EndAbandoned(ctx, rec.CheckoutID, "its saga is terminated")
+	if err != nil || !ended {
+		t.Fatalf("EndAbandoned = %v, %v; want the open checkout ended", ended, err)
+	}
+	var refs []string
+	for _, r := range refunds {
+		refs = append(refs, r.PaymentRef)
+		if r.CheckoutID != rec.CheckoutID || r.AmountCents != 300 || r.Currency != "usd" || r.Provider != "fakepay" {
+			t.Errorf("routed to a refund: %+v, want the payment of checkout %s", r, rec.CheckoutID)
+		}
+	}
+	slices.Sort(refs)
+	if !slices.Equal(refs, []string{"pay-1", "pay-4"}) {
+		t.Errorf("routed to refunds %v, want [pay-1 pay-4]", refs)
+	}
+	fates, err := s.PaymentFates(ctx, "fakepay", rec.CheckoutID, []string{"pay-1", "pay-4"})
+	if err != nil || !slices.Equal(fates.Refunding, []string{"pay-1", "pay-4"}) {
+		t.Errorf("fates after the end: %+v %v, want both refunding", fates, err)
+	}
+	if got, err := s.Checkout(ctx, rec.CheckoutID); err != nil || got.Status != string(shop.StatusFailed) || got.EndedAt == nil {
+		t.Errorf("checkout after the end: %+v %v, want failed and ended", got, err)
+	}
+	if ended, refunds, err := s.EndAbandoned(ctx, rec.CheckoutID, "its saga is terminated"); err != nil || ended || len(refunds) != 0 {
+		t.Errorf("EndAbandoned again = %v, %v, %v; want nothing ended or routed", ended, refunds, err)
 	}
 }

@@ -341,7 +341,7 @@ func TestAConfirmRacingItsRetriesAnotherPaymentAndTheEndEndsOnce(t *testing.T) {
 		var ended bool
 		wg.Go(func() {
 			var err error
-			if ended, err = s.EndAbandoned(t.Context(), rec.CheckoutID, "its saga is gone"); err != nil {
+			if ended, _, err = s.EndAbandoned(t.Context(), rec.CheckoutID, "its saga is gone"); err != nil {
 				t.Error(err)
 			}
 		})

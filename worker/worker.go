@@ -71,5 +71,6 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.ReconcilePayments)
 	r.RegisterWorkflow(workflows.ReconcileStock)
 	r.RegisterWorkflow(workflows.RefundOrphans)
+	r.RegisterWorkflow(workflows.SettleCheckout)
 	r.RegisterActivity(acts)
 }

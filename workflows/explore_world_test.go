@@ -132,6 +132,7 @@ func (w *world) fakeActivities() []fakeActivity {
 		{nilActs.ListWorkflowPage, w.listWorkflowPage},
 		{nilActs.ReconcileStock, w.reconcileStock},
 		{nilActs.ClaimStaleOrphans, w.claimStaleOrphans},
+		{nilActs.SettleCheckout, w.settleCheckout},
 	}
 }
 
@@ -257,6 +258,10 @@ func (w *world) reconcileStock(context.Context, activities.ReconcileStockInput) 
 
 func (w *world) claimStaleOrphans(context.Context, activities.ClaimStaleOrphansInput) ([]shop.StaleOrphan, error) {
 	return nil, w.notModelled("ClaimStaleOrphans")
+}
+
+func (w *world) settleCheckout(context.Context, activities.SettleCheckoutInput) (activities.SettleCheckoutResult, error) {
+	return activities.SettleCheckoutResult{}, w.notModelled("SettleCheckout")
 }
 
 func (w *world) notModelled(name string) error {

@@ -52,6 +52,8 @@ func TestRecordHistories(t *testing.T) {
 		"duplicate_payment_signals":     recordDuplicatePaymentSignals,
 		"reconcile_payments":            recordReconcilePayments,
 		"reconcile_stock":               recordReconcileStock,
+		"reconcile_stock_settles":       recordReconcileStockSettles,
+		"settle_checkout":               recordSettleCheckout,
 
 		"paid_behind_a_failed_card_at_the_deadline": recordPaidBehindAFailedCardAtTheDeadline,
 		"refund_in_the_task_of_a_workflow_cancel":   recordRefundInTheTaskOfAWorkflowCancel,
@@ -408,6 +410,52 @@ func recordReconcilePayments(r *recorder) string {
 
 // recordReconcileStock runs ReconcileStock with a hold in Redis that no checkout in
 // Postgres explains: the run flags itself for support.
+// terminatedAndPaid starts a checkout, terminates its saga, and records a verified payment
+// for it that no saga will take (the webhook's record step, before its signal).
+func (r *recorder) terminatedAndPaid(checkoutID string) {
+	r.t.Helper()
+	in := checkoutInput(checkoutID, 600, r.sku(10))
+	r.start(in)
+	if err := r.c.TerminateWorkflow(r.ctx(), shop.WorkflowID(checkoutID), "", "support pressed Terminate"); err != nil {
+		r.t.Fatalf("terminate %s: %v", checkoutID, err)
+	}
+	p := shop.Payment{Provider: "stripe", EventID: "evt-" + checkoutID, Outcome: shop.PaymentSucceeded,
+		PaymentRef: r.stripe.AddIntent(checkoutID, "succeeded", 1999, "usd"), AmountCents: 1999, Currency: "usd"}
+	if _, err := r.p.Store.RecordPaymentEvent(r.ctx(), verifiedEvent(checkoutID, p)); err != nil {
+		r.t.Fatalf("record payment of %s: %v", checkoutID, err)
+	}
+}
+
+func recordReconcileStockSettles(r *recorder) string {
+	r.terminatedAndPaid("c-reconcile-settles")
+	id := "reconcile-stock-settles-record"
+	run, err := r.c.ExecuteWorkflow(r.ctx(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.ReconcileStock, activities.ReconcileStockInput{})
+	if err != nil {
+		r.t.Fatalf("start ReconcileStock: %v", err)
+	}
+	var got activities.ReconcileStockResult
+	if err := run.Get(r.ctx(), &got); err != nil || len(got.Refunds) != 1 {
+		r.t.Fatalf("ReconcileStock: %+v, %v; want the terminated checkout's payment refunded", got, err)
+	}
+	return id
+}
+
+func recordSettleCheckout(r *recorder) string {
+	r.terminatedAndPaid("c-settle")
+	id := workflows.SettleWorkflowID("c-settle")
+	run, err := r.c.ExecuteWorkflow(r.ctx(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.SettleCheckout, "c-settle")
+	if err != nil {
+		r.t.Fatalf("start SettleCheckout: %v", err)
+	}
+	var got activities.SettleCheckoutResult
+	if err := run.Get(r.ctx(), &got); err != nil || !got.Ended || len(got.Refunds) != 1 {
+		r.t.Fatalf("SettleCheckout: %+v, %v; want the checkout ended and its payment refunded", got, err)
+	}
+	return id
+}
+
 func recordReconcileStock(r *recorder) string {
 	sku := r.sku(10)
 	if _, err := r.p.Stock.Reserve(r.ctx(), sku, "c-nobody-knows", 1); err != nil {

@@ -40,6 +40,8 @@ var recordedHistories = []string{
 	"refund",                        // the Refund child of wrong_amount, refunded through Stripe
 	"reconcile_payments",            // ReconcilePayments pages the checkouts near their deadline, finds a missed payment and signals the saga (reconcile_payments_before_skips_refunding.json is the shape before reconcile-skips-refunding, reconcile_payments_every_payment.json the one before reconcile-pages, reconcile_payments_one_payment.json the one before reconcile-every-payment)
 	"reconcile_stock",               // ReconcileStock finds a hold nobody knows and flags itself
+	"reconcile_stock_settles",       // ReconcileStock settles a terminated saga's checkout and starts its payment's refund (reconcile-stock-starts-refunds)
+	"settle_checkout",               // SettleCheckout, as a webhook starts it: ends a terminated saga's checkout, releases its hold, starts its payment's refund
 
 	"paid_behind_a_failed_card_at_the_deadline", // worker down across the deadline: a declined card, a good one and the timer in one task (pending-payments-before-an-end)
 	"refund_in_the_task_of_a_workflow_cancel",   // a wrong amount and the workflow's cancellation in one task: the refund still starts (refunds-outlive-cancellation)

@@ -46,6 +46,13 @@ const (
 	// asked for only then, so only sagas that met that race carry its marker.
 	refundsChange = "refunds-outlive-cancellation"
 
+	// The ReconcileStock workflow.
+
+	// reconcileStockRefunds names the change that starts, in the run that settled them, the
+	// refunds of the payments of checkouts whose saga closed without an end
+	// (startSettledRefunds). Runs recorded before it left those payments to the orphan sweep.
+	reconcileStockRefunds = "reconcile-stock-starts-refunds"
+
 	// The Refund workflow.
 
 	// refundBoundedHistory names the change to the bounded refund loop (continue-as-new,

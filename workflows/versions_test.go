@@ -28,6 +28,7 @@ var recordedChangeIDs = map[string]string{
 	"reconcileEveryPayment":       "reconcile-every-payment",
 	"reconcileKeepsOrderPayments": "reconcile-keeps-order-payments",
 	"reconcileSkipsRefunding":     "reconcile-skips-refunding",
+	"reconcileStockRefunds":       "reconcile-stock-starts-refunds",
 }
 
 // TestChangeIDsAreListedOnceAndKeepTheirValues reads versions.go: every constant it declares
