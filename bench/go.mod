@@ -7,7 +7,7 @@ toolchain go1.27.3
 require (
 	github.com/checkout-saga/checkout-saga v0.0.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/labstack/echo/v4 v4.16.5
 	github.com/prometheus/procfs v0.22.0
 	github.com/redis/go-redis/v9 v9.23.0
