@@ -131,9 +131,40 @@ func (sl *sale) forgetAndRetry(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("retried POSTs on the fresh temporal, by recorded end and answer: %v", answered)
+	sl.othersPostsRefused(t, ends)
 	if after := sl.stockSnapshot(t); after != before {
 		t.Errorf("stock moved when the carts were retried:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// othersPostsRefused posts, for every cart whose end Postgres recorded, another buyer's body
+// under another key, now that Temporal forgot the saga: each is 409 checkout_exists, with no
+// view and no checkout secret, for Postgres keeps who created the checkout.
+func (sl *sale) othersPostsRefused(t *testing.T, ends map[string]shop.Status) {
+	t.Helper()
+	refused := 0
+	for id := range ends {
+		var c *cart
+		for _, x := range sl.carts {
+			if x.id == id {
+				c = x
+			}
+		}
+		if c == nil {
+			continue
+		}
+		body, _ := json.Marshal(api.CheckoutRequest{CartID: id, CustomerID: "someone-else", Items: c.items})
+		a, err := (&checkouttest.Client{BaseURL: sl.s.url, HTTP: sl.s.http}).Do(context.Background(), http.MethodPost, "/v1/checkouts", body,
+			map[string]string{"Idempotency-Key": "other-" + id}, nil)
+		if err != nil || a.Code != http.StatusConflict || a.Problem != "checkout_exists" ||
+			strings.Contains(string(a.Body), "checkout_secret") || strings.Contains(string(a.Body), "u-"+id) {
+			t.Errorf("another buyer's POST of %s (ended %s) after Temporal forgot it: %d %s %v; want 409 checkout_exists and nothing of it",
+				id, ends[id], a.Code, a.Body, err)
+			continue
+		}
+		refused++
+	}
+	t.Logf("another buyer's POST of each of the %d ended carts: %d refused with 409 checkout_exists", len(ends), refused)
 }
 
 // recordedEnds returns how Postgres recorded the end of each of the sale's checkouts.
