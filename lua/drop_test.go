@@ -64,6 +64,9 @@ func TestADropReleasesItsEarlyCartsByTheirDrawsAheadOfLaterOnes(t *testing.T) {
 	if place, err := r.Lookup(ctx, "e2"); err != nil || !place.Early || !place.InLine() || place.Entry.StartsAt != start.UnixMilli() {
 		t.Fatalf("an early cart: %+v %v", place, err)
 	}
+	if st, err := r.Status(ctx); err != nil || st.BeforeSale != 5 || st.Waiting != 0 || st.SpokenFor[sku] != 0 {
+		t.Fatalf("status before the start: %+v %v, want 5 before the sale, none in line, no unit spoken for", st, err)
+	}
 	for redisNow(t, r).Before(start) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -104,7 +107,7 @@ func TestAnEarlyCartCanBeForgotten(t *testing.T) {
 	if place, err := r.Lookup(t.Context(), "e"); err != nil || place.Early || place.Entry != nil {
 		t.Fatalf("after the forget: %+v %v", place, err)
 	}
-	if st, err := r.Status(t.Context()); err != nil || st.Waiting != 0 {
+	if st, err := r.Status(t.Context()); err != nil || st.Waiting != 0 || st.BeforeSale != 0 {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 }

@@ -400,13 +400,14 @@ func (r *Room) SetPace(ctx context.Context, cartsPerSecond int64) error {
 func (r *Room) Status(ctx context.Context) (shop.RoomStatus, error) {
 	pipe := r.rdb.Pipeline()
 	waiting := pipe.ZCard(ctx, r.key("line"))
+	early := pipe.ZCard(ctx, r.key("early"))
 	starting := pipe.ZCard(ctx, r.key("leaving"))
 	demand := pipe.HGetAll(ctx, r.key("demand"))
 	control := pipe.HMGet(ctx, r.key("control"), "held", "pace")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return shop.RoomStatus{}, fmt.Errorf("read the waiting room's status: %w", err)
 	}
-	st := shop.RoomStatus{Waiting: waiting.Val(), Starting: starting.Val(), SpokenFor: map[string]int64{}}
+	st := shop.RoomStatus{Waiting: waiting.Val(), BeforeSale: early.Val(), Starting: starting.Val(), SpokenFor: map[string]int64{}}
 	for sku, n := range demand.Val() {
 		st.SpokenFor[sku], _ = strconv.ParseInt(n, 10, 64)
 	}

@@ -78,9 +78,10 @@ func (p RoomPlace) InLine() bool { return (p.Queued || p.Leaving || p.Early) && 
 
 // RoomStatus is the waiting room as operators see it.
 type RoomStatus struct {
-	Waiting   int64            `json:"waiting"`    // carts in line
-	Starting  int64            `json:"starting"`   // carts taken, their sagas being started
-	SpokenFor map[string]int64 `json:"spoken_for"` // units the carts in line ask for, per SKU
-	Held      bool             `json:"held"`       // nobody leaves the line
-	Pace      int64            `json:"pace"`       // carts started a second at most; 0: no pace
+	Waiting    int64            `json:"waiting"`     // carts in line
+	BeforeSale int64            `json:"before_sale"` // carts waiting for their sale to start
+	Starting   int64            `json:"starting"`    // carts taken, their sagas being started
+	SpokenFor  map[string]int64 `json:"spoken_for"`  // units the carts in line ask for, per SKU
+	Held       bool             `json:"held"`        // nobody leaves the line
+	Pace       int64            `json:"pace"`        // carts started a second at most; 0: no pace
 }
