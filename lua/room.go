@@ -55,11 +55,12 @@ const (
 	DefaultRoomLease = 30 * time.Second
 )
 
+// The room's scripts, each behind room_common.lua (the room's books).
 var (
-	roomEnterScript   = redis.NewScript(source("room_enter"))
-	roomPopScript     = redis.NewScript(source("room_pop"))
-	roomEndScript     = redis.NewScript(source("room_end"))
-	roomReleaseScript = redis.NewScript(source("room_release"))
+	roomEnterScript   = redis.NewScript(source("room_common") + source("room_enter"))
+	roomPopScript     = redis.NewScript(source("room_common") + source("room_pop"))
+	roomEndScript     = redis.NewScript(source("room_common") + source("room_end"))
+	roomReleaseScript = redis.NewScript(source("room_common") + source("room_release"))
 )
 
 // RefusalTTL is how long the refusal of a cart that waited for a sale and found its units

@@ -24,15 +24,8 @@ local function forget()
   local raw = redis.call('HGET', carts, cart)
   if redis.call('ZREM', line, cart) == 1 and raw then
     local e = cjson.decode(raw)
-    for _, it in ipairs(e.items) do
-      local n = redis.call('HINCRBY', demand, it.sku, -it.quantity)
-      if n <= 0 then redis.call('HDEL', demand, it.sku) end
-      local field = e.customer_id .. '\0' .. it.sku
-      if redis.call('HINCRBY', units, field, -it.quantity) <= 0 then redis.call('HDEL', units, field) end
-    end
-    if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
-      redis.call('HDEL', customers, e.customer_id)
-    end
+    speak_for(demand, e, -1)
+    count_customer(customers, units, e, -1)
   end
   redis.call('HDEL', carts, cart)
 end
@@ -54,14 +47,7 @@ elseif how == 'forget' then
     -- Waiting for its sale: it spoke for no units yet, only for its customer's.
     local raw = redis.call('HGET', carts, cart)
     if raw then
-      local e = cjson.decode(raw)
-      for _, it in ipairs(e.items) do
-        local field = e.customer_id .. '\0' .. it.sku
-        if redis.call('HINCRBY', units, field, -it.quantity) <= 0 then redis.call('HDEL', units, field) end
-      end
-      if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
-        redis.call('HDEL', customers, e.customer_id)
-      end
+      count_customer(customers, units, cjson.decode(raw), -1)
     end
     redis.call('HDEL', carts, cart)
     redis.call('HDEL', draws, cart)

@@ -77,13 +77,12 @@ if before_sale then
   -- Waiting for its sale: it holds nothing and speaks for no units yet (who came first must
   -- not matter), and gets its place at the start, by its draw (room_release.lua).
   for i = 9, #ARGV, 4 do
-    redis.call('HINCRBY', units, customer .. '\0' .. ARGV[i], ARGV[i + 1])
     local listed = redis.call('HGET', drop_skus, start) or ''
     if not string.find(' ' .. listed .. ' ', ' ' .. ARGV[i] .. ' ', 1, true) then
       redis.call('HSET', drop_skus, start, listed == '' and ARGV[i] or listed .. ' ' .. ARGV[i])
     end
   end
-  redis.call('HINCRBY', customers, customer, 1)
+  count_customer(customers, units, e, 1)
   e.starts_at, e.early = starts_at, true
   entry = cjson.encode(e)
   redis.call('ZADD', early, start, cart)
@@ -110,11 +109,8 @@ if #short > 1 then
   return short
 end
 
-for i = 9, #ARGV, 4 do
-  redis.call('HINCRBY', demand, ARGV[i], ARGV[i + 1])
-  redis.call('HINCRBY', units, customer .. '\0' .. ARGV[i], ARGV[i + 1])
-end
-redis.call('HINCRBY', customers, customer, 1)
+speak_for(demand, e, 1)
+count_customer(customers, units, e, 1)
 e.ticket = redis.call('INCR', seq)
 entry = cjson.encode(e)
 redis.call('ZADD', line, e.ticket, cart)

@@ -29,15 +29,8 @@ end
 
 -- ask counts (sign 1) or stops counting (-1) what a cart in line speaks for.
 local function ask(entry, sign)
-  for _, it in ipairs(entry.items) do
-    local left = redis.call('HINCRBY', demand, it.sku, sign * it.quantity)
-    if left <= 0 then redis.call('HDEL', demand, it.sku) end
-    local field = entry.customer_id .. '\0' .. it.sku
-    if redis.call('HINCRBY', units, field, sign * it.quantity) <= 0 then redis.call('HDEL', units, field) end
-  end
-  if redis.call('HINCRBY', customers, entry.customer_id, sign) <= 0 then
-    redis.call('HDEL', customers, entry.customer_id)
-  end
+  speak_for(demand, entry, sign)
+  count_customer(customers, units, entry, sign)
 end
 
 for _, cart in ipairs(redis.call('ZRANGEBYSCORE', leaving, '-inf', now)) do

@@ -49,21 +49,13 @@ for _, o in ipairs(order) do
       end
     end
     if #short == 0 then
-      for _, it in ipairs(e.items) do
-        redis.call('HINCRBY', demand, it.sku, it.quantity)
-      end
+      speak_for(demand, e, 1)
       e.early, e.ticket = nil, redis.call('INCR', seq)
       redis.call('HSET', carts, o.cart, cjson.encode(e))
       redis.call('ZADD', line, e.ticket, o.cart)
       released = released + 1
     else
-      for _, it in ipairs(e.items) do
-        local field = e.customer_id .. '\0' .. it.sku
-        if redis.call('HINCRBY', units, field, -it.quantity) <= 0 then redis.call('HDEL', units, field) end
-      end
-      if redis.call('HINCRBY', customers, e.customer_id, -1) <= 0 then
-        redis.call('HDEL', customers, e.customer_id)
-      end
+      count_customer(customers, units, e, -1)
       redis.call('HDEL', carts, o.cart)
       redis.call('ZADD', refused, now + ttl, o.cart)
       redis.call('HSET', refusals, o.cart, cjson.encode(short))
