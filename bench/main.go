@@ -234,7 +234,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("flash sale: %w", err)
 	}
 
-	// The flash sale's workflow tasks leave timers too; the gate's two sides run one after the
+	progress("4/5 a scheduled drop: %d units, %d buyers before the start", o.sizes.dropUnits, o.sizes.dropBuyers)
+	if r.drop, err = st.benchDrop(ctx, o.sizes); err != nil {
+		return fmt.Errorf("scheduled drop: %w", err)
+	}
+
+	// The flash sale's and the drop's workflow tasks leave timers too; the gate's two sides run one after the
 	// other, so without the wait they would fire into the second one only.
 	if err := st.settle(ctx); err != nil {
 		return err
