@@ -41,6 +41,8 @@ type sizes struct {
 	flashRequests         int
 	flashConcurrency      int
 	flashRetries          int // 503 retries per request, after Retry-After
+	dropUnits, dropBuyers int
+	dropSpread, dropLead  time.Duration // the drop's arrivals span dropSpread; its sale starts dropLead after the first
 	gateDuration          time.Duration
 	gateConcurrency       int
 }
@@ -53,6 +55,11 @@ func defaultSizes() sizes {
 		emptyWorkflows:     400,
 		e2eCheckouts:       300, e2eConcurrency: 32, e2eRounds: 3,
 		flashUnits: 1000, flashRequests: 7000, flashConcurrency: 500, flashRetries: 20,
+		// 500 buyers for 100 units: over 500 pairs in a random order the rank correlation has a
+		// standard deviation of about 1/sqrt(499) = 0.045, so a shuffle stays well within 0.2 and
+		// a figure past it is no accident. The start comes 1.5 s after the last arrival: room for
+		// POSTs slowed by a loaded machine.
+		dropUnits: 100, dropBuyers: 500, dropSpread: 2500 * time.Millisecond, dropLead: 4 * time.Second,
 		gateDuration: 3 * time.Second, gateConcurrency: 64,
 	}
 }
@@ -73,6 +80,7 @@ type options struct {
 	quick, scale, scaleOnly                              bool
 	scaleShapes                                          string
 	e2eOnly, gateOnly, flashOnly, grpcGzip, devSARefresh bool
+	dropOnly                                             bool
 	poll                                                 time.Duration
 	partitions, e2eRounds                                int
 	cpuProfile                                           string
@@ -91,6 +99,7 @@ func main() {
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.gateOnly, "gate-only", false, "run only phase 5 (the sold-out gate beside a bare Echo handler, with the rate limiter off and on) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.flashOnly, "flash-only", false, "run only phase 4 (the flash sale) and print its figures, for trying a change to the waiting room or the admission; writes no report")
+	flag.BoolVar(&o.dropOnly, "drop-only", false, "run only the scheduled drop (buyers who come before a SKU's sale starts, and the rank correlation of their arrival and serving orders) and print its figures, for trying a change to the drop's shuffle; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
 	flag.IntVar(&o.e2eRounds, "e2e-rounds", 0, "how many times phase 3 (empty workflows, then checkouts) runs, its targets taking each ratio's median round (0: 3, or 1 with -quick)")
@@ -181,6 +190,9 @@ func run(ctx context.Context, o options) error {
 	if o.flashOnly {
 		return runFlashOnly(ctx, e, logger, o.sizes)
 	}
+	if o.dropOnly {
+		return runDropOnly(ctx, e, logger, o.sizes)
+	}
 	if o.scaleOnly {
 		progress("scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
 		scale, err := benchScaleProfile(ctx, o, e)
@@ -222,7 +234,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("flash sale: %w", err)
 	}
 
-	// The flash sale's workflow tasks leave timers too; the gate's two sides run one after the
+	progress("4/5 a scheduled drop: %d units, %d buyers before the start", o.sizes.dropUnits, o.sizes.dropBuyers)
+	if r.drop, err = st.benchDrop(ctx, o.sizes); err != nil {
+		return fmt.Errorf("scheduled drop: %w", err)
+	}
+
+	// The flash sale's and the drop's workflow tasks leave timers too; the gate's two sides run one after the
 	// other, so without the wait they would fire into the second one only.
 	if err := st.settle(ctx); err != nil {
 		return err
@@ -314,6 +331,20 @@ func runFlashOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) er
 	defer st.close()
 	if _, err := st.benchFlashSale(ctx, sz); err != nil {
 		return fmt.Errorf("flash sale: %w", err)
+	}
+	return nil
+}
+
+// runDropOnly is the scheduled drop alone, for trying a change to the drop's shuffle: its
+// figures are the progress lines on stderr.
+func runDropOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) error {
+	st, err := e.openStack(ctx, logger, quietAPILogger())
+	if err != nil {
+		return fmt.Errorf("start api and worker: %w", err)
+	}
+	defer st.close()
+	if _, err := st.benchDrop(ctx, sz); err != nil {
+		return fmt.Errorf("scheduled drop: %w", err)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ type results struct {
 	saga   emptyResult
 	e2e    e2eResult
 	flash  flashResult
+	drop   dropResult
 	gate   gateResult
 	scale  []shapeResult
 }
@@ -324,6 +325,11 @@ func (r results) table() string {
 	if f.outOfStockHistory > 0 {
 		row("4 flash sale", "history events of a checkout the saga refused", fmt.Sprint(f.outOfStockHistory))
 	}
+	d := r.drop
+	row("4 drop", "units, buyers before the start (arrivals over / sale starts after the first)", fmt.Sprintf("%d, %d (%s / %s)", d.units, d.buyers, fmtDur(d.spread), fmtDur(d.lead)))
+	row("4 drop", "answered 202 waiting_for_sale / served (held) / refused 409 / errors / units sold", fmt.Sprintf("%d / %d / %d / %d / %d", d.early, d.served, d.refused, d.errors, d.sold))
+	row("4 drop", "rank correlation of arrival and serving order (saga start), served and refused / served only (information)", fmt.Sprintf("%.3f / %.3f", d.rankAll, d.rankServed))
+	row("4 drop", "first saga / first order after sale_starts_at (negative: sold before the start)", fmt.Sprintf("%s / %s", fmtSigned(d.firstSaga), fmtSigned(d.firstOrder)))
 	g := r.gate
 	row("5 gate", fmt.Sprintf("bare Echo handler, POST, concurrency %d", g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s)", g.bareRate(), fmtDur(g.bare.p50), fmtDur(g.bare.p99)))
 	row("5 gate", fmt.Sprintf("sold-out POST /v1/checkouts answered %d, concurrency %d, rate limiter off", http.StatusConflict, g.concurrency), fmt.Sprintf("%.0f req/s (p50 %s, p99 %s); %d other answers", g.soldOutRate(), fmtDur(g.soldOut.p50), fmtDur(g.soldOut.p99), g.soldOutUnexpect))
@@ -435,6 +441,11 @@ func (r results) markdown(o options, charts []chart) string {
 	w("   one of 32 webhook senders. The phase ends when every winner's order is in Postgres and no unit is held in\n")
 	w("   Redis. CPU is user+system time from `/proc/<pid>/stat` of this process and of the dev server (found by its\n")
 	w("   `--port` in `/proc/*/cmdline`), and Redis's `INFO cpu`, over the whole phase.\n")
+	w("   **Scheduled drop.** A SKU of %d units gets `sale_starts_at` %s ahead; %d buyers POST a cart for it, one\n", r.drop.units, fmtDur(r.drop.lead), r.drop.buyers)
+	w("   every %s, each following its cart (at the start, then as `refresh_after_ms` says, then GET `?wait=10`) until\n", fmtDur(r.drop.spread/time.Duration(max(r.drop.buyers, 1))))
+	w("   it holds a unit or is refused; winners pay. Arrival order is when each POST left; serving order is the\n")
+	w("   `created_at` of the buyer's checkout in Postgres (written as its saga starts). The rank correlation is Spearman's,\n")
+	w("   over the served and the refused (tied after the last served), and over the served alone.\n")
 	w("5. **Sold-out gate.** On a SKU stocked with 0 units, %d goroutines POST new carts for it for %s; the\n", r.gate.concurrency, r.sizes.gateDuration)
 	w("   same client POSTs the same body to a bare Echo handler that answers a small JSON, for the same time. The carts go to\n")
 	w("   two more API replicas of the product (the sold-out flag, a waiting room they share), alike but for the rate\n")
