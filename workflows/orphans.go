@@ -44,7 +44,7 @@ func RefundOrphans(ctx workflow.Context, in RefundOrphansInput) (RefundOrphansRe
 	}
 	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
 	var orphans []shop.StaleOrphan
-	if err := workflow.ExecuteActivity(ctx, acts.ClaimStaleOrphans, steps.ClaimStaleOrphansInput{
+	if err := workflow.ExecuteActivity(ctx, steps.ClaimStaleOrphans, steps.ClaimStaleOrphansInput{
 		OlderThanSeconds: in.OlderThanSeconds, Limit: orphanSweepLimit,
 	}).Get(ctx, &orphans); err != nil {
 		return RefundOrphansResult{}, err

@@ -154,7 +154,7 @@ func (c *checkout) verified(ctx workflow.Context, p shop.Payment) bool {
 	var ok bool
 	err := c.persist(dctx, summary, func(ctx workflow.Context) error {
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(mustFinishOptions, summary))
-		return workflow.ExecuteLocalActivity(lctx, acts.VerifyPayment, steps.VerifyPaymentInput{
+		return workflow.ExecuteLocalActivity(lctx, steps.VerifyPayment, steps.VerifyPaymentInput{
 			CheckoutID: c.in.CheckoutID, Payment: p,
 		}).Get(ctx, &ok)
 	})

@@ -89,7 +89,7 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 	}
 
 	var page steps.WorkflowPage
-	err := workflow.ExecuteActivity(ctx, acts.ListWorkflowPage, steps.ListWorkflowPageInput{
+	err := workflow.ExecuteActivity(ctx, steps.ListWorkflowPage, steps.ListWorkflowPageInput{
 		Query: query, PageSize: in.PageSize, PageToken: in.PageToken,
 	}).Get(ctx, &page)
 	if err != nil {
@@ -127,7 +127,7 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 	query := fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Completed' AND CheckoutState IN ('%s', '%s', '%s', '%s') AND CloseTime > '%s'",
 		shop.StatusExpired, shop.StatusCancelled, shop.StatusPaymentFailed, shop.StatusFailed, since.Format(time.RFC3339))
 	var page steps.WorkflowPage
-	err := workflow.ExecuteActivity(ctx, acts.ListWorkflowPage, steps.ListWorkflowPageInput{Query: query, PageSize: in.PageSize}).Get(ctx, &page)
+	err := workflow.ExecuteActivity(ctx, steps.ListWorkflowPage, steps.ListWorkflowPageInput{Query: query, PageSize: in.PageSize}).Get(ctx, &page)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("list checkouts that ended unpaid", "error", err)
 		return 0, 0
@@ -204,7 +204,7 @@ func paymentFates(ctx workflow.Context, provider, wfID string, found []steps.Fou
 		in.Refs = append(in.Refs, f.Ref)
 	}
 	var fates shop.PaymentFates
-	err := workflow.ExecuteActivity(ctx, acts.ReadPaymentFates, in).Get(ctx, &fates)
+	err := workflow.ExecuteActivity(ctx, steps.ReadPaymentFates, in).Get(ctx, &fates)
 	return fates, err
 }
 
@@ -215,7 +215,7 @@ func findAll(ctx workflow.Context, provider string, wfIDs []string) iter.Seq2[st
 	finds := make([]workflow.Future, len(wfIDs))
 	for i, wfID := range wfIDs {
 		if checkoutID, ok := CheckoutIDOf(wfID); ok {
-			finds[i] = workflow.ExecuteActivity(ctx, acts.FindSucceededPayments,
+			finds[i] = workflow.ExecuteActivity(ctx, steps.FindSucceededPayments,
 				steps.FindPaymentInput{Provider: provider, CheckoutID: checkoutID})
 		}
 	}
@@ -261,7 +261,7 @@ func foundPayment(provider string, f steps.FoundPayment) shop.Payment {
 // reconcileLimit ids, each checkout asked about in turn.
 func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (ReconcileResult, error) {
 	var ids []string
-	if err := workflow.ExecuteActivity(ctx, acts.ListWorkflowIDs, steps.ListWorkflowsInput{Query: query, Limit: reconcileLimit}).Get(ctx, &ids); err != nil {
+	if err := workflow.ExecuteActivity(ctx, steps.ListWorkflowIDs, steps.ListWorkflowsInput{Query: query, Limit: reconcileLimit}).Get(ctx, &ids); err != nil {
 		return ReconcileResult{}, err
 	}
 	res := ReconcileResult{Checked: len(ids)}
@@ -288,11 +288,11 @@ func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (R
 func findPayments(ctx workflow.Context, every bool, in steps.FindPaymentInput) ([]steps.FoundPayment, error) {
 	if every {
 		var found []steps.FoundPayment
-		err := workflow.ExecuteActivity(ctx, acts.FindSucceededPayments, in).Get(ctx, &found)
+		err := workflow.ExecuteActivity(ctx, steps.FindSucceededPayments, in).Get(ctx, &found)
 		return found, err
 	}
 	var found *steps.FoundPayment
-	if err := workflow.ExecuteActivity(ctx, acts.FindSucceededPayment, in).Get(ctx, &found); err != nil || found == nil {
+	if err := workflow.ExecuteActivity(ctx, steps.FindSucceededPayment, in).Get(ctx, &found); err != nil || found == nil {
 		return nil, err
 	}
 	return []steps.FoundPayment{*found}, nil

@@ -31,7 +31,7 @@ var reconcileStockOptions = workflow.ActivityOptions{
 func ReconcileStock(ctx workflow.Context, in steps.ReconcileStockInput) (steps.ReconcileStockResult, error) {
 	var res steps.ReconcileStockResult
 	ctx = workflow.WithActivityOptions(ctx, reconcileStockOptions)
-	if err := workflow.ExecuteActivity(ctx, acts.ReconcileStock, in).Get(ctx, &res); err != nil {
+	if err := workflow.ExecuteActivity(ctx, steps.ReconcileStock, in).Get(ctx, &res); err != nil {
 		return res, err
 	}
 	if workflow.GetVersion(ctx, reconcileStockRefunds, workflow.DefaultVersion, 1) == 1 {
@@ -59,7 +59,7 @@ func SettleWorkflowID(checkoutID string) string { return "settle-" + checkoutID 
 func SettleCheckout(ctx workflow.Context, checkoutID string) (steps.SettleCheckoutResult, error) {
 	var res steps.SettleCheckoutResult
 	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
-	err := workflow.ExecuteActivity(ctx, acts.SettleCheckout, steps.SettleCheckoutInput{CheckoutID: checkoutID}).Get(ctx, &res)
+	err := workflow.ExecuteActivity(ctx, steps.SettleCheckout, steps.SettleCheckoutInput{CheckoutID: checkoutID}).Get(ctx, &res)
 	if err != nil {
 		return res, err
 	}

@@ -175,7 +175,7 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 			return // unchanged: another marker in the history would say nothing new
 		}
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, "Record refund "+status))
-		err := workflow.ExecuteLocalActivity(lctx, acts.RecordRefund, steps.RecordRefundInput{
+		err := workflow.ExecuteLocalActivity(lctx, steps.RecordRefund, steps.RecordRefundInput{
 			ID: RefundIdempotencyKey(in), CheckoutID: in.CheckoutID, Provider: in.Provider, PaymentRef: in.PaymentRef,
 			AmountCents: in.AmountCents, Currency: in.Currency, Reason: in.Reason, Status: status,
 			ProviderRefundID: v.ProviderRefundID,
@@ -220,7 +220,7 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		workflow.SetCurrentDetails(ctx, summary+": "+in.Reason)
 		var res steps.RefundResult
 		actx := workflow.WithActivityOptions(ctx, withSummary(refundOptions, summary))
-		err := workflow.ExecuteActivity(actx, acts.RefundPayment, steps.RefundPaymentInput{
+		err := workflow.ExecuteActivity(actx, steps.RefundPayment, steps.RefundPaymentInput{
 			Provider: in.Provider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
 			IdempotencyKey: key, Reason: in.Reason,
 		}).Get(ctx, &res)

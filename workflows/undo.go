@@ -64,10 +64,10 @@ func (c *checkout) giveBackHolds(ctx workflow.Context, reason shop.Status) {
 func (c *checkout) giveBackHold(ctx workflow.Context, in steps.StockInput, reason shop.Status) {
 	in.Reason = string(reason)
 	if c.forfeit && c.endVersion != workflow.DefaultVersion {
-		c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in, nil)
+		c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), steps.ForfeitStock, in, nil)
 		return
 	}
-	c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in, nil)
+	c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), steps.ReleaseStock, in, nil)
 }
 
 // undoStep runs one step of ending a checkout (see endOptions) until it succeeds, and decodes
@@ -76,14 +76,14 @@ func (c *checkout) giveBackHold(ctx workflow.Context, in steps.StockInput, reaso
 // workflow task it accepted, so a worker whose task already timed out (stalled, paused,
 // cut off from the server) can never release holds that the live run, now on another
 // worker, still owns, nor record an end that run did not choose.
-func (c *checkout) undoStep(ctx workflow.Context, summary string, activity, arg, result any) {
+func (c *checkout) undoStep(ctx workflow.Context, summary, step string, arg, result any) {
 	err := c.persist(ctx, summary, func(ctx workflow.Context) error {
 		if c.endVersion == workflow.DefaultVersion { // a saga started before endStepsChange
 			lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
-			return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, result)
+			return workflow.ExecuteLocalActivity(lctx, step, arg).Get(ctx, result)
 		}
 		actx := workflow.WithActivityOptions(ctx, withSummary(endOptions, summary))
-		return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, result)
+		return workflow.ExecuteActivity(actx, step, arg).Get(ctx, result)
 	})
 	if err != nil {
 		// Only a named non-retryable error gets here (a release after commit, say): the
