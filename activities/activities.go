@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -25,6 +24,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -39,18 +39,9 @@ type Activities struct {
 	Temporal client.Client
 }
 
-// RecordCheckoutInput is the cart as the client sent it.
-type RecordCheckoutInput struct {
-	CheckoutID string      `json:"checkout_id"`
-	CustomerID string      `json:"customer_id"`
-	Items      []shop.Item `json:"items"`
-	// Creator is the fingerprint of the request that started the saga, kept with the record.
-	Creator shop.Fingerprint `json:"creator,omitzero"`
-}
-
 // RecordCheckout prices the cart from the catalog and records the checkout in Postgres.
 // Recording the same checkout again returns what was recorded the first time.
-func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput) (shop.CheckoutRecord, error) {
+func (a *Activities) RecordCheckout(ctx context.Context, in steps.RecordCheckoutInput) (shop.CheckoutRecord, error) {
 	skus := make([]string, len(in.Items))
 	for i, it := range in.Items {
 		skus[i] = it.SKU
@@ -84,15 +75,6 @@ func (a *Activities) RecordCheckout(ctx context.Context, in RecordCheckoutInput)
 	return a.Store.InsertCheckout(ctx, rec, limits)
 }
 
-// StockInput names one SKU of one checkout.
-type StockInput struct {
-	CheckoutID string `json:"checkout_id"`
-	SKU        string `json:"sku"`
-	Quantity   int64  `json:"quantity"`
-	// Reason is why a hold is released (expired, cancelled, ...); used for metrics and logs.
-	Reason string `json:"reason,omitempty"`
-}
-
 // resynced runs a stock script once more after bringing the SKU back in line with Postgres,
 // when the first run found that Redis went back in time (lua.ErrRolledBack: a restart from
 // an older snapshot, a failover to a lagging replica) or, with notStocked, lost the SKU. No
@@ -112,7 +94,7 @@ func (a *Activities) resynced(ctx context.Context, sku string, notStocked bool, 
 
 // endHold runs one of the scripts that end the checkout's hold on the SKU (release, commit,
 // forfeit) through resynced, and returns the units the hold had.
-func (a *Activities) endHold(ctx context.Context, in StockInput, end func(ctx context.Context, sku, checkoutID string) (int64, error)) (int64, error) {
+func (a *Activities) endHold(ctx context.Context, in steps.StockInput, end func(ctx context.Context, sku, checkoutID string) (int64, error)) (int64, error) {
 	var units int64
 	err := a.resynced(ctx, in.SKU, false, func() (err error) {
 		units, err = end(ctx, in.SKU, in.CheckoutID)
@@ -122,7 +104,7 @@ func (a *Activities) endHold(ctx context.Context, in StockInput, end func(ctx co
 }
 
 // ReserveStock holds Quantity units of SKU for the checkout, atomically in Redis.
-func (a *Activities) ReserveStock(ctx context.Context, in StockInput) (lua.ReserveResult, error) {
+func (a *Activities) ReserveStock(ctx context.Context, in steps.StockInput) (lua.ReserveResult, error) {
 	var res lua.ReserveResult
 	// Redis may not know the SKU. If Postgres does, Redis lost it (a restart without
 	// persistence): it is rebuilt from Postgres before any hold is taken.
@@ -178,7 +160,7 @@ func holdRefusal(err error) error {
 // ReleaseStock returns the checkout's hold on SKU to stock. It is the compensation of
 // ReserveStock and is registered before the reserve runs, so it must also succeed when no
 // hold was ever taken (it then leaves a tombstone that refuses a late reserve).
-func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, error) {
+func (a *Activities) ReleaseStock(ctx context.Context, in steps.StockInput) (int64, error) {
 	released, err := a.endHold(ctx, in, a.Stock.Release)
 	switch {
 	case err == nil:
@@ -201,7 +183,7 @@ func (a *Activities) ReleaseStock(ctx context.Context, in StockInput) (int64, er
 // survived, available still counts them (a phantom unit another buyer would pay for and be
 // refunded). CommitStock reconciles the SKU from Postgres first, which removes them, then
 // returns the error so the saga flags the checkout for support.
-func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, error) {
+func (a *Activities) CommitStock(ctx context.Context, in steps.StockInput) (int64, error) {
 	committed, err := a.endHold(ctx, in, a.Stock.Commit)
 	switch {
 	case err == nil:
@@ -227,7 +209,7 @@ func (a *Activities) CommitStock(ctx context.Context, in StockInput) (int64, err
 // not short loses nothing. It returns the units the hold had; like ReleaseStock it succeeds
 // when nothing was held or the hold already ended without a sale, and a committed hold is
 // shop.ErrTypeHoldCommitted. Retrying is safe.
-func (a *Activities) ForfeitStock(ctx context.Context, in StockInput) (int64, error) {
+func (a *Activities) ForfeitStock(ctx context.Context, in steps.StockInput) (int64, error) {
 	forfeited, err := a.endHold(ctx, in, a.Stock.Forfeit)
 	if err != nil {
 		return 0, holdRefusal(err)
@@ -241,23 +223,10 @@ func (a *Activities) ForfeitStock(ctx context.Context, in StockInput) (int64, er
 	return forfeited, nil
 }
 
-// ConfirmOrderInput is everything the order row needs.
-type ConfirmOrderInput struct {
-	CheckoutID      string      `json:"checkout_id"`
-	CustomerID      string      `json:"customer_id"`
-	Items           []shop.Item `json:"items"`
-	AmountCents     int64       `json:"amount_cents"`
-	Currency        string      `json:"currency"`
-	PaymentProvider string      `json:"payment_provider"`
-	PaymentRef      string      `json:"payment_ref"`
-	// ExpiresAt is when the payment hold would have run out, kept for support.
-	ExpiresAt *time.Time `json:"expires_at"`
-}
-
 // ConfirmOrder writes the order, takes its units from on_hand into sold, appends the ledger
 // and marks the checkout confirmed, in one statement, for a verified payment only (see
 // store.ConfirmOrder); idempotent per checkout.
-func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (string, error) {
+func (a *Activities) ConfirmOrder(ctx context.Context, in steps.ConfirmOrderInput) (string, error) {
 	// Only verified money pays: anyone who reaches Temporal can signal a saga, so the store
 	// confirms only a payment that a verified webhook or the provider's own listing recorded.
 	orderID, created, err := a.Store.ConfirmOrder(ctx, store.Order(in))
@@ -279,19 +248,10 @@ func (a *Activities) ConfirmOrder(ctx context.Context, in ConfirmOrderInput) (st
 	return orderID, nil
 }
 
-// RecordOutcomeInput is how a checkout that was not confirmed ended.
-type RecordOutcomeInput struct {
-	CheckoutID string `json:"checkout_id"`
-	Status     string `json:"status"`
-	Reason     string `json:"reason"`
-	// ExpiresAt is when the payment hold ran out or would have (nil if never held).
-	ExpiresAt *time.Time `json:"expires_at"`
-}
-
 // RecordOutcome stores how a checkout ended; only the first end is kept. It answers nil when
 // this end was recorded, or the checkout with the end Postgres already held (the saga's run
 // then answers that end: support reset a saga past its confirm, say).
-func (a *Activities) RecordOutcome(ctx context.Context, in RecordOutcomeInput) (*shop.CheckoutRecord, error) {
+func (a *Activities) RecordOutcome(ctx context.Context, in steps.RecordOutcomeInput) (*shop.CheckoutRecord, error) {
 	earlier, err := a.Store.RecordOutcomeOrEarlier(ctx, store.Outcome(in))
 	if err != nil {
 		return nil, err

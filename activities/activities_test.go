@@ -18,6 +18,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -65,7 +66,7 @@ func TestRecordCheckoutPricesFromCatalogOnce(t *testing.T) {
 	pool, a := recordingActivities(t)
 	skuA, skuB := newSKU(t, pool, "A-", 250, "usd"), newSKU(t, pool, "B-", 1000, "usd")
 
-	in := RecordCheckoutInput{
+	in := steps.RecordCheckoutInput{
 		CheckoutID: randomID("c-"),
 		CustomerID: "u-1",
 		// The client's prices are ignored: the catalog prices the cart.
@@ -129,7 +130,7 @@ func TestRecordCheckoutRefusesUnknownSKUAndMixedCurrency(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := randomID("c-")
-			_, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: tt.items})
+			_, err := a.RecordCheckout(t.Context(), steps.RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: tt.items})
 			requireAppError(t, err, tt.wantType)
 			if _, err := a.Store.Checkout(t.Context(), id); !errors.Is(err, shop.ErrNotFound) {
 				t.Errorf("refused checkout was recorded: read it back with err %v, want shop.ErrNotFound", err)
@@ -151,22 +152,22 @@ func TestConfirmOrderRefusesAStockMismatchForGood(t *testing.T) {
 
 // confirmable records a checkout of quantity units of a new SKU with onHand units, and returns
 // the confirm of it by provider's payment ref.
-func confirmable(t *testing.T, onHand, quantity int64, provider, ref string) (*Activities, *pgxpool.Pool, ConfirmOrderInput) {
+func confirmable(t *testing.T, onHand, quantity int64, provider, ref string) (*Activities, *pgxpool.Pool, steps.ConfirmOrderInput) {
 	t.Helper()
 	pool := testDB(t)
 	a := &Activities{Store: store.New(pool)}
 	sku := randomID("A-")
 	testenv.PutSKU(t, pool, sku, onHand, 300, "usd")
-	rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: quantity}}})
+	rec, err := a.RecordCheckout(t.Context(), steps.RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: "u-2", Items: []shop.Item{{SKU: sku, Quantity: quantity}}})
 	if err != nil {
 		t.Fatalf("record checkout: %v", err)
 	}
-	return a, pool, ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
+	return a, pool, steps.ConfirmOrderInput{CheckoutID: rec.CheckoutID, CustomerID: rec.CustomerID, Items: rec.Items,
 		AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: provider, PaymentRef: ref}
 }
 
 // recordPayment stores the payment of in as the verified event a webhook records.
-func recordPayment(t *testing.T, a *Activities, in ConfirmOrderInput) {
+func recordPayment(t *testing.T, a *Activities, in steps.ConfirmOrderInput) {
 	t.Helper()
 	if _, err := a.Store.RecordPaymentEvent(t.Context(), verifiedEvent(in)); err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func recordPayment(t *testing.T, a *Activities, in ConfirmOrderInput) {
 }
 
 // verifiedEvent is the event a webhook records for the payment of in.
-func verifiedEvent(in ConfirmOrderInput) shop.PaymentEvent {
+func verifiedEvent(in steps.ConfirmOrderInput) shop.PaymentEvent {
 	return shop.PaymentEvent{Provider: in.PaymentProvider, EventID: "evt-" + in.CheckoutID + "-" + in.PaymentRef,
 		Type: "test", CheckoutID: in.CheckoutID, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
 		Outcome: string(shop.PaymentSucceeded), Payload: []byte("{}")}
@@ -196,7 +197,7 @@ func TestConfirmOrderRefusesAPaymentNoVerifiedEventRecorded(t *testing.T) {
 	cheaper.PaymentRef, cheaper.AmountCents = "pi_cheaper", 1
 	recordPayment(t, a, cheaper)
 	cheaper.AmountCents = confirm.AmountCents
-	for _, in := range []ConfirmOrderInput{confirm, cheaper} {
+	for _, in := range []steps.ConfirmOrderInput{confirm, cheaper} {
 		_, err = a.ConfirmOrder(t.Context(), in)
 		requireAppError(t, err, shop.ErrTypeUnverifiedPayment)
 	}
@@ -224,7 +225,7 @@ func TestVerifyPaymentAnswersOnlyWhatAVerifiedEventRecorded(t *testing.T) {
 	env.RegisterActivity(a)
 	verify := func(p shop.Payment) bool {
 		t.Helper()
-		v, err := env.ExecuteActivity(a.VerifyPayment, VerifyPaymentInput{CheckoutID: confirm.CheckoutID, Payment: p})
+		v, err := env.ExecuteActivity(a.VerifyPayment, steps.VerifyPaymentInput{CheckoutID: confirm.CheckoutID, Payment: p})
 		var ok bool
 		if err == nil {
 			err = v.Get(&ok)

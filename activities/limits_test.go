@@ -6,6 +6,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -25,7 +26,7 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 	customer := randomID("u-")
 	record := func(qty int64, skus ...string) shop.CheckoutRecord {
 		t.Helper()
-		in := RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer}
+		in := steps.RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer}
 		for _, s := range skus {
 			in.Items = append(in.Items, shop.Item{SKU: s, Quantity: qty})
 		}
@@ -56,7 +57,7 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 	if second.Status != shop.RecordOpen {
 		t.Fatalf("after the first expired: %+v, want open", second)
 	}
-	paid := ConfirmOrderInput{CheckoutID: second.CheckoutID, CustomerID: customer, Items: []shop.Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}},
+	paid := steps.ConfirmOrderInput{CheckoutID: second.CheckoutID, CustomerID: customer, Items: []shop.Item{{SKU: sku, Quantity: 2, UnitPriceCents: 100}},
 		AmountCents: 200, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + second.CheckoutID}
 	recordPayment(t, a, paid)
 	if _, _, err := a.Store.ConfirmOrder(t.Context(), store.Order(paid)); err != nil {
@@ -66,7 +67,7 @@ func TestRecordCheckoutEnforcesMaxPerCustomer(t *testing.T) {
 		t.Errorf("a fourth unit with 2 bought and 1 open: %+v, want refused", r)
 	}
 	// Another customer is not affected.
-	in := RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: randomID("u-"), Items: []shop.Item{{SKU: sku, Quantity: 3}}}
+	in := steps.RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: randomID("u-"), Items: []shop.Item{{SKU: sku, Quantity: 3}}}
 	if r, err := a.RecordCheckout(t.Context(), in); err != nil || r.Status != shop.RecordOpen {
 		t.Errorf("another customer's 3: %+v %v, want open", r, err)
 	}
@@ -104,7 +105,7 @@ func TestRecordCheckoutCustomerLimitsUnderConcurrency(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					rec, err := a.RecordCheckout(t.Context(), RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer, Items: []shop.Item{{SKU: sku, Quantity: tc.qty}}})
+					rec, err := a.RecordCheckout(t.Context(), steps.RecordCheckoutInput{CheckoutID: randomID("c-"), CustomerID: customer, Items: []shop.Item{{SKU: sku, Quantity: tc.qty}}})
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {

@@ -14,26 +14,9 @@ import (
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 )
-
-// ReconcileStockInput tunes a reconciliation run.
-type ReconcileStockInput struct {
-	// GraceSeconds: a hold whose checkout ended less than this long ago is left to its saga,
-	// which is still releasing or committing it (default 300). A saga Temporal reports closed
-	// will never act again: its checkout and holds are settled at once, whatever the grace.
-	GraceSeconds int64 `json:"grace_seconds"`
-}
-
-// ReconcileStockResult is what a run found and did.
-type ReconcileStockResult struct {
-	SKUs        int      `json:"skus"`
-	Corrections []string `json:"corrections"`
-	Unexplained []string `json:"unexplained"`
-	// Refunds are the successful payments of the checkouts this run ended (their saga closed
-	// without an end), routed to refunds in Postgres: the workflow starts their refunds.
-	Refunds []shop.StaleOrphan `json:"refunds,omitempty"`
-}
 
 // ReconcileStock first settles the checkouts whose saga is closed without an end
 // (endAbandoned), then compares Redis with Postgres for every SKU and repairs drift in the
@@ -44,16 +27,16 @@ type ReconcileStockResult struct {
 // available is recomputed as on_hand - held (lua/reconcile.lua). A SKU Redis lost is
 // rebuilt. Each correction is appended to the inventory ledger. A hold whose checkout
 // Postgres does not know is left alone and reported as unexplained, for support.
-func (a *Activities) ReconcileStock(ctx context.Context, in ReconcileStockInput) (ReconcileStockResult, error) {
+func (a *Activities) ReconcileStock(ctx context.Context, in steps.ReconcileStockInput) (steps.ReconcileStockResult, error) {
 	grace := time.Duration(in.GraceSeconds) * time.Second
 	if grace <= 0 {
 		grace = 5 * time.Minute
 	}
 	skus, err := a.Store.SKUs(ctx)
 	if err != nil {
-		return ReconcileStockResult{}, err
+		return steps.ReconcileStockResult{}, err
 	}
-	res := ReconcileStockResult{SKUs: len(skus)}
+	res := steps.ReconcileStockResult{SKUs: len(skus)}
 	run := &reconcileRun{a: a, grace: grace, sagas: map[string]string{}}
 	if err := a.endAbandoned(ctx, run, &res); err != nil {
 		return res, err
@@ -113,7 +96,7 @@ const abandonedPage = 500
 // its holds or refund its payments, and nothing needs to wait for a saga that will never act
 // again. See settle. A checkout whose saga Temporal cannot answer for is left for the next
 // run.
-func (a *Activities) endAbandoned(ctx context.Context, run *reconcileRun, res *ReconcileStockResult) error {
+func (a *Activities) endAbandoned(ctx context.Context, run *reconcileRun, res *steps.ReconcileStockResult) error {
 	if a.Temporal == nil {
 		return nil
 	}
@@ -169,30 +152,13 @@ func (a *Activities) sagaStatus(ctx context.Context, checkoutID string) (string,
 	return strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")), nil
 }
 
-// SettleCheckoutInput names the checkout whose saga a webhook found closed.
-type SettleCheckoutInput struct {
-	CheckoutID string `json:"checkout_id"`
-}
-
-// SettleCheckoutResult is what a settlement found and did.
-type SettleCheckoutResult struct {
-	// Saga is how Temporal named the saga's state (sagaStatus); "running" settles nothing.
-	Saga string `json:"saga"`
-	// Ended: this settlement recorded the checkout's end.
-	Ended       bool     `json:"ended"`
-	Corrections []string `json:"corrections,omitempty"`
-	Unexplained []string `json:"unexplained,omitempty"`
-	// Refunds are the payments routed to refunds in Postgres: the caller starts them.
-	Refunds []shop.StaleOrphan `json:"refunds,omitempty"`
-}
-
 // SettleCheckout settles one checkout whose saga is closed without an end, as the
 // reconciler does (settle): a payment webhook that meets such a saga need not wait for the
 // next run. A saga that may still act is left alone.
-func (a *Activities) SettleCheckout(ctx context.Context, in SettleCheckoutInput) (SettleCheckoutResult, error) {
+func (a *Activities) SettleCheckout(ctx context.Context, in steps.SettleCheckoutInput) (steps.SettleCheckoutResult, error) {
 	status, err := a.sagaStatus(ctx, in.CheckoutID)
 	if err != nil || status == sagaRunning {
-		return SettleCheckoutResult{Saga: status}, err
+		return steps.SettleCheckoutResult{Saga: status}, err
 	}
 	return a.settle(ctx, in.CheckoutID, status)
 }
@@ -203,8 +169,8 @@ func (a *Activities) SettleCheckout(ctx context.Context, in SettleCheckoutInput)
 // leaves a tombstone, so a reserve the stopped saga still had in flight is refused. A
 // checkout whose confirm, in flight as its saga stopped, won the race keeps its holds for
 // the reconciler to commit.
-func (a *Activities) settle(ctx context.Context, checkoutID, status string) (SettleCheckoutResult, error) {
-	res := SettleCheckoutResult{Saga: status}
+func (a *Activities) settle(ctx context.Context, checkoutID, status string) (steps.SettleCheckoutResult, error) {
+	res := steps.SettleCheckoutResult{Saga: status}
 	reason := "its saga is " + status + " without having recorded an end; ended, its holds released and its payments refunded without it"
 	ended, refunds, err := a.Store.EndAbandoned(ctx, checkoutID, reason)
 	if err != nil {
@@ -300,7 +266,7 @@ func fateOfHold(end store.CheckoutEnd, known bool, now time.Time, grace time.Dur
 }
 
 // reconcileHolds ends the holds of checkouts that ended in Postgres, as fateOfHold decides.
-func (a *Activities) reconcileHolds(ctx context.Context, sku string, run *reconcileRun, res *ReconcileStockResult) error {
+func (a *Activities) reconcileHolds(ctx context.Context, sku string, run *reconcileRun, res *steps.ReconcileStockResult) error {
 	holds, err := a.Stock.Holds(ctx, sku)
 	if err != nil || len(holds) == 0 {
 		return err

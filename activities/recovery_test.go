@@ -12,6 +12,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -42,7 +43,7 @@ func newRecoveryFixture(t *testing.T) *recoveryFixture {
 // checkout records an open checkout of qty units and holds them in Redis.
 func (f *recoveryFixture) checkout(qty int64) string {
 	id := randomID("c-")
-	if _, err := f.acts.RecordCheckout(f.t.Context(), RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: qty}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(f.t.Context(), steps.RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: qty}}}); err != nil {
 		f.t.Fatal(err)
 	}
 	if _, err := f.acts.Stock.Reserve(f.t.Context(), f.sku, id, qty); err != nil {
@@ -86,7 +87,7 @@ func (f *recoveryFixture) confirm(ctx context.Context, checkout string) error {
 // confirmUnits records the payment of checkout's units, as the webhook does, and confirms
 // their order in Postgres.
 func (f *recoveryFixture) confirmUnits(ctx context.Context, checkout string, units int64) error {
-	in := ConfirmOrderInput{CheckoutID: checkout, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: units, UnitPriceCents: 100}},
+	in := steps.ConfirmOrderInput{CheckoutID: checkout, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: units, UnitPriceCents: 100}},
 		AmountCents: 100 * units, Currency: "usd", PaymentProvider: "stripe", PaymentRef: "pi_" + checkout}
 	if _, err := f.acts.Store.RecordPaymentEvent(ctx, verifiedEvent(in)); err != nil {
 		return err
@@ -110,7 +111,7 @@ func TestReserveRebuildsStockRedisLost(t *testing.T) {
 	// Redis restarts empty.
 	rdb.Del(t.Context(), lua.StockKey(f.sku), lua.HoldsKey(f.sku))
 
-	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: "c-after-restart", SKU: f.sku, Quantity: 2})
+	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, steps.StockInput{CheckoutID: "c-after-restart", SKU: f.sku, Quantity: 2})
 	if err != nil {
 		t.Fatalf("reserve after redis lost the sku: %v", err)
 	}
@@ -148,11 +149,11 @@ func TestReconcileStockRepairsAndFlags(t *testing.T) {
 	}
 	testRedis(t).HSet(ctx, lua.StockKey(f.sku), "available", 7)
 
-	val, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{GraceSeconds: 60})
+	val, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, steps.ReconcileStockInput{GraceSeconds: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res ReconcileStockResult
+	var res steps.ReconcileStockResult
 	if err := val.Get(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestReconcileStockRepairsAndFlags(t *testing.T) {
 		t.Errorf("%d ledger notes, corrections %v; want 3 (release, commit, available)", notes, res.Corrections)
 	}
 	// A second run finds nothing more to do.
-	val, err = f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{GraceSeconds: 60})
+	val, err = f.actEv.ExecuteActivity(f.acts.ReconcileStock, steps.ReconcileStockInput{GraceSeconds: 60})
 	if err != nil {
 		t.Fatal(err)
 	}

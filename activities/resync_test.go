@@ -1,6 +1,10 @@
 package activities
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/checkout-saga/checkout-saga/steps"
+)
 
 // A resync (a reconcile under the SKU's row lock) can run while a hold's end is half done:
 // Postgres already moved on_hand, Redis has not ended the hold yet. The hold's end must still
@@ -26,7 +30,7 @@ func TestResyncBetweenConfirmAndCommitKeepsTheUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.resyncMidway(func() {
-		if _, err := f.actEv.ExecuteActivity(f.acts.CommitStock, StockInput{CheckoutID: a, SKU: f.sku, Quantity: 2}); err != nil {
+		if _, err := f.actEv.ExecuteActivity(f.acts.CommitStock, steps.StockInput{CheckoutID: a, SKU: f.sku, Quantity: 2}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -37,17 +38,17 @@ func TestReconcileStockRestoresLostHolds(t *testing.T) {
 	f := newRecoveryFixture(t)
 	ctx := t.Context()
 	f.lostHold(1) // the write the failover lost
-	if _, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{}); err != nil {
+	if _, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, steps.ReconcileStockInput{}); err != nil {
 		t.Fatal(err)
 	}
 	if v := f.level(); v.Available != 0 || v.Held != 1 {
 		t.Fatalf("after reconcile: %+v; want a's hold restored (available 0, held 1)", v)
 	}
 	b := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, steps.RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1})
+	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, steps.StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1})
 	requireAppError(t, err, shop.ErrTypeOutOfStock)
 }
 
@@ -61,19 +62,19 @@ func TestReserveAfterRedisWentBackInTime(t *testing.T) {
 	snapshot := dumpKeys(t, rdb, f.sku)
 	for range 3 {
 		id := randomID("c-")
-		if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+		if _, err := f.acts.RecordCheckout(ctx, steps.RecordCheckoutInput{CheckoutID: id, CustomerID: "u-1", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: id, SKU: f.sku, Quantity: 1}); err != nil {
+		if _, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, steps.StockInput{CheckoutID: id, SKU: f.sku, Quantity: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	restoreKeys(t, rdb, snapshot)
 	late := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: late, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, steps.RecordCheckoutInput{CheckoutID: late, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, StockInput{CheckoutID: late, SKU: f.sku, Quantity: 1})
+	_, err := f.actEv.ExecuteActivity(f.acts.ReserveStock, steps.StockInput{CheckoutID: late, SKU: f.sku, Quantity: 1})
 	requireAppError(t, err, shop.ErrTypeOutOfStock)
 	if v := f.level(); v.Available+v.Held != v.OnHand {
 		t.Errorf("after the resync: %+v; want available + held == on_hand", v)
@@ -89,7 +90,7 @@ func TestCommitStockWithoutHoldRepairsAndFlags(t *testing.T) {
 	if err := f.confirm(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.actEv.ExecuteActivity(f.acts.CommitStock, StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1})
+	_, err := f.actEv.ExecuteActivity(f.acts.CommitStock, steps.StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1})
 	requireAppError(t, err, shop.ErrTypeNoHold)
 	if v := f.level(); v.OnHand != 1 || v.Available != 1 || v.Held != 0 {
 		t.Errorf("after the commit without a hold: %+v; want on_hand 1 == available 1", v)
@@ -102,7 +103,7 @@ func TestForfeitStockReturnsNoUnits(t *testing.T) {
 	ctx := t.Context()
 	a := f.lostHold(1) // Redis lost a's hold; the unit is sold again to b below
 	b := randomID("c-")
-	if _, err := f.acts.RecordCheckout(ctx, RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
+	if _, err := f.acts.RecordCheckout(ctx, steps.RecordCheckoutInput{CheckoutID: b, CustomerID: "u-2", Items: []shop.Item{{SKU: f.sku, Quantity: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.acts.Stock.Reserve(ctx, f.sku, b, 1); err != nil {
@@ -115,7 +116,7 @@ func TestForfeitStockReturnsNoUnits(t *testing.T) {
 			t.Fatalf("confirm of b: %v; want insufficient on hand", err)
 		}
 	}
-	val, err := f.actEv.ExecuteActivity(f.acts.ForfeitStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1, Reason: "failed"})
+	val, err := f.actEv.ExecuteActivity(f.acts.ForfeitStock, steps.StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1, Reason: "failed"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,10 +128,10 @@ func TestForfeitStockReturnsNoUnits(t *testing.T) {
 		t.Errorf("after forfeit: %+v; want nothing available (on_hand 0)", v)
 	}
 	// Repeated, or followed by the saga's release: nothing more changes.
-	if _, err := f.actEv.ExecuteActivity(f.acts.ForfeitStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1}); err != nil {
+	if _, err := f.actEv.ExecuteActivity(f.acts.ForfeitStock, steps.StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1}); err != nil {
 		t.Error(err)
 	}
-	if _, err := f.actEv.ExecuteActivity(f.acts.ReleaseStock, StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1}); err != nil {
+	if _, err := f.actEv.ExecuteActivity(f.acts.ReleaseStock, steps.StockInput{CheckoutID: b, SKU: f.sku, Quantity: 1}); err != nil {
 		t.Error(err)
 	}
 	if v := f.level(); v.Available != 0 {
@@ -247,15 +248,15 @@ func TestReconcileStockEndsHoldsOfEndedCheckoutsAfterRedisWentBack(t *testing.T)
 	rdb := testRedis(t)
 	a := f.checkout(1)
 	snapshot := dumpKeys(t, rdb, f.sku) // the replica's copy: a's hold, not its release
-	if _, err := f.acts.RecordOutcome(ctx, RecordOutcomeInput{CheckoutID: a, Status: string(shop.StatusExpired), Reason: "no payment"}); err != nil {
+	if _, err := f.acts.RecordOutcome(ctx, steps.RecordOutcomeInput{CheckoutID: a, Status: string(shop.StatusExpired), Reason: "no payment"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.actEv.ExecuteActivity(f.acts.ReleaseStock, StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1}); err != nil {
+	if _, err := f.actEv.ExecuteActivity(f.acts.ReleaseStock, steps.StockInput{CheckoutID: a, SKU: f.sku, Quantity: 1}); err != nil {
 		t.Fatal(err)
 	}
 	restoreKeys(t, rdb, snapshot)
 	time.Sleep(1100 * time.Millisecond) // past the reconciler's grace of a second
-	if _, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, ReconcileStockInput{GraceSeconds: 1}); err != nil {
+	if _, err := f.actEv.ExecuteActivity(f.acts.ReconcileStock, steps.ReconcileStockInput{GraceSeconds: 1}); err != nil {
 		t.Fatalf("reconcile after redis went back: %v", err)
 	}
 	holds, err := f.acts.Stock.Holds(ctx, f.sku)

@@ -9,9 +9,9 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -25,7 +25,7 @@ const sagaQueue = "bench-saga"
 var sagaBaseline = baseline{name: "Checkout", queue: sagaQueue, workflow: workflows.Checkout,
 	register: func(w sdkworker.Worker) {
 		for name, fn := range map[string]any{
-			"RecordCheckout": func(_ context.Context, in activities.RecordCheckoutInput) (shop.CheckoutRecord, error) {
+			"RecordCheckout": func(_ context.Context, in steps.RecordCheckoutInput) (shop.CheckoutRecord, error) {
 				rec := shop.CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID, Status: shop.RecordOpen,
 					Currency: "usd", CreatedAt: time.Now()}
 				for _, it := range in.Items {
@@ -34,14 +34,14 @@ var sagaBaseline = baseline{name: "Checkout", queue: sagaQueue, workflow: workfl
 				}
 				return rec, nil
 			},
-			"ReserveStock": func(_ context.Context, in activities.StockInput) (lua.ReserveResult, error) {
+			"ReserveStock": func(_ context.Context, in steps.StockInput) (lua.ReserveResult, error) {
 				return lua.ReserveResult{Held: in.Quantity, Available: 1_000}, nil
 			},
-			"VerifyPayment": func(_ context.Context, in activities.VerifyPaymentInput) (bool, error) { return true, nil },
-			"ConfirmOrder": func(_ context.Context, in activities.ConfirmOrderInput) (string, error) {
+			"VerifyPayment": func(_ context.Context, in steps.VerifyPaymentInput) (bool, error) { return true, nil },
+			"ConfirmOrder": func(_ context.Context, in steps.ConfirmOrderInput) (string, error) {
 				return shop.OrderID(in.CheckoutID), nil
 			},
-			"CommitStock": func(_ context.Context, in activities.StockInput) (int64, error) { return in.Quantity, nil },
+			"CommitStock": func(_ context.Context, in steps.StockInput) (int64, error) { return in.Quantity, nil },
 		} {
 			w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 		}

@@ -10,10 +10,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -44,7 +44,7 @@ func TestATerminatedSagaIsSettledByOneReconcileRun(t *testing.T) {
 		t.Fatalf("payment through the API that cannot reach Temporal answered %d %q, want 503", code, st)
 	}
 
-	res := runWorkflow[activities.ReconcileStockResult](t, s, "reconcile-stock", workflows.ReconcileStock, activities.ReconcileStockInput{})
+	res := runWorkflow[steps.ReconcileStockResult](t, s, "reconcile-stock", workflows.ReconcileStock, steps.ReconcileStockInput{})
 	if st, orders := s.pgStatus(t, id); st != string(shop.StatusFailed) || orders != 0 {
 		t.Fatalf("after one reconciler run the checkout is %s with %d orders, want failed (corrections %v)", st, orders, res.Corrections)
 	}

@@ -14,10 +14,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -104,7 +104,7 @@ func TestSupportActionsInTheWebUILeaveNoMoneyOrStockBehind(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for i := 0; ; i++ {
 		time.Sleep(1100 * time.Millisecond) // past the reconciler's grace of 1 s
-		runWorkflow[activities.ReconcileStockResult](t, s, fmt.Sprintf("ui-reconcile-%d", i), workflows.ReconcileStock, activities.ReconcileStockInput{GraceSeconds: 1})
+		runWorkflow[steps.ReconcileStockResult](t, s, fmt.Sprintf("ui-reconcile-%d", i), workflows.ReconcileStock, steps.ReconcileStockInput{GraceSeconds: 1})
 		runWorkflow[workflows.RefundOrphansResult](t, s, fmt.Sprintf("ui-orphans-%d", i), workflows.RefundOrphans, workflows.RefundOrphansInput{OlderThanSeconds: 1})
 		rep, err := auditor.Run(ctx)
 		var open []string

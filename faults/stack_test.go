@@ -17,11 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/migrations"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -256,16 +256,16 @@ func (s *stack) readyz() (int, map[string]string) {
 }
 
 // reconcileStock runs the stock reconciler once, as its Schedule would, and returns what it did.
-func (s *stack) reconcileStock(graceSeconds int64) (activities.ReconcileStockResult, error) {
+func (s *stack) reconcileStock(graceSeconds int64) (steps.ReconcileStockResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	run, err := s.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: fmt.Sprintf("faults-reconcile-stock-%d", time.Now().UnixNano()), TaskQueue: workflows.TaskQueue,
-	}, workflows.ReconcileStock, activities.ReconcileStockInput{GraceSeconds: graceSeconds})
+	}, workflows.ReconcileStock, steps.ReconcileStockInput{GraceSeconds: graceSeconds})
 	if err != nil {
-		return activities.ReconcileStockResult{}, err
+		return steps.ReconcileStockResult{}, err
 	}
-	var res activities.ReconcileStockResult
+	var res steps.ReconcileStockResult
 	err = run.Get(ctx, &res)
 	return res, err
 }

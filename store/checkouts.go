@@ -185,7 +185,7 @@ func (s *Store) RecordEnd(ctx context.Context, c shop.CheckoutRecord) (string, e
 	return status, nil
 }
 
-// Outcome is how a checkout that was not confirmed ended (activities.RecordOutcomeInput).
+// Outcome is how a checkout that was not confirmed ended (steps.RecordOutcomeInput).
 type Outcome struct {
 	CheckoutID string
 	Status     string

@@ -28,7 +28,7 @@ var ErrCheckoutEnded = errors.New("the checkout already ended without an order")
 // ErrUnverifiedPayment means no verified event recorded the payment an order was asked for.
 var ErrUnverifiedPayment = errors.New("no verified event recorded the payment")
 
-// Order is everything the order row needs (activities.ConfirmOrderInput).
+// Order is everything the order row needs (steps.ConfirmOrderInput).
 type Order struct {
 	CheckoutID      string
 	CustomerID      string

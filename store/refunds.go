@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Refund is a refund's state (activities.RecordRefundInput).
+// Refund is a refund's state (steps.RecordRefundInput).
 type Refund struct {
 	ID               string
 	CheckoutID       string

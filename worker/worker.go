@@ -5,10 +5,12 @@ package worker
 import (
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/checkout-saga/checkout-saga/activities"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -72,5 +74,39 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.ReconcileStock)
 	r.RegisterWorkflow(workflows.RefundOrphans)
 	r.RegisterWorkflow(workflows.SettleCheckout)
-	r.RegisterActivity(acts)
+	for _, s := range Steps(acts) {
+		r.RegisterActivityWithOptions(s.Activity, activity.RegisterOptions{Name: s.Name})
+	}
+}
+
+// Step is an activity and the name the saga calls it by.
+type Step struct {
+	Name     string
+	Activity any
+}
+
+// Steps pairs each of the saga's step names with the activity that runs it. Every name is its
+// method's name, which Temporal gave the method values the saga called before it called steps
+// by name: a history recorded either way replays.
+func Steps(acts *activities.Activities) []Step {
+	return []Step{
+		{steps.RecordCheckout, acts.RecordCheckout},
+		{steps.ReserveStock, acts.ReserveStock},
+		{steps.ReleaseStock, acts.ReleaseStock},
+		{steps.CommitStock, acts.CommitStock},
+		{steps.ForfeitStock, acts.ForfeitStock},
+		{steps.ConfirmOrder, acts.ConfirmOrder},
+		{steps.RecordOutcome, acts.RecordOutcome},
+		{steps.VerifyPayment, acts.VerifyPayment},
+		{steps.RefundPayment, acts.RefundPayment},
+		{steps.RecordRefund, acts.RecordRefund},
+		{steps.FindSucceededPayment, acts.FindSucceededPayment},
+		{steps.FindSucceededPayments, acts.FindSucceededPayments},
+		{steps.ReadPaymentFates, acts.ReadPaymentFates},
+		{steps.ListWorkflowIDs, acts.ListWorkflowIDs},
+		{steps.ListWorkflowPage, acts.ListWorkflowPage},
+		{steps.ClaimStaleOrphans, acts.ClaimStaleOrphans},
+		{steps.ReconcileStock, acts.ReconcileStock},
+		{steps.SettleCheckout, acts.SettleCheckout},
+	}
 }

@@ -43,12 +43,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 )
-
-// acts is used only to name activity methods; the worker registers the real instance.
-var acts *activities.Activities
 
 // Checkout is the saga of one checkout. Its id is WorkflowID(in.CheckoutID).
 func Checkout(ctx workflow.Context, in Input) (shop.View, error) {
@@ -249,7 +246,7 @@ func (c *checkout) adoptEnded(ctx workflow.Context, rec shop.CheckoutRecord) {
 func (c *checkout) record(ctx workflow.Context) (shop.CheckoutRecord, error) {
 	var rec shop.CheckoutRecord
 	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(recordOptions, "Record checkout "+c.in.CheckoutID))
-	err := workflow.ExecuteLocalActivity(lctx, acts.RecordCheckout, activities.RecordCheckoutInput{
+	err := workflow.ExecuteLocalActivity(lctx, steps.RecordCheckout, steps.RecordCheckoutInput{
 		CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: shop.Unpriced(c.in.Items), Creator: c.view.Creator(),
 	}).Get(ctx, &rec)
 	return rec, err
@@ -261,10 +258,10 @@ func (c *checkout) record(ctx workflow.Context) (shop.CheckoutRecord, error) {
 func (c *checkout) holdAll(ctx workflow.Context) error {
 	futures := make([]workflow.Future, len(c.view.Items))
 	for i, it := range c.view.Items {
-		in := activities.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity}
+		in := steps.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity}
 		c.registerRelease(in)
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(reserveOptions, fmt.Sprintf("Hold %d x %s", it.Quantity, it.SKU)))
-		futures[i] = workflow.ExecuteLocalActivity(lctx, acts.ReserveStock, in)
+		futures[i] = workflow.ExecuteLocalActivity(lctx, steps.ReserveStock, in)
 	}
 	var firstErr error
 	for _, f := range futures {
@@ -295,7 +292,7 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 	var orderID string
 	err := c.persist(dctx, "Confirm order in Postgres", func(ctx workflow.Context) error {
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(mustFinishOptions, "Confirm order in Postgres"))
-		return workflow.ExecuteLocalActivity(lctx, acts.ConfirmOrder, activities.ConfirmOrderInput{
+		return workflow.ExecuteLocalActivity(lctx, steps.ConfirmOrder, steps.ConfirmOrderInput{
 			CheckoutID: c.in.CheckoutID, CustomerID: c.in.CustomerID, Items: c.view.Items,
 			AmountCents: c.view.AmountCents, Currency: c.view.Currency,
 			PaymentProvider: p.Provider, PaymentRef: p.PaymentRef, ExpiresAt: c.view.ExpiresAt,
@@ -323,11 +320,11 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 	c.view.OrderID = &orderID
 
 	for _, it := range c.view.Items {
-		in := activities.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity}
+		in := steps.StockInput{CheckoutID: c.in.CheckoutID, SKU: it.SKU, Quantity: it.Quantity}
 		summary := fmt.Sprintf("Commit %d x %s", it.Quantity, it.SKU)
 		err := c.persist(dctx, summary, func(ctx workflow.Context) error {
 			lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(mustFinishOptions, summary))
-			return workflow.ExecuteLocalActivity(lctx, acts.CommitStock, in).Get(ctx, nil)
+			return workflow.ExecuteLocalActivity(lctx, steps.CommitStock, in).Get(ctx, nil)
 		})
 		if err != nil {
 			// The order stands (it is in Postgres); a hold that cannot be committed means
@@ -350,7 +347,7 @@ func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) 
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ending as %s: releasing holds", status))
 	var earlier *shop.CheckoutRecord
 	recordOutcome := func(ctx workflow.Context) {
-		c.undoStep(ctx, "Record outcome "+string(status), acts.RecordOutcome, activities.RecordOutcomeInput{
+		c.undoStep(ctx, "Record outcome "+string(status), steps.RecordOutcome, steps.RecordOutcomeInput{
 			CheckoutID: c.in.CheckoutID, Status: string(status), Reason: reason, ExpiresAt: c.view.ExpiresAt,
 		}, &earlier)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/inventory"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -565,14 +566,14 @@ func TestTransientRedisAndPostgresErrorsAreRetried(t *testing.T) {
 	// First attempt of each step fails as a dropped connection would; later attempts run
 	// the real activity against the real stores.
 	f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.StockInput) (lua.ReserveResult, error) {
+		func(ctx context.Context, in steps.StockInput) (lua.ReserveResult, error) {
 			if reserveCalls.Add(1) == 1 {
 				return lua.ReserveResult{}, errors.New("run reserve script: read tcp 127.0.0.1:6379: connection reset by peer")
 			}
 			return f.acts.ReserveStock(ctx, in)
 		})
 	f.env.OnActivity(f.acts.ConfirmOrder, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.ConfirmOrderInput) (string, error) {
+		func(ctx context.Context, in steps.ConfirmOrderInput) (string, error) {
 			if confirmCalls.Add(1) == 1 {
 				return "", errors.New("insert order: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)")
 			}
@@ -619,7 +620,7 @@ func TestReserveThatHeldButReportedFailureIsReleasedWhenTheSagaEnds(t *testing.T
 			in.PaymentTimeoutSeconds = 60
 			var attempts atomic.Int32
 			f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
-				func(ctx context.Context, s activities.StockInput) (lua.ReserveResult, error) {
+				func(ctx context.Context, s steps.StockInput) (lua.ReserveResult, error) {
 					res, err := f.acts.ReserveStock(ctx, s) // the script runs for real
 					if err != nil {
 						return res, err

@@ -46,6 +46,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -331,7 +332,7 @@ func TestExploreFakesServeLocalAndRegularActivities(t *testing.T) {
 		t.Fatal(err)
 	}
 	sku := w.s.Cart[0].SKU
-	in := activities.StockInput{CheckoutID: "c-1", SKU: sku, Quantity: w.s.Cart[0].Quantity}
+	in := steps.StockInput{CheckoutID: "c-1", SKU: sku, Quantity: w.s.Cart[0].Quantity}
 	env.ExecuteWorkflow(func(ctx workflow.Context) error {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Second})
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Second})

@@ -22,6 +22,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -224,44 +225,44 @@ func (i *fakeInbound) ExecuteActivity(ctx context.Context, in *interceptor.Execu
 
 // The fakes of activities the saga does not call are named methods, not closures: the SDK
 // names a registered function by its Go name, and every closure is "func1" to it.
-func (w *world) refundPayment(context.Context, activities.RefundPaymentInput) (activities.RefundResult, error) {
-	return activities.RefundResult{}, w.notModelled("RefundPayment")
+func (w *world) refundPayment(context.Context, steps.RefundPaymentInput) (steps.RefundResult, error) {
+	return steps.RefundResult{}, w.notModelled("RefundPayment")
 }
 
-func (w *world) recordRefund(context.Context, activities.RecordRefundInput) error {
+func (w *world) recordRefund(context.Context, steps.RecordRefundInput) error {
 	return w.notModelled("RecordRefund")
 }
 
-func (w *world) findSucceededPayment(context.Context, activities.FindPaymentInput) (*activities.FoundPayment, error) {
+func (w *world) findSucceededPayment(context.Context, steps.FindPaymentInput) (*steps.FoundPayment, error) {
 	return nil, w.notModelled("FindSucceededPayment")
 }
 
-func (w *world) findSucceededPayments(context.Context, activities.FindPaymentInput) ([]activities.FoundPayment, error) {
+func (w *world) findSucceededPayments(context.Context, steps.FindPaymentInput) ([]steps.FoundPayment, error) {
 	return nil, w.notModelled("FindSucceededPayments")
 }
 
-func (w *world) readPaymentFates(context.Context, activities.PaymentFatesInput) (shop.PaymentFates, error) {
+func (w *world) readPaymentFates(context.Context, steps.PaymentFatesInput) (shop.PaymentFates, error) {
 	return shop.PaymentFates{}, w.notModelled("ReadPaymentFates")
 }
 
-func (w *world) listWorkflowIDs(context.Context, activities.ListWorkflowsInput) ([]string, error) {
+func (w *world) listWorkflowIDs(context.Context, steps.ListWorkflowsInput) ([]string, error) {
 	return nil, w.notModelled("ListWorkflowIDs")
 }
 
-func (w *world) listWorkflowPage(context.Context, activities.ListWorkflowPageInput) (activities.WorkflowPage, error) {
-	return activities.WorkflowPage{}, w.notModelled("ListWorkflowPage")
+func (w *world) listWorkflowPage(context.Context, steps.ListWorkflowPageInput) (steps.WorkflowPage, error) {
+	return steps.WorkflowPage{}, w.notModelled("ListWorkflowPage")
 }
 
-func (w *world) reconcileStock(context.Context, activities.ReconcileStockInput) (activities.ReconcileStockResult, error) {
-	return activities.ReconcileStockResult{}, w.notModelled("ReconcileStock")
+func (w *world) reconcileStock(context.Context, steps.ReconcileStockInput) (steps.ReconcileStockResult, error) {
+	return steps.ReconcileStockResult{}, w.notModelled("ReconcileStock")
 }
 
-func (w *world) claimStaleOrphans(context.Context, activities.ClaimStaleOrphansInput) ([]shop.StaleOrphan, error) {
+func (w *world) claimStaleOrphans(context.Context, steps.ClaimStaleOrphansInput) ([]shop.StaleOrphan, error) {
 	return nil, w.notModelled("ClaimStaleOrphans")
 }
 
-func (w *world) settleCheckout(context.Context, activities.SettleCheckoutInput) (activities.SettleCheckoutResult, error) {
-	return activities.SettleCheckoutResult{}, w.notModelled("SettleCheckout")
+func (w *world) settleCheckout(context.Context, steps.SettleCheckoutInput) (steps.SettleCheckoutResult, error) {
+	return steps.SettleCheckoutResult{}, w.notModelled("SettleCheckout")
 }
 
 func (w *world) notModelled(name string) error {
@@ -335,7 +336,7 @@ func errOrOK(err error) string {
 	return err.Error()
 }
 
-func (w *world) recordCheckout(ctx context.Context, in activities.RecordCheckoutInput) (shop.CheckoutRecord, error) {
+func (w *world) recordCheckout(ctx context.Context, in steps.RecordCheckoutInput) (shop.CheckoutRecord, error) {
 	var rec shop.CheckoutRecord
 	err := w.step("RecordCheckout", "", "pricing", func() error {
 		w.recorded = true
@@ -350,7 +351,7 @@ func (w *world) recordCheckout(ctx context.Context, in activities.RecordCheckout
 }
 
 // reserveStock mirrors lua/reserve.lua: once per checkout, refused after the hold ended.
-func (w *world) reserveStock(ctx context.Context, in activities.StockInput) (lua.ReserveResult, error) {
+func (w *world) reserveStock(ctx context.Context, in steps.StockInput) (lua.ReserveResult, error) {
 	var res lua.ReserveResult
 	err := w.step("ReserveStock", in.SKU, "reserving", func() error {
 		switch w.holds[in.SKU] {
@@ -374,19 +375,19 @@ func (w *world) reserveStock(ctx context.Context, in activities.StockInput) (lua
 
 // releaseStock mirrors lua/release.lua: a no-op the second time, a tombstone when nothing was
 // held, refused once committed.
-func (w *world) releaseStock(ctx context.Context, in activities.StockInput) (int64, error) {
+func (w *world) releaseStock(ctx context.Context, in steps.StockInput) (int64, error) {
 	return w.releaseHold("ReleaseStock", in, true)
 }
 
 // forfeitStock mirrors ForfeitStock: the hold ends as released, but its units do not return
 // to available (Postgres refused the order for lack of them).
-func (w *world) forfeitStock(ctx context.Context, in activities.StockInput) (int64, error) {
+func (w *world) forfeitStock(ctx context.Context, in steps.StockInput) (int64, error) {
 	return w.releaseHold("ForfeitStock", in, false)
 }
 
 // releaseHold mirrors release_hold in lua/common.lua, the one body of release.lua and
 // forfeit.lua: the hold ends as released, its units go back to available only when giveBack.
-func (w *world) releaseHold(activity string, in activities.StockInput, giveBack bool) (int64, error) {
+func (w *world) releaseHold(activity string, in steps.StockInput, giveBack bool) (int64, error) {
 	var released int64
 	err := w.step(activity, in.SKU, "ending", func() error {
 		switch w.holds[in.SKU] {
@@ -406,7 +407,7 @@ func (w *world) releaseHold(activity string, in activities.StockInput, giveBack 
 
 // commitStock mirrors lua/commit.lua and CommitStock: refused once released; no hold is
 // "nothing to do".
-func (w *world) commitStock(ctx context.Context, in activities.StockInput) (int64, error) {
+func (w *world) commitStock(ctx context.Context, in steps.StockInput) (int64, error) {
 	var committed int64
 	err := w.step("CommitStock", in.SKU, "confirming", func() error {
 		switch w.holds[in.SKU] {
@@ -423,7 +424,7 @@ func (w *world) commitStock(ctx context.Context, in activities.StockInput) (int6
 
 // confirmOrder mirrors Store.confirmOrder: one order per checkout (a retry finds it), refused
 // when the checkout already ended in Postgres.
-func (w *world) confirmOrder(ctx context.Context, in activities.ConfirmOrderInput) (string, error) {
+func (w *world) confirmOrder(ctx context.Context, in steps.ConfirmOrderInput) (string, error) {
 	err := w.step("ConfirmOrder", "", "confirming", func() error {
 		switch {
 		case w.order != nil:
@@ -443,7 +444,7 @@ func (w *world) confirmOrder(ctx context.Context, in activities.ConfirmOrderInpu
 
 // recordOutcome mirrors Store.RecordOutcomeOrEarlier: only the first end is kept, and an end
 // recorded before is answered.
-func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeInput) (*shop.CheckoutRecord, error) {
+func (w *world) recordOutcome(ctx context.Context, in steps.RecordOutcomeInput) (*shop.CheckoutRecord, error) {
 	var earlier *shop.CheckoutRecord
 	err := w.step("RecordOutcome", "", "ending", func() error {
 		switch {
@@ -463,7 +464,7 @@ func (w *world) recordOutcome(ctx context.Context, in activities.RecordOutcomeIn
 
 // verifyPayment mirrors Store.PaymentOutcomeVerified: every payment the explorer sends is one
 // a verified webhook recorded (the stray signals have their own tests, unverified_test.go).
-func (w *world) verifyPayment(ctx context.Context, in activities.VerifyPaymentInput) (bool, error) {
+func (w *world) verifyPayment(ctx context.Context, in steps.VerifyPaymentInput) (bool, error) {
 	return true, nil
 }
 

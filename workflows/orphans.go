@@ -6,8 +6,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 )
 
 // OrphanScheduleID is the Temporal Schedule that runs RefundOrphans.
@@ -44,7 +44,7 @@ func RefundOrphans(ctx workflow.Context, in RefundOrphansInput) (RefundOrphansRe
 	}
 	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
 	var orphans []shop.StaleOrphan
-	if err := workflow.ExecuteActivity(ctx, acts.ClaimStaleOrphans, activities.ClaimStaleOrphansInput{
+	if err := workflow.ExecuteActivity(ctx, steps.ClaimStaleOrphans, steps.ClaimStaleOrphansInput{
 		OlderThanSeconds: in.OlderThanSeconds, Limit: orphanSweepLimit,
 	}).Get(ctx, &orphans); err != nil {
 		return RefundOrphansResult{}, err

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -48,7 +48,7 @@ func TestRefundOrphansRefundsOnlyUnclaimedOldOrphans(t *testing.T) {
 	f.orphan("", "pi_no_metadata", "3 hours")
 	f.orphan("still-coming", "pi_young", "1 minute")
 	f.orphan(claimed.CheckoutID, "pi_claimed", "2 hours")
-	if _, err := f.acts.RecordCheckout(context.Background(), activities.RecordCheckoutInput{
+	if _, err := f.acts.RecordCheckout(context.Background(), steps.RecordCheckoutInput{
 		CheckoutID: claimed.CheckoutID, CustomerID: claimed.CustomerID, Items: []shop.Item{line}}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 )
 
 // The payment decision: the wait for a payment (awaitPayment), and what each payment event
@@ -154,7 +154,7 @@ func (c *checkout) verified(ctx workflow.Context, p shop.Payment) bool {
 	var ok bool
 	err := c.persist(dctx, summary, func(ctx workflow.Context) error {
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(mustFinishOptions, summary))
-		return workflow.ExecuteLocalActivity(lctx, acts.VerifyPayment, activities.VerifyPaymentInput{
+		return workflow.ExecuteLocalActivity(lctx, steps.VerifyPayment, steps.VerifyPaymentInput{
 			CheckoutID: c.in.CheckoutID, Payment: p,
 		}).Get(ctx, &ok)
 	})

@@ -10,9 +10,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -100,7 +100,7 @@ func TestPaymentWhileEndingIsRefunded(t *testing.T) {
 	in.PaymentTimeoutSeconds = 60
 	var once sync.Once
 	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, s activities.StockInput) (int64, error) {
+		func(ctx context.Context, s steps.StockInput) (int64, error) {
 			once.Do(func() { f.signalPayment(false, paid("evt_late", 199_800)) })
 			return f.acts.ReleaseStock(ctx, s)
 		})
@@ -115,7 +115,7 @@ func TestPaymentWhileReservingThenOutOfStockIsRefunded(t *testing.T) {
 	in := input(shop.Item{SKU: phone, Quantity: 1}, shop.Item{SKU: cover, Quantity: 1})
 	var once sync.Once
 	f.env.OnActivity(f.acts.ReserveStock, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, s activities.StockInput) (lua.ReserveResult, error) {
+		func(ctx context.Context, s steps.StockInput) (lua.ReserveResult, error) {
 			once.Do(func() { f.signalPayment(false, paid("evt_early", 100_900)) })
 			return f.acts.ReserveStock(ctx, s)
 		})
@@ -130,7 +130,7 @@ func TestPaymentWhileReservingThenOutOfStockIsRefunded(t *testing.T) {
 func TestPaymentBeforePricingThenFailedRecordIsRefunded(t *testing.T) {
 	f, _, in := phoneCheckout(t, 1)
 	f.env.OnActivity(f.acts.RecordCheckout, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, r activities.RecordCheckoutInput) (shop.CheckoutRecord, error) {
+		func(ctx context.Context, r steps.RecordCheckoutInput) (shop.CheckoutRecord, error) {
 			f.signalPayment(false, paid("evt_first", 99_900))
 			return shop.CheckoutRecord{}, temporal.NewNonRetryableApplicationError("mixed", shop.ErrTypeMixedCurrency, nil)
 		})

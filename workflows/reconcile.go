@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 )
 
 // ReconcileScheduleID is the Temporal Schedule that runs ReconcilePayments.
@@ -88,8 +88,8 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 		return reconcileFirstIDs(ctx, in, query)
 	}
 
-	var page activities.WorkflowPage
-	err := workflow.ExecuteActivity(ctx, acts.ListWorkflowPage, activities.ListWorkflowPageInput{
+	var page steps.WorkflowPage
+	err := workflow.ExecuteActivity(ctx, steps.ListWorkflowPage, steps.ListWorkflowPageInput{
 		Query: query, PageSize: in.PageSize, PageToken: in.PageToken,
 	}).Get(ctx, &page)
 	if err != nil {
@@ -126,8 +126,8 @@ func ReconcilePayments(ctx workflow.Context, in ReconcileInput) (ReconcileResult
 func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time) (checked, refunded int) {
 	query := fmt.Sprintf("WorkflowType = 'Checkout' AND ExecutionStatus = 'Completed' AND CheckoutState IN ('%s', '%s', '%s', '%s') AND CloseTime > '%s'",
 		shop.StatusExpired, shop.StatusCancelled, shop.StatusPaymentFailed, shop.StatusFailed, since.Format(time.RFC3339))
-	var page activities.WorkflowPage
-	err := workflow.ExecuteActivity(ctx, acts.ListWorkflowPage, activities.ListWorkflowPageInput{Query: query, PageSize: in.PageSize}).Get(ctx, &page)
+	var page steps.WorkflowPage
+	err := workflow.ExecuteActivity(ctx, steps.ListWorkflowPage, steps.ListWorkflowPageInput{Query: query, PageSize: in.PageSize}).Get(ctx, &page)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("list checkouts that ended unpaid", "error", err)
 		return 0, 0
@@ -153,7 +153,7 @@ func refundEndedUnpaid(ctx workflow.Context, in ReconcileInput, since time.Time)
 
 // withoutDecided is found without the payments Postgres already gave an end: the payment of
 // the checkout's order, which stands whatever the saga's state says, and one being refunded.
-func withoutDecided(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
+func withoutDecided(ctx workflow.Context, provider, wfID string, found []steps.FoundPayment) []steps.FoundPayment {
 	return withoutFates(ctx, reconcileKeepsOrderPayments, provider, wfID, found, shop.PaymentFates.Decided)
 }
 
@@ -174,7 +174,7 @@ func deliverFound(ctx workflow.Context, provider string, wfIDs []string) int {
 // sweep claimed, a payment with a refund recorded. A swept orphan is never matched again,
 // also while the provider still lists it as succeeded (its refund waits for support, or has
 // not reached the provider), or the buyer would get the order and the money back.
-func withoutRefunding(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) []activities.FoundPayment {
+func withoutRefunding(ctx workflow.Context, provider, wfID string, found []steps.FoundPayment) []steps.FoundPayment {
 	return withoutFates(ctx, reconcileSkipsRefunding, provider, wfID, found, func(f shop.PaymentFates, ref string) bool {
 		return slices.Contains(f.Refunding, ref)
 	})
@@ -183,7 +183,7 @@ func withoutRefunding(ctx workflow.Context, provider, wfID string, found []activ
 // withoutFates is found without the payments whose fate in Postgres drop says is decided, for
 // runs that took the change (runs recorded before it keep every payment). When Postgres
 // cannot answer, nothing of the checkout is kept: the next run asks again.
-func withoutFates(ctx workflow.Context, change, provider, wfID string, found []activities.FoundPayment, drop func(shop.PaymentFates, string) bool) []activities.FoundPayment {
+func withoutFates(ctx workflow.Context, change, provider, wfID string, found []steps.FoundPayment, drop func(shop.PaymentFates, string) bool) []steps.FoundPayment {
 	if workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return found
 	}
@@ -192,39 +192,39 @@ func withoutFates(ctx workflow.Context, change, provider, wfID string, found []a
 		workflow.GetLogger(ctx).Warn("read what postgres decided for payments found", "workflow_id", wfID, "change", change, "error", err)
 		return nil
 	}
-	return slices.DeleteFunc(found, func(f activities.FoundPayment) bool { return drop(fates, f.Ref) })
+	return slices.DeleteFunc(found, func(f steps.FoundPayment) bool { return drop(fates, f.Ref) })
 }
 
 // paymentFates asks Postgres what it already decided for the payments found for the
 // checkout of saga wfID.
-func paymentFates(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) (shop.PaymentFates, error) {
+func paymentFates(ctx workflow.Context, provider, wfID string, found []steps.FoundPayment) (shop.PaymentFates, error) {
 	checkoutID, _ := CheckoutIDOf(wfID)
-	in := activities.PaymentFatesInput{Provider: provider, CheckoutID: checkoutID}
+	in := steps.PaymentFatesInput{Provider: provider, CheckoutID: checkoutID}
 	for _, f := range found {
 		in.Refs = append(in.Refs, f.Ref)
 	}
 	var fates shop.PaymentFates
-	err := workflow.ExecuteActivity(ctx, acts.ReadPaymentFates, in).Get(ctx, &fates)
+	err := workflow.ExecuteActivity(ctx, steps.ReadPaymentFates, in).Get(ctx, &fates)
 	return fates, err
 }
 
 // findAll asks the provider about the checkout of each of wfIDs at once and yields each
 // workflow id with the succeeded payments found, in wfIDs' order. A checkout the provider
 // could not answer for is logged and skipped.
-func findAll(ctx workflow.Context, provider string, wfIDs []string) iter.Seq2[string, []activities.FoundPayment] {
+func findAll(ctx workflow.Context, provider string, wfIDs []string) iter.Seq2[string, []steps.FoundPayment] {
 	finds := make([]workflow.Future, len(wfIDs))
 	for i, wfID := range wfIDs {
 		if checkoutID, ok := CheckoutIDOf(wfID); ok {
-			finds[i] = workflow.ExecuteActivity(ctx, acts.FindSucceededPayments,
-				activities.FindPaymentInput{Provider: provider, CheckoutID: checkoutID})
+			finds[i] = workflow.ExecuteActivity(ctx, steps.FindSucceededPayments,
+				steps.FindPaymentInput{Provider: provider, CheckoutID: checkoutID})
 		}
 	}
-	return func(yield func(string, []activities.FoundPayment) bool) {
+	return func(yield func(string, []steps.FoundPayment) bool) {
 		for i, wfID := range wfIDs {
 			if finds[i] == nil {
 				continue
 			}
-			var found []activities.FoundPayment
+			var found []steps.FoundPayment
 			if err := finds[i].Get(ctx, &found); err != nil {
 				workflow.GetLogger(ctx).Warn("ask provider about checkout", "workflow_id", wfID, "error", err)
 				continue
@@ -238,7 +238,7 @@ func findAll(ctx workflow.Context, provider string, wfIDs []string) iter.Seq2[st
 
 // deliver signals each payment found into the saga wfID, as its webhook would have, and
 // returns how many signals it sent.
-func deliver(ctx workflow.Context, provider, wfID string, found []activities.FoundPayment) int {
+func deliver(ctx workflow.Context, provider, wfID string, found []steps.FoundPayment) int {
 	sent := 0
 	for _, f := range found {
 		if err := workflow.SignalExternalWorkflow(ctx, wfID, "", SignalPayment, foundPayment(provider, f)).Get(ctx, nil); err != nil {
@@ -252,7 +252,7 @@ func deliver(ctx workflow.Context, provider, wfID string, found []activities.Fou
 
 // foundPayment is a payment the provider reported, as its webhook would have told it: its
 // event id is "reconcile-" and the payment's, so the saga sees a repeat as one payment.
-func foundPayment(provider string, f activities.FoundPayment) shop.Payment {
+func foundPayment(provider string, f steps.FoundPayment) shop.Payment {
 	return shop.Payment{Provider: provider, EventID: "reconcile-" + f.Ref, Outcome: shop.PaymentSucceeded,
 		PaymentRef: f.Ref, AmountCents: f.AmountCents, Currency: f.Currency}
 }
@@ -261,7 +261,7 @@ func foundPayment(provider string, f activities.FoundPayment) shop.Payment {
 // reconcileLimit ids, each checkout asked about in turn.
 func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (ReconcileResult, error) {
 	var ids []string
-	if err := workflow.ExecuteActivity(ctx, acts.ListWorkflowIDs, activities.ListWorkflowsInput{Query: query, Limit: reconcileLimit}).Get(ctx, &ids); err != nil {
+	if err := workflow.ExecuteActivity(ctx, steps.ListWorkflowIDs, steps.ListWorkflowsInput{Query: query, Limit: reconcileLimit}).Get(ctx, &ids); err != nil {
 		return ReconcileResult{}, err
 	}
 	res := ReconcileResult{Checked: len(ids)}
@@ -273,7 +273,7 @@ func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (R
 		if !ok {
 			continue
 		}
-		found, err := findPayments(ctx, every, activities.FindPaymentInput{Provider: in.Provider, CheckoutID: checkoutID})
+		found, err := findPayments(ctx, every, steps.FindPaymentInput{Provider: in.Provider, CheckoutID: checkoutID})
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("ask provider about checkout", "checkout_id", checkoutID, "error", err)
 			continue
@@ -285,17 +285,17 @@ func reconcileFirstIDs(ctx workflow.Context, in ReconcileInput, query string) (R
 
 // findPayments asks the provider for the checkout's succeeded payments: all of them, or (a run
 // recorded before reconcileEveryPayment) the first.
-func findPayments(ctx workflow.Context, every bool, in activities.FindPaymentInput) ([]activities.FoundPayment, error) {
+func findPayments(ctx workflow.Context, every bool, in steps.FindPaymentInput) ([]steps.FoundPayment, error) {
 	if every {
-		var found []activities.FoundPayment
-		err := workflow.ExecuteActivity(ctx, acts.FindSucceededPayments, in).Get(ctx, &found)
+		var found []steps.FoundPayment
+		err := workflow.ExecuteActivity(ctx, steps.FindSucceededPayments, in).Get(ctx, &found)
 		return found, err
 	}
-	var found *activities.FoundPayment
-	if err := workflow.ExecuteActivity(ctx, acts.FindSucceededPayment, in).Get(ctx, &found); err != nil || found == nil {
+	var found *steps.FoundPayment
+	if err := workflow.ExecuteActivity(ctx, steps.FindSucceededPayment, in).Get(ctx, &found); err != nil || found == nil {
 		return nil, err
 	}
-	return []activities.FoundPayment{*found}, nil
+	return []steps.FoundPayment{*found}, nil
 }
 
 // CheckoutIDOf is the inverse of WorkflowID.

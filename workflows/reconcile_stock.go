@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 )
 
 // StockScheduleID is the Temporal Schedule that runs ReconcileStock.
@@ -28,10 +28,10 @@ var reconcileStockOptions = workflow.ActivityOptions{
 // ReconcileStock compares Redis with Postgres and repairs drift in the safe direction (see
 // activities.ReconcileStock). What it cannot explain flags this run for support: it shows
 // in the UI under NeedsAttention = true, with the list in its current details.
-func ReconcileStock(ctx workflow.Context, in activities.ReconcileStockInput) (activities.ReconcileStockResult, error) {
-	var res activities.ReconcileStockResult
+func ReconcileStock(ctx workflow.Context, in steps.ReconcileStockInput) (steps.ReconcileStockResult, error) {
+	var res steps.ReconcileStockResult
 	ctx = workflow.WithActivityOptions(ctx, reconcileStockOptions)
-	if err := workflow.ExecuteActivity(ctx, acts.ReconcileStock, in).Get(ctx, &res); err != nil {
+	if err := workflow.ExecuteActivity(ctx, steps.ReconcileStock, in).Get(ctx, &res); err != nil {
 		return res, err
 	}
 	if workflow.GetVersion(ctx, reconcileStockRefunds, workflow.DefaultVersion, 1) == 1 {
@@ -56,10 +56,10 @@ func SettleWorkflowID(checkoutID string) string { return "settle-" + checkoutID 
 // as the stock reconciler does for every such checkout (activities.SettleCheckout): it ends
 // the checkout, releases its holds and starts the refunds of its payments, at once. A payment
 // webhook that meets such a saga runs it, so the money need not wait for the next run.
-func SettleCheckout(ctx workflow.Context, checkoutID string) (activities.SettleCheckoutResult, error) {
-	var res activities.SettleCheckoutResult
+func SettleCheckout(ctx workflow.Context, checkoutID string) (steps.SettleCheckoutResult, error) {
+	var res steps.SettleCheckoutResult
 	ctx = workflow.WithActivityOptions(ctx, reconcileOptions)
-	err := workflow.ExecuteActivity(ctx, acts.SettleCheckout, activities.SettleCheckoutInput{CheckoutID: checkoutID}).Get(ctx, &res)
+	err := workflow.ExecuteActivity(ctx, steps.SettleCheckout, steps.SettleCheckoutInput{CheckoutID: checkoutID}).Get(ctx, &res)
 	if err != nil {
 		return res, err
 	}

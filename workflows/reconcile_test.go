@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/mock"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -54,15 +54,15 @@ func (f *fixture) reconcile(t *testing.T, awaiting, endedUnpaid []string) (workf
 	r := f.over(t)
 	r.env.SetStartTime(f.env.Now())
 	r.env.OnActivity(r.acts.ListWorkflowPage, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ListWorkflowPageInput) (activities.WorkflowPage, error) {
+		func(_ context.Context, in steps.ListWorkflowPageInput) (steps.WorkflowPage, error) {
 			switch {
 			case strings.Contains(in.Query, "ExecutionStatus = 'Running'"):
-				return activities.WorkflowPage{IDs: awaiting}, nil
+				return steps.WorkflowPage{IDs: awaiting}, nil
 			case strings.Contains(in.Query, "ExecutionStatus = 'Completed'"):
-				return activities.WorkflowPage{IDs: endedUnpaid}, nil
+				return steps.WorkflowPage{IDs: endedUnpaid}, nil
 			}
 			t.Errorf("reconciliation asked visibility %q, which this test does not answer", in.Query)
-			return activities.WorkflowPage{}, nil
+			return steps.WorkflowPage{}, nil
 		})
 	var mu sync.Mutex
 	var sent []signalled

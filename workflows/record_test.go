@@ -17,12 +17,12 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -430,11 +430,11 @@ func recordReconcileStockSettles(r *recorder) string {
 	r.terminatedAndPaid("c-reconcile-settles")
 	id := "reconcile-stock-settles-record"
 	run, err := r.c.ExecuteWorkflow(r.ctx(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
-		workflows.ReconcileStock, activities.ReconcileStockInput{})
+		workflows.ReconcileStock, steps.ReconcileStockInput{})
 	if err != nil {
 		r.t.Fatalf("start ReconcileStock: %v", err)
 	}
-	var got activities.ReconcileStockResult
+	var got steps.ReconcileStockResult
 	if err := run.Get(r.ctx(), &got); err != nil || len(got.Refunds) != 1 {
 		r.t.Fatalf("ReconcileStock: %+v, %v; want the terminated checkout's payment refunded", got, err)
 	}
@@ -449,7 +449,7 @@ func recordSettleCheckout(r *recorder) string {
 	if err != nil {
 		r.t.Fatalf("start SettleCheckout: %v", err)
 	}
-	var got activities.SettleCheckoutResult
+	var got steps.SettleCheckoutResult
 	if err := run.Get(r.ctx(), &got); err != nil || !got.Ended || len(got.Refunds) != 1 {
 		r.t.Fatalf("SettleCheckout: %+v, %v; want the checkout ended and its payment refunded", got, err)
 	}
@@ -463,11 +463,11 @@ func recordReconcileStock(r *recorder) string {
 	}
 	id := "reconcile-stock-record"
 	run, err := r.c.ExecuteWorkflow(r.ctx(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
-		workflows.ReconcileStock, activities.ReconcileStockInput{GraceSeconds: 1})
+		workflows.ReconcileStock, steps.ReconcileStockInput{GraceSeconds: 1})
 	if err != nil {
 		r.t.Fatalf("start ReconcileStock: %v", err)
 	}
-	var got activities.ReconcileStockResult
+	var got steps.ReconcileStockResult
 	if err := run.Get(r.ctx(), &got); err != nil || len(got.Unexplained) == 0 {
 		r.t.Fatalf("ReconcileStock: %+v, %v; want the stray hold unexplained", got, err)
 	}

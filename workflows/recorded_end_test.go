@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 )
 
@@ -26,7 +26,7 @@ func TestARunThatEndsAfterAConfirmedOrderAnswersTheOrder(t *testing.T) {
 			AmountCents: rec.AmountCents, Currency: rec.Currency, PaymentProvider: p.Provider, PaymentRef: p.PaymentRef}); err != nil {
 			t.Errorf("confirm the earlier run's order: %v", err)
 		}
-		if _, err := f.acts.CommitStock(ctx, activities.StockInput{CheckoutID: in.CheckoutID, SKU: phone, Quantity: 1}); err != nil {
+		if _, err := f.acts.CommitStock(ctx, steps.StockInput{CheckoutID: in.CheckoutID, SKU: phone, Quantity: 1}); err != nil {
 			t.Errorf("commit the earlier run's hold: %v", err)
 		}
 	}, time.Minute)

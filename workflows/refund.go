@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 )
 
 // RefundInput is a payment the product must give back.
@@ -175,7 +175,7 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 			return // unchanged: another marker in the history would say nothing new
 		}
 		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, "Record refund "+status))
-		err := workflow.ExecuteLocalActivity(lctx, acts.RecordRefund, activities.RecordRefundInput{
+		err := workflow.ExecuteLocalActivity(lctx, steps.RecordRefund, steps.RecordRefundInput{
 			ID: RefundIdempotencyKey(in), CheckoutID: in.CheckoutID, Provider: in.Provider, PaymentRef: in.PaymentRef,
 			AmountCents: in.AmountCents, Currency: in.Currency, Reason: in.Reason, Status: status,
 			ProviderRefundID: v.ProviderRefundID,
@@ -218,9 +218,9 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 			}))
 		}
 		workflow.SetCurrentDetails(ctx, summary+": "+in.Reason)
-		var res activities.RefundResult
+		var res steps.RefundResult
 		actx := workflow.WithActivityOptions(ctx, withSummary(refundOptions, summary))
-		err := workflow.ExecuteActivity(actx, acts.RefundPayment, activities.RefundPaymentInput{
+		err := workflow.ExecuteActivity(actx, steps.RefundPayment, steps.RefundPaymentInput{
 			Provider: in.Provider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
 			IdempotencyKey: key, Reason: in.Reason,
 		}).Get(ctx, &res)

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -111,7 +111,7 @@ func refusedRelease(f *fixture) (broken *atomic.Bool, calls *atomic.Int32) {
 	broken, calls = &atomic.Bool{}, &atomic.Int32{}
 	broken.Store(true)
 	f.env.OnActivity(f.acts.ReleaseStock, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.StockInput) (int64, error) {
+		func(ctx context.Context, in steps.StockInput) (int64, error) {
 			if broken.Load() {
 				calls.Add(1)
 				return 0, errors.New("run release script: dial tcp 127.0.0.1:6379: connect: connection refused")

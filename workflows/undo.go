@@ -5,9 +5,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/checkout-saga/checkout-saga/activities"
-
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/steps"
 )
 
 // The undo stack: everything a checkout gives back when it does not end confirmed.
@@ -22,7 +21,7 @@ import (
 // undo is the saga's undo stack.
 type undo struct {
 	// holds are the stock holds registered so far, in registration order.
-	holds []activities.StockInput
+	holds []steps.StockInput
 	// refunds are payments the checkout cannot keep; startRefunds starts one Refund each.
 	refunds        []refundOrder
 	refundsStarted int
@@ -34,7 +33,7 @@ type refundOrder struct {
 }
 
 // registerRelease puts a hold's release on the stack, before the hold is asked for.
-func (c *checkout) registerRelease(in activities.StockInput) {
+func (c *checkout) registerRelease(in steps.StockInput) {
 	c.undo.holds = append(c.undo.holds, in)
 }
 
@@ -62,13 +61,13 @@ func (c *checkout) giveBackHolds(ctx workflow.Context, reason shop.Status) {
 
 // giveBackHold ends one hold: released, so its units are for sale again, or forfeited when
 // Postgres could not record the sale (older sagas only release).
-func (c *checkout) giveBackHold(ctx workflow.Context, in activities.StockInput, reason shop.Status) {
+func (c *checkout) giveBackHold(ctx workflow.Context, in steps.StockInput, reason shop.Status) {
 	in.Reason = string(reason)
 	if c.forfeit && c.endVersion != workflow.DefaultVersion {
-		c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ForfeitStock, in, nil)
+		c.undoStep(ctx, fmt.Sprintf("Forfeit %d x %s (%s)", in.Quantity, in.SKU, reason), steps.ForfeitStock, in, nil)
 		return
 	}
-	c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), acts.ReleaseStock, in, nil)
+	c.undoStep(ctx, fmt.Sprintf("Release %d x %s (%s)", in.Quantity, in.SKU, reason), steps.ReleaseStock, in, nil)
 }
 
 // undoStep runs one step of ending a checkout (see endOptions) until it succeeds, and decodes
@@ -77,14 +76,14 @@ func (c *checkout) giveBackHold(ctx workflow.Context, in activities.StockInput, 
 // workflow task it accepted, so a worker whose task already timed out (stalled, paused,
 // cut off from the server) can never release holds that the live run, now on another
 // worker, still owns, nor record an end that run did not choose.
-func (c *checkout) undoStep(ctx workflow.Context, summary string, activity, arg, result any) {
+func (c *checkout) undoStep(ctx workflow.Context, summary, step string, arg, result any) {
 	err := c.persist(ctx, summary, func(ctx workflow.Context) error {
 		if c.endVersion == workflow.DefaultVersion { // a saga started before endStepsChange
 			lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, summary))
-			return workflow.ExecuteLocalActivity(lctx, activity, arg).Get(ctx, result)
+			return workflow.ExecuteLocalActivity(lctx, step, arg).Get(ctx, result)
 		}
 		actx := workflow.WithActivityOptions(ctx, withSummary(endOptions, summary))
-		return workflow.ExecuteActivity(actx, activity, arg).Get(ctx, result)
+		return workflow.ExecuteActivity(actx, step, arg).Get(ctx, result)
 	})
 	if err != nil {
 		// Only a named non-retryable error gets here (a release after commit, say): the

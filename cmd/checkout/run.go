@@ -28,6 +28,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/tracing"
 	"github.com/checkout-saga/checkout-saga/worker"
@@ -280,7 +281,7 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 			return err
 		}
 	}
-	if err := ensureSchedule(ctx, d.temporal, workflows.StockScheduleID, workflows.StockReconcileEvery, workflows.ReconcileStock, activities.ReconcileStockInput{}); err != nil {
+	if err := ensureSchedule(ctx, d.temporal, workflows.StockScheduleID, workflows.StockReconcileEvery, workflows.ReconcileStock, steps.ReconcileStockInput{}); err != nil {
 		return err
 	}
 	if err := ensureSchedule(ctx, d.temporal, workflows.OrphanScheduleID, workflows.OrphanSweepEvery, workflows.RefundOrphans, workflows.RefundOrphansInput{}); err != nil {

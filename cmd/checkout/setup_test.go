@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -48,10 +48,10 @@ func TestEnsureScheduleUpdatesAnExistingSchedule(t *testing.T) {
 	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	c := srv.Client()
 	id := testenv.RandomID("sched-")
-	if err := ensureSchedule(t.Context(), c, id, time.Hour, workflows.ReconcileStock, activities.ReconcileStockInput{}); err != nil {
+	if err := ensureSchedule(t.Context(), c, id, time.Hour, workflows.ReconcileStock, steps.ReconcileStockInput{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ensureSchedule(t.Context(), c, id, 7*time.Minute, workflows.ReconcileStock, activities.ReconcileStockInput{}); err != nil {
+	if err := ensureSchedule(t.Context(), c, id, 7*time.Minute, workflows.ReconcileStock, steps.ReconcileStockInput{}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := c.ScheduleClient().GetHandle(t.Context(), id).Describe(t.Context())
