@@ -84,12 +84,6 @@ func modulePackages(t *testing.T) ([]goPackage, map[string]goPackage) {
 // Postgres and Redis only through the interfaces it declares, so neither links a driver.
 var storeFree = []string{"/api", "/workflows"}
 
-// storeVia is, for a store-free package, the one outside package it may still reach a store
-// through, and why. The API's rate limits are counted in Redis by redis_rate (GCRA, shared by
-// every replica), whose Limiter takes a go-redis client; putting it behind an interface of
-// the API's own would take this line away.
-var storeVia = map[string]string{"/api": "github.com/go-redis/redis_rate/v10"}
-
 // isStore reports whether a package opens or drives a store: pgx, go-redis, the product's
 // Postgres store or its Redis scripts.
 func isStore(imp string) bool {
@@ -98,8 +92,7 @@ func isStore(imp string) bool {
 }
 
 // storeReached returns, for a store-free package whose closure reaches a store, one import
-// chain from it to the store (shortest first); nil when none does. The closure is walked
-// from the package's imports, except through its storeVia.
+// chain from it to the store (shortest first); nil when none does.
 func storeReached(from string, all map[string]goPackage) []string {
 	if !slices.Contains(storeFree, from) {
 		return nil
@@ -119,7 +112,7 @@ func storeReached(from string, all map[string]goPackage) []string {
 			return chain
 		}
 		for _, next := range all[imp].Imports {
-			if _, seen := parent[next]; seen || next == storeVia[from] {
+			if _, seen := parent[next]; seen {
 				continue
 			}
 			parent[next] = imp

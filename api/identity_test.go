@@ -19,11 +19,11 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
@@ -291,7 +291,7 @@ func TestBrowserModeCustomersCannotBeInvented(t *testing.T) {
 // The per-customer rate limit counts the token's subject: one customer is one budget, whatever
 // customer_id its carts leave out, and from however many addresses.
 func TestPerCustomerLimitCountsTheTokensSubject(t *testing.T) {
-	limits := api.RateLimits{Limiter: redis_rate.NewLimiter(testenv.Redis(t)), PerCustomer: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}}
+	limits := api.RateLimits{Limiter: lua.NewRateLimiter(testenv.Redis(t)), PerCustomer: shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}}
 	h := newHarness(t, func(cfg *api.Config, d *api.Deps) {
 		cfg.IdentityTokens = hmacIdentity(t)
 		d.RateLimits = &limits

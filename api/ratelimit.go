@@ -1,21 +1,22 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // RateLimits are the limits a script meets before it costs anything: requests per client
 // address on the buyer's routes, checkouts per address, and checkouts per customer. They are
-// counted in Redis (GCRA, go-redis/redis_rate), so every API replica shares them; while
+// counted in Redis (GCRA, lua.RateLimiter), so every API replica shares them; while
 // Redis does not answer, each process counts them in memory (localLimits). A zero Limit is
 // off.
 //
@@ -24,22 +25,28 @@ import (
 // its body is read) and its customer's. Every count is a script run in Redis, which a
 // sold-out crowd pays on every refused POST.
 type RateLimits struct {
-	Limiter *redis_rate.Limiter
+	Limiter Limiter
 	// PerAddress: the reads and cancels of one client address, and its checkouts too when
 	// CheckoutsPerAddress is off.
-	PerAddress redis_rate.Limit
+	PerAddress shop.RateLimit
 	// CheckoutsPerAddress: checkouts one client address starts, whatever customer ids it
 	// sends: what bounds a script that invents customers.
-	CheckoutsPerAddress redis_rate.Limit
+	CheckoutsPerAddress shop.RateLimit
 	// PerCustomer: checkouts one customer starts, from whatever addresses.
-	PerCustomer redis_rate.Limit
+	PerCustomer shop.RateLimit
 	// CheckoutsPerClient: checkouts one authenticated client (a shop backend, server mode)
 	// starts, for all its buyers. It replaces the client's own address's checkouts, which
 	// would make every buyer behind one backend host share one address's share.
-	CheckoutsPerClient redis_rate.Limit
+	CheckoutsPerClient shop.RateLimit
 
 	// local counts the limits in this process while Redis does not answer (NewServer).
 	local *localLimits
+}
+
+// Limiter counts one request under a key against a limit shared by every API replica
+// (lua.RateLimiter: GCRA in Redis).
+type Limiter interface {
+	Allow(ctx context.Context, key string, limit shop.RateLimit) (shop.RateAnswer, error)
 }
 
 // DefaultRatePerAddress is how many buyer reads and cancels a second one client address may
@@ -119,7 +126,7 @@ func (s *Server) limitCustomer(c echo.Context, customerID string) error {
 	return s.allow(c, "checkouts-customer:"+customerID, s.RateLimits.PerCustomer, "checkouts for this customer")
 }
 
-func (s *Server) allow(c echo.Context, key string, limit redis_rate.Limit, what string) error {
+func (s *Server) allow(c echo.Context, key string, limit shop.RateLimit, what string) error {
 	if s.RateLimits.Limiter == nil || limit.IsZero() {
 		return nil
 	}
@@ -128,7 +135,7 @@ func (s *Server) allow(c echo.Context, key string, limit redis_rate.Limit, what 
 	res, err := s.RateLimits.Limiter.Allow(c.Request().Context(), key, limit)
 	switch {
 	case err == nil:
-		allowed, retryAfter = res.Allowed > 0, res.RetryAfter
+		allowed, retryAfter = res.Allowed, res.RetryAfter
 	case s.RateLimits.local == nil: // limits NewServer did not see: nothing counts locally
 		s.Logger.Warn("rate limit not checked", "key", key, "error", err)
 		return nil

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
+	"github.com/checkout-saga/checkout-saga/lua"
 	"github.com/checkout-saga/checkout-saga/metrics"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // downRedis is a Redis client pointed at a port nothing listens on: every command fails at
@@ -36,8 +37,8 @@ func downRedis(t *testing.T) *redis.Client {
 // log say that the limits are counted locally.
 func TestLimitsHoldInProcessWhileRedisIsDown(t *testing.T) {
 	h := newHarness(t, func(_ *api.Config, d *api.Deps) {
-		d.RateLimits = &api.RateLimits{Limiter: redis_rate.NewLimiter(downRedis(t)),
-			CheckoutsPerAddress: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}}
+		d.RateLimits = &api.RateLimits{Limiter: lua.NewRateLimiter(downRedis(t)),
+			CheckoutsPerAddress: shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}}
 	})
 	before := testutil.ToFloat64(metrics.RateLimitsCountedLocally)
 	run := testenv.RandomID("")

@@ -5,13 +5,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // localLimits count the rate limits in this process's memory while the limiter's Redis does
 // not answer (a failover, a full Redis answering writes with OOM, a slow one). Each limit is
 // the shared one, held per process: with N replicas a client gets at most N shares during
-// the outage, instead of no limit at all. The counts are GCRA, as redis_rate's, so a
+// the outage, instead of no limit at all. The counts are GCRA, as lua.RateLimiter's, so a
 // client's share is the same while Redis answers and while it does not.
 type localLimits struct {
 	mu     sync.Mutex
@@ -28,7 +28,7 @@ func newLocalLimits() *localLimits { return &localLimits{tat: map[string]time.Ti
 
 // allow counts one request of key against limit at now, and reports whether it is allowed,
 // and if not, when it would be.
-func (l *localLimits) allow(key string, limit redis_rate.Limit, now time.Time) (bool, time.Duration) {
+func (l *localLimits) allow(key string, limit shop.RateLimit, now time.Time) (bool, time.Duration) {
 	interval := limit.Period / time.Duration(limit.Rate)
 	tolerance := interval * time.Duration(limit.Burst)
 	l.mu.Lock()

@@ -11,18 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // limitedHarness is a harness whose limits count in the test Redis, under keys of this test's
 // own (a fresh address range and customer ids), so runs never share a budget.
 func limitedHarness(t *testing.T, limits api.RateLimits) *harness {
-	limits.Limiter = redis_rate.NewLimiter(lua.NewCoalescedScripts(testenv.Redis(t))) // as cmd/checkout wires it
+	limits.Limiter = lua.NewRateLimiter(lua.NewCoalescedScripts(testenv.Redis(t))) // as cmd/checkout wires it
 	return newHarness(t, func(_ *api.Config, d *api.Deps) { d.RateLimits = &limits })
 }
 
@@ -43,7 +43,7 @@ func (h *harness) postFrom(t *testing.T, addr, customer, cart string) *httptest.
 // checkouts and no more: the rest are 429 with Retry-After, before the catalog, the gate or
 // a saga cost anything. Another address keeps its own share.
 func TestInventedCustomersFromOneAddressGetItsShareOnly(t *testing.T) {
-	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: redis_rate.Limit{Rate: 5, Burst: 5, Period: time.Minute}})
+	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: shop.RateLimit{Rate: 5, Burst: 5, Period: time.Minute}})
 	run := testenv.RandomID("")
 	addr := "198.51.100." + strconv.Itoa(int(time.Now().UnixNano()%250)+1)
 	passed, limited := 0, 0
@@ -74,7 +74,7 @@ func TestInventedCustomersFromOneAddressGetItsShareOnly(t *testing.T) {
 // refused for the price of one count, whatever it sends. Each address here sends bodies that
 // are not JSON, answered 400 while its share lasts and 429 after.
 func TestACheckoutPastItsAddressShareIsRefusedBeforeItsBodyIsRead(t *testing.T) {
-	three := redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}
+	three := shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}
 	for _, tc := range []struct {
 		name   string
 		limits api.RateLimits
@@ -104,7 +104,7 @@ func TestACheckoutPastItsAddressShareIsRefusedBeforeItsBodyIsRead(t *testing.T) 
 
 // One customer from many addresses is bounded by its id.
 func TestOneCustomerFromManyAddressesGetsItsShareOnly(t *testing.T) {
-	h := limitedHarness(t, api.RateLimits{PerCustomer: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}})
+	h := limitedHarness(t, api.RateLimits{PerCustomer: shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}})
 	run := testenv.RandomID("")
 	passed := 0
 	for i := range 20 {
@@ -120,7 +120,7 @@ func TestOneCustomerFromManyAddressesGetsItsShareOnly(t *testing.T) {
 // X-Forwarded-For is anyone's to write: without trusted proxies it does not pick the address
 // the limits count, so a script cannot buy a fresh budget per request.
 func TestAForgedForwardedForBuysNoFreshBudget(t *testing.T) {
-	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: redis_rate.Limit{Rate: 2, Burst: 2, Period: time.Minute}})
+	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: shop.RateLimit{Rate: 2, Burst: 2, Period: time.Minute}})
 	run := testenv.RandomID("")
 	peer := "198.18.0." + strconv.Itoa(int(time.Now().UnixNano()%250)+1) + ":1"
 	limited := 0
@@ -144,7 +144,7 @@ func TestAForgedForwardedForBuysNoFreshBudget(t *testing.T) {
 // Reads and cancels count against the caller's address too, before the checkout secret is
 // checked or the saga asked: a script polling or probing cart ids gets its share, then 429.
 func TestReadsAndCancelsCountAgainstTheAddress(t *testing.T) {
-	h := limitedHarness(t, api.RateLimits{PerAddress: redis_rate.Limit{Rate: 6, Burst: 6, Period: time.Minute}})
+	h := limitedHarness(t, api.RateLimits{PerAddress: shop.RateLimit{Rate: 6, Burst: 6, Period: time.Minute}})
 	run := testenv.RandomID("")
 	addr := "198.51.100." + strconv.Itoa(int(time.Now().UnixNano()%250)+1) + ":40000"
 	answers := map[int]int{}
@@ -173,8 +173,8 @@ func TestReadsAndCancelsCountAgainstTheAddress(t *testing.T) {
 // extractor trusts every private, loopback and link-local hop unless told otherwise.
 func TestOnlyTheNamedProxiesAreBelievedInForwardedFor(t *testing.T) {
 	_, lb, _ := net.ParseCIDR("127.0.0.1/32")
-	limits := api.RateLimits{Limiter: redis_rate.NewLimiter(testenv.Redis(t)),
-		CheckoutsPerAddress: redis_rate.Limit{Rate: 2, Burst: 2, Period: time.Minute}}
+	limits := api.RateLimits{Limiter: lua.NewRateLimiter(testenv.Redis(t)),
+		CheckoutsPerAddress: shop.RateLimit{Rate: 2, Burst: 2, Period: time.Minute}}
 	h := newHarness(t, func(cfg *api.Config, d *api.Deps) {
 		cfg.TrustedProxies = []*net.IPNet{lb}
 		d.RateLimits = &limits
@@ -213,7 +213,7 @@ func TestOnlyTheNamedProxiesAreBelievedInForwardedFor(t *testing.T) {
 // another /64 has its own. An IPv4-mapped IPv6 address is its IPv4 address, and one address
 // written two ways is one address.
 func TestAnIPv6ClientCountsPerPrefix(t *testing.T) {
-	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}})
+	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}})
 	run := testenv.RandomID("")
 	net64 := fmt.Sprintf("2001:db8:%x:%x", rand.N(0xffff)+1, rand.N(0xffff)+1)
 	answers := map[int]int{}
@@ -246,11 +246,11 @@ func TestAnIPv6ClientCountsPerPrefix(t *testing.T) {
 
 // defaultLimits are the limits `checkout api` runs with when no RATE_LIMIT_* is set.
 func defaultLimits(t *testing.T) *api.RateLimits {
-	return &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(testenv.Redis(t))),
-		PerAddress:          redis_rate.Limit{Rate: api.DefaultRatePerAddress, Burst: 2 * api.DefaultRatePerAddress, Period: time.Second},
-		CheckoutsPerAddress: redis_rate.Limit{Rate: api.DefaultCheckoutsPerAddress, Burst: api.DefaultCheckoutsPerAddress, Period: time.Minute},
-		PerCustomer:         redis_rate.Limit{Rate: api.DefaultRatePerCustomer, Burst: api.DefaultRatePerCustomer, Period: time.Minute},
-		CheckoutsPerClient:  redis_rate.Limit{Rate: api.DefaultCheckoutsPerClient, Burst: api.DefaultCheckoutsPerClient, Period: time.Minute},
+	return &api.RateLimits{Limiter: lua.NewRateLimiter(lua.NewCoalescedScripts(testenv.Redis(t))),
+		PerAddress:          shop.RateLimit{Rate: api.DefaultRatePerAddress, Burst: 2 * api.DefaultRatePerAddress, Period: time.Second},
+		CheckoutsPerAddress: shop.RateLimit{Rate: api.DefaultCheckoutsPerAddress, Burst: api.DefaultCheckoutsPerAddress, Period: time.Minute},
+		PerCustomer:         shop.RateLimit{Rate: api.DefaultRatePerCustomer, Burst: api.DefaultRatePerCustomer, Period: time.Minute},
+		CheckoutsPerClient:  shop.RateLimit{Rate: api.DefaultCheckoutsPerClient, Burst: api.DefaultCheckoutsPerClient, Period: time.Minute},
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
 
@@ -314,10 +313,10 @@ func (g gateResult) limitedRate() float64 { return g.limited.rate() }
 // changes no answer. A POST counts on two of them: checkouts per address and per customer.
 func gateLimits(rdb *redis.Client) *api.RateLimits {
 	const n = 1_000_000
-	return &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(rdb)), // as cmd/checkout wires it
-		PerAddress:          redis_rate.Limit{Rate: n, Burst: 2 * n, Period: time.Second},
-		CheckoutsPerAddress: redis_rate.Limit{Rate: n, Burst: n, Period: time.Minute},
-		PerCustomer:         redis_rate.Limit{Rate: n, Burst: n, Period: time.Minute}}
+	return &api.RateLimits{Limiter: lua.NewRateLimiter(lua.NewCoalescedScripts(rdb)), // as cmd/checkout wires it
+		PerAddress:          shop.RateLimit{Rate: n, Burst: 2 * n, Period: time.Second},
+		CheckoutsPerAddress: shop.RateLimit{Rate: n, Burst: n, Period: time.Minute},
+		PerCustomer:         shop.RateLimit{Rate: n, Burst: n, Period: time.Minute}}
 }
 
 // gateTurns is how many times each side of phase 5 (the bare handler, the sold-out path with

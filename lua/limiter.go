@@ -3,7 +3,10 @@ package lua
 import (
 	"context"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // CoalescedScripts is a Redis client for go-redis/redis_rate's Limiter (the method set its
@@ -48,4 +51,31 @@ func (s *CoalescedScripts) coalesce(ctx context.Context, queue func(redis.Pipeli
 		return failed
 	}
 	return cmd
+}
+
+// RateLimiter counts requests against shop.RateLimits in Redis, with go-redis/redis_rate's
+// GCRA script, so every API replica shares the counts: the API's limiter (api.Limiter).
+type RateLimiter struct {
+	limiter *redis_rate.Limiter
+}
+
+// RateClient is what a RateLimiter needs of a Redis client: a *redis.Client, a
+// *redis.ClusterClient, or CoalescedScripts over one.
+type RateClient interface {
+	redis.Scripter
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// NewRateLimiter returns a limiter counting in rdb.
+func NewRateLimiter(rdb RateClient) *RateLimiter {
+	return &RateLimiter{limiter: redis_rate.NewLimiter(rdb)}
+}
+
+// Allow counts one request under key against limit.
+func (l *RateLimiter) Allow(ctx context.Context, key string, limit shop.RateLimit) (shop.RateAnswer, error) {
+	res, err := l.limiter.Allow(ctx, key, redis_rate.Limit{Rate: limit.Rate, Burst: limit.Burst, Period: limit.Period})
+	if err != nil {
+		return shop.RateAnswer{}, err
+	}
+	return shop.RateAnswer{Allowed: res.Allowed > 0, RetryAfter: res.RetryAfter}, nil
 }

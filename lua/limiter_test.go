@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // go-redis/redis_rate counts the same through CoalescedScripts as through the client: a
@@ -49,5 +51,26 @@ func TestCoalescedScriptsCountAsThePlainClient(t *testing.T) {
 	n, err = script.Run(t.Context(), NewCoalescedScripts(rdb), []string{"coalesce:{" + sku + "}:script"}).Int64()
 	if err != nil || n != 2 {
 		t.Errorf("the script once loaded: %d, %v; want 2", n, err)
+	}
+}
+
+// The API's limiter counts as go-redis/redis_rate does, and names a limit the same way.
+func TestRateLimiterCountsAsRedisRateDoes(t *testing.T) {
+	rdb := testClient(t)
+	limiter := NewRateLimiter(NewCoalescedScripts(rdb))
+	limit := shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}
+	key := "rate-test:" + t.Name() + time.Now().String()
+	t.Cleanup(func() { rdb.Del(context.Background(), "rate:"+key) })
+	for i := range 4 {
+		a, err := limiter.Allow(t.Context(), key, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 3; a.Allowed != want || !want && a.RetryAfter <= 0 {
+			t.Fatalf("request %d: %+v, want allowed %v (and a retry time once refused)", i+1, a, want)
+		}
+	}
+	if got, want := limit.String(), (redis_rate.Limit{Rate: 3, Burst: 3, Period: time.Minute}).String(); got != want {
+		t.Errorf("limit reads %q, redis_rate's %q", got, want)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -28,6 +27,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/tracing"
@@ -355,7 +355,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		CheckoutSecretGrace:          cfg.CheckoutSecretGrace,
 	}, api.Deps{
 		// The limiter's script calls of concurrent requests share round trips.
-		RateLimits: &api.RateLimits{Limiter: redis_rate.NewLimiter(lua.NewCoalescedScripts(d.rdb)),
+		RateLimits: &api.RateLimits{Limiter: lua.NewRateLimiter(lua.NewCoalescedScripts(d.rdb)),
 			PerAddress:          rateLimit(cfg.RatePerAddress, 2*cfg.RatePerAddress, time.Second),
 			CheckoutsPerAddress: rateLimit(cfg.CheckoutsPerAddress, cfg.CheckoutsPerAddress, time.Minute),
 			PerCustomer:         rateLimit(cfg.RatePerCustomer, cfg.RatePerCustomer, time.Minute),
@@ -486,9 +486,9 @@ func catalogAndInventory(s *store.Store, stock *lua.Stock, ttl time.Duration, si
 }
 
 // rateLimit is n events a period, in bursts of at most burst; 0 is off.
-func rateLimit(n, burst int64, period time.Duration) redis_rate.Limit {
+func rateLimit(n, burst int64, period time.Duration) shop.RateLimit {
 	if n <= 0 {
-		return redis_rate.Limit{}
+		return shop.RateLimit{}
 	}
-	return redis_rate.Limit{Rate: int(n), Burst: int(burst), Period: period}
+	return shop.RateLimit{Rate: int(n), Burst: int(burst), Period: period}
 }
