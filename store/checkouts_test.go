@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/store"
@@ -24,13 +26,8 @@ func TestUnknownCheckoutIsNotFound(t *testing.T) {
 // put back in line by a Redis that went back in time, and refused again) finds the first, and
 // a cart a saga recorded stays the saga's.
 func TestARoomEndIsRecordedOnceAndNeverOverASaga(t *testing.T) {
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	s, _, sku := storeWithSKU(t)
 	ctx := t.Context()
-	sku := testenv.RandomID("SKU-")
-	if err := s.CreateProduct(ctx, shop.Product{SKU: sku, OnHand: 5, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		t.Fatal(err)
-	}
 	end := shop.CheckoutRecord{CheckoutID: testenv.RandomID("c-"), CustomerID: "u-1", Status: string(shop.StatusCancelled),
 		Currency: "usd", AmountCents: 1000, Reason: "cancelled while waiting",
 		Items: []shop.Item{{SKU: sku, Quantity: 2, UnitPriceCents: 500}}}
@@ -85,13 +82,8 @@ func TestRecordedCheckoutsNamesOnlyRecordedOnes(t *testing.T) {
 // uncommitted row, does nothing once it commits, and the status read after it sees that row.
 func TestARoomEndRacingTheSagasRecordAnswersTheSagas(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	s, pool, sku := storeWithSKU(t)
 	ctx := t.Context()
-	sku := testenv.RandomID("SKU-")
-	if err := s.CreateProduct(ctx, shop.Product{SKU: sku, OnHand: 5, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		t.Fatal(err)
-	}
 	cart := testenv.RandomID("c-")
 	tx, err := pool.Begin(ctx) // the saga's record, inserted and not yet committed
 	if err != nil {
@@ -131,13 +123,8 @@ func TestARoomEndRacingTheSagasRecordAnswersTheSagas(t *testing.T) {
 // RecordedCheckouts; a second record of the cart (another request) changes nothing.
 func TestACheckoutKeepsTheFingerprintOfItsCreator(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
+	s, _, sku := storeWithSKU(t)
 	ctx := t.Context()
-	sku := testenv.RandomID("SKU-")
-	if err := s.CreateProduct(ctx, shop.Product{SKU: sku, OnHand: 5, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
-		t.Fatal(err)
-	}
 	creator := shop.Fingerprint{RequestHash: "h-1", IdempotencyKey: "k-1", Caller: "customer/alice"}
 	other := shop.Fingerprint{RequestHash: "h-2", IdempotencyKey: "k-2", Caller: "customer/bob"}
 	items := []shop.Item{{SKU: sku, Quantity: 1, UnitPriceCents: 500}}
@@ -228,4 +215,17 @@ func TestEndAbandonedRoutesItsSuccessfulPaymentsToRefunds(t *testing.T) {
 	if ended, refunds, err := s.EndAbandoned(ctx, rec.CheckoutID, "its saga is terminated"); err != nil || ended || len(refunds) != 0 {
 		t.Errorf("EndAbandoned again = %v, %v, %v; want nothing ended or routed", ended, refunds, err)
 	}
+}
+
+// storeWithSKU is a store on a fresh database with one SKU (5 on hand at 500 usd), for the
+// tests of records that need a SKU to name.
+func storeWithSKU(t *testing.T) (*store.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	sku := testenv.RandomID("SKU-")
+	if err := s.CreateProduct(t.Context(), shop.Product{SKU: sku, OnHand: 5, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return s, pool, sku
 }
