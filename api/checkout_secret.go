@@ -5,7 +5,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/checkout-saga/checkout-saga/shop"
 )
@@ -31,10 +36,22 @@ const MinCheckoutSecretKeyLen = 32
 // HMAC-SHA256(key, "checkout-secret\x00" + cartID), 43 characters of 256 bits. It is derived,
 // never stored: every replica with the key answers and checks the same secret, and a retried
 // POST gets the one the first got. The prefix keeps these MACs apart from any other use of
-// the key.
-func CheckoutSecret(key, cartID string) string {
+// the key. It is the secret of version 0, every checkout's until support revokes it
+// (CheckoutSecretAt).
+func CheckoutSecret(key, cartID string) string { return CheckoutSecretAt(key, cartID, 0) }
+
+// CheckoutSecretAt is cartID's secret at a secret version: support's revocation moves a
+// checkout to the next version (CheckoutRecords.RevokeSecret), and the version is folded into
+// the MAC, "checkout-secret\x00" + cartID + "\x00" + version, so a revoked secret matches
+// nothing and no other checkout's changes. Version 0 adds nothing: the secrets handed out
+// before versions existed still open their checkouts. A cart id has no NUL, so no two
+// (cart, version) pairs sign the same bytes.
+func CheckoutSecretAt(key, cartID string, version int64) string {
 	mac := hmac.New(sha256.New, []byte(key))
 	mac.Write([]byte("checkout-secret\x00" + cartID))
+	if version > 0 {
+		mac.Write([]byte("\x00" + strconv.FormatInt(version, 10)))
+	}
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
@@ -42,18 +59,98 @@ func CheckoutSecret(key, cartID string) string {
 // goes first and the old one stays listed until the carts it signed are over.
 type checkoutSecrets []string
 
-func (keys checkoutSecrets) sign(cartID string) string { return CheckoutSecret(keys[0], cartID) }
+func (keys checkoutSecrets) sign(cartID string, version int64) string {
+	return CheckoutSecretAt(keys[0], cartID, version)
+}
 
-// verify reports whether secret is cartID's under any key, comparing each in constant time
-// and every key whatever the others gave, so timing tells nothing of which one nearly matched.
-func (keys checkoutSecrets) verify(cartID, secret string) bool {
+// verify reports whether secret is cartID's at version under any key, comparing each in
+// constant time and every key whatever the others gave, so timing tells nothing of which one
+// nearly matched.
+func (keys checkoutSecrets) verify(cartID string, version int64, secret string) bool {
 	ok := false
 	for _, k := range keys {
-		if hmac.Equal([]byte(CheckoutSecret(k, cartID)), []byte(secret)) {
+		if hmac.Equal([]byte(CheckoutSecretAt(k, cartID, version)), []byte(secret)) {
 			ok = true
 		}
 	}
 	return ok
+}
+
+// secretVersion is the version of cartID's secret (0 without Records: tests with no
+// Postgres, where nothing can be revoked). It is one primary-key read of a table that holds
+// only revoked checkouts, on every request that carries a Checkout-Secret and every answer
+// that hands one out; Postgres unreachable is 503, since a secret that may be revoked must
+// not open its checkout.
+func (s *Server) secretVersion(ctx context.Context, cartID string) (int64, error) {
+	if s.Records == nil {
+		return 0, nil
+	}
+	v, err := s.Records.SecretVersion(ctx, cartID)
+	if err != nil {
+		return 0, unavailable("postgres", err)
+	}
+	return v, nil
+}
+
+// signSecret is cartID's secret at its current version, for the answer to its creator.
+func (s *Server) signSecret(ctx context.Context, cartID string) (string, error) {
+	v, err := s.secretVersion(ctx, cartID)
+	if err != nil {
+		return "", err
+	}
+	return s.secrets.sign(cartID, v), nil
+}
+
+// openedBySecretOrToken reports whether the request's Checkout-Secret opens cartID, or, in
+// browser mode, whether its identity token names the checkout's customer (as Postgres
+// recorded it: a cart still waiting in line, not yet recorded, opens with its secret only).
+// Anything else opens nothing, and the caller answers as for a cart that does not exist: a
+// revoked secret, an identity token that does not verify or names another customer.
+func (s *Server) openedBySecretOrToken(c echo.Context, cartID string) (bool, error) {
+	ctx := c.Request().Context()
+	if secret := c.Request().Header.Get(CheckoutSecretHeader); secret != "" {
+		version, err := s.secretVersion(ctx, cartID)
+		if err != nil {
+			return false, err
+		}
+		if s.secrets.verify(cartID, version, secret) {
+			c.SetRequest(c.Request().WithContext(openedBySecret(ctx)))
+			return true, nil
+		}
+	}
+	customer := s.tokenCustomer(c)
+	if customer == "" || s.Records == nil {
+		return false, nil
+	}
+	rec, err := s.Records.Checkout(ctx, cartID)
+	switch {
+	case errors.Is(err, shop.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, unavailable("postgres", err)
+	}
+	if rec.CustomerID != customer {
+		return false, nil
+	}
+	c.Set(ctxCustomer, customer) // the request log names the buyer
+	return true, nil
+}
+
+// tokenCustomer is the customer a valid identity token of the request names, in browser
+// mode; "" for none, or a token that does not verify.
+func (s *Server) tokenCustomer(c echo.Context) string {
+	if s.cfg.IdentityTokens == nil {
+		return ""
+	}
+	scheme, token, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return ""
+	}
+	customer, err := s.cfg.IdentityTokens.Customer(token, time.Now())
+	if err != nil {
+		return ""
+	}
+	return customer
 }
 
 // bySecretKey marks a request's context when the checkout secret alone opened the checkout

@@ -261,7 +261,9 @@ const (
 
 // buyerCart is cartParam for a checkout the caller may act on: an authenticated client's
 // own cart, a buyer's who sends the checkout's secret (until the secret lapses, see
-// secretLapsed), or (for reads, when admin is set) support's with the admin token. Anyone
+// secretLapsed, or support revokes it), in browser mode a buyer whose identity token names
+// the checkout's customer, or (for reads, when admin is set) support's with the admin
+// token. Anyone
 // else gets the 404 of a cart that does not exist, so a cart id alone tells nothing, and the
 // saga is never asked.
 func (s *Server) buyerCart(c echo.Context, admin bool) (string, error) {
@@ -275,8 +277,10 @@ func (s *Server) buyerCart(c echo.Context, admin bool) (string, error) {
 	if admin && s.isAdmin(c) {
 		return id, nil
 	}
-	if s.secrets.verify(id, c.Request().Header.Get(CheckoutSecretHeader)) {
-		c.SetRequest(c.Request().WithContext(openedBySecret(c.Request().Context())))
+	switch opened, err := s.openedBySecretOrToken(c, id); {
+	case err != nil:
+		return "", err
+	case opened:
 		return id, nil
 	}
 	return "", noCheckout(id)

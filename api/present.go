@@ -161,7 +161,11 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	}
 	view := s.present(v)
 	if res.Created || res.IdempotencyKey == key {
-		view.CheckoutSecret = s.secrets.sign(v.CheckoutID)
+		secret, err := s.signSecret(c.Request().Context(), v.CheckoutID)
+		if err != nil {
+			return err
+		}
+		view.CheckoutSecret = secret
 	}
 	return c.JSON(status, view)
 }

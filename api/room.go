@@ -161,7 +161,11 @@ func (s *Server) answerQueued(c echo.Context, place shop.RoomPlace, key string, 
 		v.EstimatedWaitMS, v.RefreshAfterMS = wait, refreshAfter(wait)
 	}
 	if key != "" && key == e.IdempotencyKey {
-		v.CheckoutSecret = s.secrets.sign(e.CartID)
+		secret, err := s.signSecret(c.Request().Context(), e.CartID)
+		if err != nil {
+			return err
+		}
+		v.CheckoutSecret = secret
 	}
 	c.Response().Header().Set(echo.HeaderLocation, v.Links.Self)
 	c.Response().Header().Set("Retry-After", "1")

@@ -46,6 +46,10 @@ type CheckoutRecords interface {
 	RecordedCheckouts(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
+	// SecretVersion is the version of the checkout's secret: 0 until support revokes it.
+	SecretVersion(ctx context.Context, checkoutID string) (int64, error)
+	// RevokeSecret moves the checkout's secret to the next version and returns it.
+	RevokeSecret(ctx context.Context, checkoutID string) (int64, error)
 	// RecordEnd records the end of a cart that ended in the waiting room, without a saga, and
 	// returns the status Postgres holds for it (an end recorded before stands).
 	RecordEnd(ctx context.Context, c shop.CheckoutRecord) (string, error)
@@ -326,6 +330,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	support.POST("/checkouts/:cart_id/cancel", s.supportCancel, requireJSON)
 	support.POST("/checkouts/:cart_id/retry", s.supportRetry, requireJSON)
 	support.POST("/checkouts/:cart_id/acknowledge", s.supportAcknowledge, requireJSON)
+	support.POST("/checkouts/:cart_id/revoke-secret", s.supportRevokeSecret, requireJSON)
 	support.POST("/refunds/:provider/:payment_ref/retry", s.supportRetryRefund, requireJSON)
 	support.GET("/audit", s.getAudit)
 	support.GET("/waiting-room", s.roomStatus)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -51,6 +52,37 @@ func (s *Server) supportRetry(c echo.Context) error {
 
 func (s *Server) supportAcknowledge(c echo.Context) error {
 	return s.supportUpdate(c, workflows.UpdateAcknowledge, workflows.AcknowledgeRequest{})
+}
+
+// RevokedSecret is the answer to POST /v1/admin/checkouts/{id}/revoke-secret.
+type RevokedSecret struct {
+	CheckoutID    string `json:"checkout_id"`
+	SecretVersion int64  `json:"secret_version"`
+}
+
+// supportRevokeSecret revokes one checkout's secret, for a secret that leaked (a support
+// ticket, a screenshot, a backend's log): the checkout moves to the next secret version, so
+// the secrets handed out so far open nothing, and no other checkout's changes. Its buyer
+// still reads it with their identity token (browser mode), and the creator's retry of the
+// POST gets the new secret. Not a Temporal update: the secret is the API's, and the saga
+// knows nothing of it. Any cart id may be revoked, recorded or not (one waiting in line).
+func (s *Server) supportRevokeSecret(c echo.Context) error {
+	id, err := cartParam(c)
+	if err != nil {
+		return err
+	}
+	if s.Records == nil {
+		return unavailable("postgres", errors.New("no checkout records configured"))
+	}
+	version, err := s.Records.RevokeSecret(c.Request().Context(), id)
+	if err != nil {
+		return unavailable("postgres", err)
+	}
+	// The request log names the path, the checkout and the admin token; this line says what
+	// changed, for whoever audits who revoked what.
+	s.Logger.Info("checkout secret revoked", "checkout_id", id, "secret_version", version,
+		"client_address", c.RealIP(), "admin", true)
+	return c.JSON(http.StatusOK, RevokedSecret{CheckoutID: id, SecretVersion: version})
 }
 
 // supportUpdate sends a support update to a checkout's saga and answers with its view.
