@@ -90,6 +90,7 @@ type endWatch struct {
 	deadline time.Time
 	cancel   context.CancelFunc
 	waiters  int
+	left     bool          // its last waiter left and cancelled it; it is ending
 	done     chan struct{} // closed once the poll answered; then:
 	view     shop.View
 	ended    bool // the saga closed with a view
@@ -132,9 +133,20 @@ func (w *endWatches) await(ctx context.Context, checkoutID string, deadline time
 func (w *endWatches) join(ctx context.Context, checkoutID string, deadline time.Time) *endWatch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if watch, ok := w.watching[checkoutID]; ok {
-		watch.waiters++
-		return watch
+	for {
+		watch, ok := w.watching[checkoutID]
+		if !ok {
+			break
+		}
+		if !watch.left {
+			watch.waiters++
+			return watch
+		}
+		// A poll whose waiters all left is ending (cancelled): let it end before the next
+		// one starts, so that a checkout never has two polls at once.
+		w.mu.Unlock()
+		<-watch.done
+		w.mu.Lock()
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	watch := &endWatch{deadline: deadline, cancel: cancel, waiters: 1, done: make(chan struct{})}
@@ -161,8 +173,6 @@ func (w *endWatches) leave(checkoutID string, watch *endWatch) {
 	if watch.waiters--; watch.waiters > 0 {
 		return
 	}
-	if w.watching[checkoutID] == watch {
-		delete(w.watching, checkoutID)
-	}
+	watch.left = true // the poll removes itself from watching when it has ended
 	watch.cancel()
 }

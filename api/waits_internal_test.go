@@ -96,3 +96,36 @@ func TestAPollEndsWithItsLastWaiter(t *testing.T) {
 	giveUp()
 	<-long
 }
+
+// A poll its last waiter left is cancelled, and may take a moment to end: a new wait on the
+// checkout then waits for it to end before it starts the next, so that one checkout never has
+// two polls at once.
+func TestACancelledPollEndsBeforeTheNextStarts(t *testing.T) {
+	var polls, most atomic.Int32
+	ending := make(chan struct{})
+	w := newEndWatches(func(ctx context.Context, id string) (shop.View, error) {
+		n := polls.Add(1)
+		defer polls.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-ctx.Done()
+		if ctx.Err() == context.Canceled {
+			<-ending // the cancelled poll is slow to end
+		}
+		return shop.View{}, ctx.Err()
+	})
+	ctx, giveUp := context.WithCancel(t.Context())
+	done := make(chan bool)
+	go func() { _, ok := w.await(ctx, "c-4", time.Now().Add(time.Minute)); done <- ok }()
+	untilTrue(t, "a waiter on c-4", func() bool { return w.waitersOn("c-4") == 1 })
+	giveUp()
+	<-done
+	next := make(chan bool)
+	go func() { _, ok := w.await(t.Context(), "c-4", time.Now().Add(50*time.Millisecond)); next <- ok }()
+	time.Sleep(20 * time.Millisecond) // room for a second poll to start, if it would
+	close(ending)
+	<-next
+	if got := most.Load(); got != 1 {
+		t.Errorf("%d polls of c-4 at once, want 1", got)
+	}
+}
