@@ -252,8 +252,8 @@ func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
 	room := lua.NewRoom(rdb, testenv.RandomID("room"))
 	t.Cleanup(func() { deleteRoom(t, room) })
 	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		cfg.MaxStartingCheckouts = 1
-		cfg.WaitingRoomSize = 100
+		cfg.Room.MaxStarting = 1
+		cfg.Room.Size = 100
 		deps.Room = room
 	}), room: room}
 	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")

@@ -1,4 +1,4 @@
-package api
+package room
 
 import (
 	"context"
@@ -12,20 +12,20 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
-func testLimiter(max int) (*limiter, *clock) {
+func testLimiter(max int) (*Bound, *clock) {
 	c := &clock{t: time.Unix(0, 0)}
-	l := newLimiter(max, DefaultAdmissionTarget)
+	l := NewBound(max, DefaultTarget)
 	l.now = c.now
 	return l, c
 }
 
 // fill takes n places that are admitted at once, failing if one has to wait, and returns
 // their release functions.
-func fill(t *testing.T, l *limiter, n int) []func() {
+func fill(t *testing.T, l *Bound, n int) []func() {
 	t.Helper()
 	var releases []func()
 	for i := range n {
-		release, err := l.acquire(context.Background(), 0)
+		release, err := l.Acquire(context.Background(), 0)
 		if err != nil {
 			t.Fatalf("place %d of %d was not admitted at once", i+1, n)
 		}
@@ -34,24 +34,24 @@ func fill(t *testing.T, l *limiter, n int) []func() {
 	return releases
 }
 
-func bound(l *limiter) int {
-	limit, _ := l.current()
+func bound(l *Bound) int {
+	limit, _ := l.Current()
 	return limit
 }
 
 func TestAdmissionStartsAt32AndShedsPastIt(t *testing.T) {
-	l, _ := testLimiter(DefaultMaxStartingCheckouts)
+	l, _ := testLimiter(DefaultMaxStarting)
 	fill(t, l, initialAdmissionLimit)
-	if _, err := l.acquire(context.Background(), 10*time.Millisecond); !errors.Is(err, errWaitedOut) {
-		t.Fatalf("a request past the bound, with no round waiting, got %v; want it shed after its wait (%v)", err, errWaitedOut)
+	if _, err := l.Acquire(context.Background(), 10*time.Millisecond); !errors.Is(err, ErrWaitedOut) {
+		t.Fatalf("a request past the bound, with no round waiting, got %v; want it shed after its wait (%v)", err, ErrWaitedOut)
 	}
-	if limit, inFlight := l.current(); limit != initialAdmissionLimit || inFlight != initialAdmissionLimit {
+	if limit, inFlight := l.Current(); limit != initialAdmissionLimit || inFlight != initialAdmissionLimit {
 		t.Fatalf("bound %d with %d in flight, want %d and %d", limit, inFlight, initialAdmissionLimit, initialAdmissionLimit)
 	}
 }
 
 func TestAdmissionGrowsWhileFastAndSaturated(t *testing.T) {
-	l, _ := testLimiter(DefaultMaxStartingCheckouts)
+	l, _ := testLimiter(DefaultMaxStarting)
 	inFlight := fill(t, l, initialAdmissionLimit)
 	// Every answer is fast and its place is taken again at once (and any new one too): the
 	// bound is in use, so it grows by about one per bound's worth of answers.
@@ -60,7 +60,7 @@ func TestAdmissionGrowsWhileFastAndSaturated(t *testing.T) {
 		inFlight[0]()
 		inFlight = inFlight[1:]
 		for {
-			if limit, n := l.current(); n >= limit {
+			if limit, n := l.Current(); n >= limit {
 				break
 			}
 			inFlight = append(inFlight, fill(t, l, 1)...)
@@ -72,7 +72,7 @@ func TestAdmissionGrowsWhileFastAndSaturated(t *testing.T) {
 }
 
 func TestAdmissionDoesNotGrowWhileIdle(t *testing.T) {
-	l, _ := testLimiter(DefaultMaxStartingCheckouts)
+	l, _ := testLimiter(DefaultMaxStarting)
 	for range 1000 {
 		fill(t, l, 1)[0]()
 	}
@@ -82,7 +82,7 @@ func TestAdmissionDoesNotGrowWhileIdle(t *testing.T) {
 }
 
 func TestAdmissionSlowBurstCutsOnce(t *testing.T) {
-	l, clk := testLimiter(DefaultMaxStartingCheckouts)
+	l, clk := testLimiter(DefaultMaxStarting)
 	burst := fill(t, l, initialAdmissionLimit)
 	clk.advance(time.Second) // every one of them answers slowly
 	for _, release := range burst {
@@ -120,7 +120,7 @@ func TestAdmissionHandsFreedPlacesToTheOldestWaiter(t *testing.T) {
 	order := make(chan int, 2)
 	for i := range 2 {
 		go func() {
-			if _, err := l.acquire(context.Background(), time.Minute); err == nil {
+			if _, err := l.Acquire(context.Background(), time.Minute); err == nil {
 				order <- i
 			}
 		}()
@@ -147,7 +147,7 @@ func TestAdmissionHandsFreedPlacesToTheOldestWaiter(t *testing.T) {
 	if second := <-order; second != 1 {
 		t.Fatalf("the second place went to waiter %d, want 1", second)
 	}
-	if _, n := l.current(); n != 4 {
+	if _, n := l.Current(); n != 4 {
 		t.Fatalf("%d in flight after handing over two places, want 4", n)
 	}
 }
@@ -156,7 +156,7 @@ func TestAdmissionShedsAtOnceWhenARoundIsWaiting(t *testing.T) {
 	l, _ := testLimiter(4)
 	fill(t, l, 4)
 	for range 4 {
-		go l.acquire(context.Background(), time.Minute)
+		go l.Acquire(context.Background(), time.Minute)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -172,8 +172,8 @@ func TestAdmissionShedsAtOnceWhenARoundIsWaiting(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	start := time.Now()
-	if _, err := l.acquire(context.Background(), time.Minute); !errors.Is(err, errRoundWaiting) {
-		t.Fatalf("a fifth waiter behind a full round got %v, want %v", err, errRoundWaiting)
+	if _, err := l.Acquire(context.Background(), time.Minute); !errors.Is(err, ErrRoundWaiting) {
+		t.Fatalf("a fifth waiter behind a full round got %v, want %v", err, ErrRoundWaiting)
 	}
 	if waited := time.Since(start); waited > 10*time.Second {
 		t.Fatalf("shed after %s; with a round already waiting it must not wait for the minute", waited)
@@ -185,12 +185,12 @@ func TestAdmissionShedsWhenTheRequestEnds(t *testing.T) {
 	inFlight := fill(t, l, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := l.acquire(ctx, time.Minute); err == nil {
+	if _, err := l.Acquire(ctx, time.Minute); err == nil {
 		t.Fatal("a request whose context ended was admitted")
 	}
 	inFlight[0]()
 	inFlight[0]() // a second call of the same release gives nothing back twice
-	if _, n := l.current(); n != 3 {
+	if _, n := l.Current(); n != 3 {
 		t.Fatalf("%d in flight, want 3: the place of the request that gave up stays free, and one release frees one place", n)
 	}
 }

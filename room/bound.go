@@ -1,14 +1,11 @@
-package api
+package room
 
 import (
 	"container/list"
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
-
-	"github.com/checkout-saga/checkout-saga/metrics"
 )
 
 // Admission control: how many checkout requests talk to Temporal at once.
@@ -35,16 +32,16 @@ import (
 // request timing out, when the bound was fixed) and moves between 8 and 256. The target is
 // well under the flash sale's 1 s goal for a winner's answer, leaving room for the wait.
 const (
-	DefaultMaxStartingCheckouts = 256
-	DefaultAdmissionWait        = 2 * time.Second
-	DefaultAdmissionTarget      = 300 * time.Millisecond
-	initialAdmissionLimit       = 32
-	minAdmissionLimit           = 8
-	admissionBackoff            = 0.9
+	DefaultMaxStarting    = 256
+	DefaultWait           = 2 * time.Second
+	DefaultTarget         = 300 * time.Millisecond
+	initialAdmissionLimit = 32
+	minAdmissionLimit     = 8
+	admissionBackoff      = 0.9
 )
 
-// limiter is the adaptive bound. The zero value is not usable; see newLimiter.
-type limiter struct {
+// Bound is the adaptive bound. The zero value is not usable; see NewBound.
+type Bound struct {
 	target   time.Duration
 	min, max float64
 	now      func() time.Time
@@ -59,13 +56,15 @@ type limiter struct {
 
 type waiter struct {
 	admitted chan struct{} // closed when a place is handed to this waiter
-	done     bool          // handed a place or gave up; guarded by limiter.mu
+	done     bool          // handed a place or gave up; guarded by Bound.mu
 	number   uint64        // its admission number, once admitted
 }
 
-func newLimiter(max int, target time.Duration) *limiter {
+// NewBound is a bound that starts at 32 places (fewer if max is lower) and moves up to max,
+// aiming each request's latency under target.
+func NewBound(max int, target time.Duration) *Bound {
 	limit := min(float64(initialAdmissionLimit), float64(max))
-	return &limiter{
+	return &Bound{
 		target: target, min: min(minAdmissionLimit, float64(max)), max: float64(max),
 		now: time.Now, limit: limit, waiting: list.New(),
 	}
@@ -73,13 +72,13 @@ func newLimiter(max int, target time.Duration) *limiter {
 
 // Why a request got no place.
 var (
-	errRoundWaiting = errors.New("a round of requests is already waiting")
-	errWaitedOut    = errors.New("no place came in time")
+	ErrRoundWaiting = errors.New("a round of requests is already waiting")
+	ErrWaitedOut    = errors.New("no place came in time")
 )
 
-// acquire waits up to wait for a place. It returns the function that gives the place back,
-// or why none came (errRoundWaiting at once, errWaitedOut after the wait or when ctx ended).
-func (l *limiter) acquire(ctx context.Context, wait time.Duration) (release func(), err error) {
+// Acquire waits up to wait for a place. It returns the function that gives the place back,
+// or why none came (ErrRoundWaiting at once, ErrWaitedOut after the wait or when ctx ended).
+func (l *Bound) Acquire(ctx context.Context, wait time.Duration) (release func(), err error) {
 	l.mu.Lock()
 	if l.waiting.Len() == 0 && l.inFlight < int(l.limit) {
 		n := l.admit()
@@ -88,7 +87,7 @@ func (l *limiter) acquire(ctx context.Context, wait time.Duration) (release func
 	}
 	if l.waiting.Len() >= int(l.limit) {
 		l.mu.Unlock()
-		return nil, errRoundWaiting
+		return nil, ErrRoundWaiting
 	}
 	w := &waiter{admitted: make(chan struct{})}
 	e := l.waiting.PushBack(w)
@@ -109,12 +108,12 @@ func (l *limiter) acquire(ctx context.Context, wait time.Duration) (release func
 	}
 	w.done = true
 	l.waiting.Remove(e)
-	return nil, errWaitedOut
+	return nil, ErrWaitedOut
 }
 
-// tryAcquire takes a place only if one is free now and nobody here waits for one; nil
+// TryAcquire takes a place only if one is free now and nobody here waits for one; nil
 // otherwise.
-func (l *limiter) tryAcquire() (release func()) {
+func (l *Bound) TryAcquire() (release func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.waiting.Len() > 0 || l.inFlight >= int(l.limit) {
@@ -124,14 +123,14 @@ func (l *limiter) tryAcquire() (release func()) {
 }
 
 // admit takes a place; l.mu is held.
-func (l *limiter) admit() uint64 {
+func (l *Bound) admit() uint64 {
 	l.inFlight++
 	l.admitted++
 	return l.admitted
 }
 
 // releaser returns the function that ends admitted request number n, measuring it.
-func (l *limiter) releaser(n uint64) func() {
+func (l *Bound) releaser(n uint64) func() {
 	start := l.now()
 	var once sync.Once
 	return func() { once.Do(func() { l.release(n, l.now().Sub(start)) }) }
@@ -139,7 +138,7 @@ func (l *limiter) releaser(n uint64) func() {
 
 // release gives a place back, adjusts the bound by the request's latency and hands free
 // places to the oldest waiters.
-func (l *limiter) release(n uint64, latency time.Duration) {
+func (l *Bound) release(n uint64, latency time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	saturated := l.inFlight >= int(l.limit)
@@ -161,24 +160,9 @@ func (l *limiter) release(n uint64, latency time.Duration) {
 	}
 }
 
-// current returns the bound and the requests admitted now.
-func (l *limiter) current() (limit, inFlight int) {
+// Current returns the bound and the requests admitted now.
+func (l *Bound) Current() (limit, inFlight int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return int(l.limit), l.inFlight
-}
-
-// admit bounds the checkout requests talking to Temporal at once (see above).
-func (s *Server) admit(ctx context.Context) (func(), *Problem) {
-	release, err := s.admission.acquire(ctx, s.cfg.AdmissionWait)
-	if err == nil {
-		return release, nil
-	}
-	metrics.Shed.Inc()
-	p := problem(http.StatusServiceUnavailable, "overloaded", "too many checkouts are starting right now; retry shortly")
-	p.retryAfter = 1
-	if errors.Is(err, errRoundWaiting) {
-		p.retryAfter = 2
-	}
-	return nil, p
 }
