@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkout-saga/checkout-saga/metrics"
-	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -46,8 +45,8 @@ type QueuedLinks struct {
 
 // enterRoom puts a new cart in the room unless it may start its saga now. When the cart
 // passes it returns the place to release once the saga's reservation is answered; otherwise
-// answered is true and err is the answer (202, 409, 429 or 503). Without a room the request
-// waits for a place, as before the room. When the room cannot be asked, no cart passes it:
+// answered is true and err is the answer (202, 409, 429 or 503). Without a room a cart past
+// the bound is 503 overloaded. When the room cannot be asked, no cart passes it:
 // the caller retries (503), and the carts in line keep their order.
 func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) (release func(), answered bool, err error) {
 	ctx := c.Request().Context()
@@ -55,9 +54,8 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) 
 		return nil, true, problem(http.StatusConflict, "sale_not_started", "the sale of this cart's SKUs has not started")
 	}
 	if s.Room == nil {
-		release, p := s.admit(ctx)
-		if p != nil {
-			return nil, true, p
+		if release = s.admission.TryAcquire(); release == nil {
+			return nil, true, overloaded()
 		}
 		return release, false, nil
 	}
@@ -107,20 +105,12 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) 
 	}
 }
 
-// admit bounds the checkout requests talking to Temporal at once (room.Bound): past the
-// bound a request waits for a place up to the room's Wait, then is 503 overloaded.
-func (s *Server) admit(ctx context.Context) (func(), *Problem) {
-	release, err := s.admission.Acquire(ctx, s.cfg.Room.Wait)
-	if err == nil {
-		return release, nil
-	}
+// overloaded answers a new cart past the bound of an API without a waiting room.
+func overloaded() *Problem {
 	metrics.Shed.Inc()
 	p := problem(http.StatusServiceUnavailable, "overloaded", "too many checkouts are starting right now; retry shortly")
 	p.retryAfter = 1
-	if errors.Is(err, room.ErrRoundWaiting) {
-		p.retryAfter = 2
-	}
-	return nil, p
+	return p
 }
 
 // answerQueued is the 202 (or a GET's 200) of a waiting cart. The checkout's secret goes

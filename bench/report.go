@@ -166,9 +166,9 @@ func (r results) targets() []target {
 		name:     fmt.Sprintf("Flash sale (%d requests): a winner's 201 p99 <= 1 s, zero oversold", f.requests),
 		measured: fmt.Sprintf("p50 %s, p99 %s; oversold %d", fmtDur(f.holdLatency.pct(50)), fmtDur(winP99), f.oversold),
 		ratio:    fmt.Sprintf("%.2f x 1 s", winP99.Seconds()), met: len(f.holdLatency) > 0 && winP99 <= time.Second && f.oversold == 0,
-		why: fmt.Sprintf("a winner's 201 is its last attempt, from sending to the answer: the wait for an admission place "+
-			"(up to %s, room.DefaultWait) and then the reservation's round trip through a dev server that is also "+
-			"running the other admitted checkouts and the winners' confirmations on the same 2 cores.", room.DefaultWait),
+		why: fmt.Sprintf("a winner's 201 is its last attempt, from sending to the answer: its wait in the room "+
+			"and then the reservation's round trip through a dev server that is also "+
+			"running the other admitted checkouts and the winners' confirmations on the same 2 cores."),
 	})
 	answerP99 := f.postLatency.pct(99)
 	ts = append(ts, target{
@@ -512,9 +512,8 @@ func flashWhy(f flashResult, sz sizes) string {
 			"API's 15 s request timeout and are answered 503 service_unavailable", f.fiveXX, answersLine(f.answers), room.DefaultMaxStarting))
 	}
 	if f.gaveUp > 0 {
-		parts = append(parts, fmt.Sprintf("%d clients were still refused after %d retries: admission sheds at once when a round "+
-			"of requests already waits (room/bound.go), so a client retrying every second may spend its retries before "+
-			"the sale sells out", f.gaveUp, sz.flashRetries))
+		parts = append(parts, fmt.Sprintf("%d clients were still refused after %d retries: a client retrying every second "+
+			"may spend its retries before the sale sells out", f.gaveUp, sz.flashRetries))
 	}
 	if f.sold != int64(f.units) {
 		parts = append(parts, fmt.Sprintf("%d of %d units sold: %d checkouts held %d units that their clients never learnt of "+

@@ -1,9 +1,6 @@
 package room
 
 import (
-	"container/list"
-	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -22,18 +19,16 @@ import (
 //     per round: only a request admitted after the last cut cuts again, so the answers of
 //     one slow burst cut it once, not to the floor.
 //
-// Past the bound a request waits, first come first served, up to AdmissionWait, then is shed
-// with 503 and Retry-After: a flash-sale crowd gets a quick "try again" instead of a pile of
-// slow answers. At most one bound's worth of requests waits: a request that finds that many
-// ahead of it would wait more than a round of answers, so it is shed at once, and asked to
-// come back in 2 s rather than 1, which spreads a crowd's retries over a longer sale.
+// It is a bound, not a line: nothing waits in it. A new cart past it waits in the room's one
+// line (Line, shared by every replica), which the runner takes from as places free up
+// (Freed); a request for a cart that has a saga takes a place even past the bound (Take),
+// counted and measured: it starts nothing, and must not wait behind the carts in line.
 
 // Admission defaults. The bound starts at 32 (what a dev server on two cores took with no
 // request timing out, when the bound was fixed) and moves between 8 and 256. The target is
-// well under the flash sale's 1 s goal for a winner's answer, leaving room for the wait.
+// well under the flash sale's 1 s goal for a winner's answer.
 const (
 	DefaultMaxStarting    = 256
-	DefaultWait           = 2 * time.Second
 	DefaultTarget         = 300 * time.Millisecond
 	initialAdmissionLimit = 32
 	minAdmissionLimit     = 8
@@ -49,15 +44,9 @@ type Bound struct {
 	mu       sync.Mutex
 	limit    float64
 	inFlight int
-	admitted uint64     // requests admitted so far; each one's number is its place in line
-	cutAt    uint64     // the number of the last request admitted before the last decrease
-	waiting  *list.List // of *waiter, oldest first
-}
-
-type waiter struct {
-	admitted chan struct{} // closed when a place is handed to this waiter
-	done     bool          // handed a place or gave up; guarded by Bound.mu
-	number   uint64        // its admission number, once admitted
+	admitted uint64        // requests admitted so far; each one's number is its place in line
+	cutAt    uint64        // the number of the last request admitted before the last decrease
+	freed    chan struct{} // closed, and replaced, when a place is given back
 }
 
 // NewBound is a bound that starts at 32 places (fewer if max is lower) and moves up to max,
@@ -66,60 +55,34 @@ func NewBound(max int, target time.Duration) *Bound {
 	limit := min(float64(initialAdmissionLimit), float64(max))
 	return &Bound{
 		target: target, min: min(minAdmissionLimit, float64(max)), max: float64(max),
-		now: time.Now, limit: limit, waiting: list.New(),
+		now: time.Now, limit: limit, freed: make(chan struct{}),
 	}
 }
 
-// Why a request got no place.
-var (
-	ErrRoundWaiting = errors.New("a round of requests is already waiting")
-	ErrWaitedOut    = errors.New("no place came in time")
-)
-
-// Acquire waits up to wait for a place. It returns the function that gives the place back,
-// or why none came (ErrRoundWaiting at once, ErrWaitedOut after the wait or when ctx ended).
-func (l *Bound) Acquire(ctx context.Context, wait time.Duration) (release func(), err error) {
-	l.mu.Lock()
-	if l.waiting.Len() == 0 && l.inFlight < int(l.limit) {
-		n := l.admit()
-		l.mu.Unlock()
-		return l.releaser(n), nil
-	}
-	if l.waiting.Len() >= int(l.limit) {
-		l.mu.Unlock()
-		return nil, ErrRoundWaiting
-	}
-	w := &waiter{admitted: make(chan struct{})}
-	e := l.waiting.PushBack(w)
-	l.mu.Unlock()
-
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-w.admitted:
-		return l.releaser(w.number), nil
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w.done { // handed a place just as the wait ended: take it
-		return l.releaser(w.number), nil
-	}
-	w.done = true
-	l.waiting.Remove(e)
-	return nil, ErrWaitedOut
-}
-
-// TryAcquire takes a place only if one is free now and nobody here waits for one; nil
-// otherwise.
+// TryAcquire takes a place if one is free now, and returns the function that gives it back;
+// nil when the bound is full.
 func (l *Bound) TryAcquire() (release func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.waiting.Len() > 0 || l.inFlight >= int(l.limit) {
+	if l.inFlight >= int(l.limit) {
 		return nil
 	}
 	return l.releaser(l.admit())
+}
+
+// Take takes a place even when the bound is full: for a request that starts no saga (its
+// cart has one), which is measured with the others but waits for none.
+func (l *Bound) Take() (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releaser(l.admit())
+}
+
+// Freed is closed when a place is next given back.
+func (l *Bound) Freed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.freed
 }
 
 // admit takes a place; l.mu is held.
@@ -136,8 +99,7 @@ func (l *Bound) releaser(n uint64) func() {
 	return func() { once.Do(func() { l.release(n, l.now().Sub(start)) }) }
 }
 
-// release gives a place back, adjusts the bound by the request's latency and hands free
-// places to the oldest waiters.
+// release gives a place back and adjusts the bound by the request's latency.
 func (l *Bound) release(n uint64, latency time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -152,12 +114,8 @@ func (l *Bound) release(n uint64, latency time.Duration) {
 	case saturated:
 		l.limit = min(l.max, l.limit+1/l.limit)
 	}
-	for l.waiting.Len() > 0 && l.inFlight < int(l.limit) {
-		w := l.waiting.Remove(l.waiting.Front()).(*waiter)
-		w.done = true
-		w.number = l.admit()
-		close(w.admitted)
-	}
+	close(l.freed)
+	l.freed = make(chan struct{})
 }
 
 // Current returns the bound and the requests admitted now.

@@ -1,8 +1,6 @@
 package room
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 )
@@ -25,8 +23,8 @@ func fill(t *testing.T, l *Bound, n int) []func() {
 	t.Helper()
 	var releases []func()
 	for i := range n {
-		release, err := l.Acquire(context.Background(), 0)
-		if err != nil {
+		release := l.TryAcquire()
+		if release == nil {
 			t.Fatalf("place %d of %d was not admitted at once", i+1, n)
 		}
 		releases = append(releases, release)
@@ -39,11 +37,11 @@ func bound(l *Bound) int {
 	return limit
 }
 
-func TestAdmissionStartsAt32AndShedsPastIt(t *testing.T) {
+func TestAdmissionStartsAt32AndTakesNonePastIt(t *testing.T) {
 	l, _ := testLimiter(DefaultMaxStarting)
 	fill(t, l, initialAdmissionLimit)
-	if _, err := l.Acquire(context.Background(), 10*time.Millisecond); !errors.Is(err, ErrWaitedOut) {
-		t.Fatalf("a request past the bound, with no round waiting, got %v; want it shed after its wait (%v)", err, ErrWaitedOut)
+	if release := l.TryAcquire(); release != nil {
+		t.Fatal("a place past the bound")
 	}
 	if limit, inFlight := l.Current(); limit != initialAdmissionLimit || inFlight != initialAdmissionLimit {
 		t.Fatalf("bound %d with %d in flight, want %d and %d", limit, inFlight, initialAdmissionLimit, initialAdmissionLimit)
@@ -114,83 +112,43 @@ func TestAdmissionNeverAboveTheCap(t *testing.T) {
 	}
 }
 
-func TestAdmissionHandsFreedPlacesToTheOldestWaiter(t *testing.T) {
+// A request that starts no saga takes a place past the bound, counted (so the carts in line
+// wait for it) and measured, and waits for none.
+func TestATakenPlaceIsCountedPastTheBound(t *testing.T) {
 	l, _ := testLimiter(4)
 	inFlight := fill(t, l, 4)
-	order := make(chan int, 2)
-	for i := range 2 {
-		go func() {
-			if _, err := l.Acquire(context.Background(), time.Minute); err == nil {
-				order <- i
-			}
-		}()
-		// The second waiter queues only after the first one.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			l.mu.Lock()
-			n := l.waiting.Len()
-			l.mu.Unlock()
-			if n == i+1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiter %d never queued", i)
-			}
-			time.Sleep(time.Millisecond)
-		}
+	taken := l.Take()
+	if _, n := l.Current(); n != 5 {
+		t.Fatalf("%d in flight, want 5", n)
 	}
 	inFlight[0]()
-	if first := <-order; first != 0 {
-		t.Fatalf("the freed place went to waiter %d, want the oldest (0)", first)
+	if release := l.TryAcquire(); release != nil {
+		t.Fatal("a place freed while one was taken past the bound went to a new request")
 	}
-	inFlight[1]()
-	if second := <-order; second != 1 {
-		t.Fatalf("the second place went to waiter %d, want 1", second)
-	}
-	if _, n := l.Current(); n != 4 {
-		t.Fatalf("%d in flight after handing over two places, want 4", n)
+	taken()
+	taken() // a second call of the same release gives nothing back twice
+	if release := l.TryAcquire(); release == nil {
+		t.Fatal("no place once the taken one was given back")
 	}
 }
 
-func TestAdmissionShedsAtOnceWhenARoundIsWaiting(t *testing.T) {
-	l, _ := testLimiter(4)
-	fill(t, l, 4)
-	for range 4 {
-		go l.Acquire(context.Background(), time.Minute)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		l.mu.Lock()
-		n := l.waiting.Len()
-		l.mu.Unlock()
-		if n == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 4 waiters queued", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	start := time.Now()
-	if _, err := l.Acquire(context.Background(), time.Minute); !errors.Is(err, ErrRoundWaiting) {
-		t.Fatalf("a fifth waiter behind a full round got %v, want %v", err, ErrRoundWaiting)
-	}
-	if waited := time.Since(start); waited > 10*time.Second {
-		t.Fatalf("shed after %s; with a round already waiting it must not wait for the minute", waited)
-	}
-}
-
-func TestAdmissionShedsWhenTheRequestEnds(t *testing.T) {
+// The runner waits for a place on Freed: a place given back wakes it.
+func TestAGivenBackPlaceWakesTheWaitForOne(t *testing.T) {
 	l, _ := testLimiter(4)
 	inFlight := fill(t, l, 4)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := l.Acquire(ctx, time.Minute); err == nil {
-		t.Fatal("a request whose context ended was admitted")
+	freed := l.Freed()
+	select {
+	case <-freed:
+		t.Fatal("freed before a place was given back")
+	default:
 	}
 	inFlight[0]()
-	inFlight[0]() // a second call of the same release gives nothing back twice
-	if _, n := l.Current(); n != 3 {
-		t.Fatalf("%d in flight, want 3: the place of the request that gave up stays free, and one release frees one place", n)
+	select {
+	case <-freed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a place was given back and the wait for one did not end")
+	}
+	if release := l.TryAcquire(); release == nil {
+		t.Fatal("no place after one was given back")
 	}
 }

@@ -56,10 +56,6 @@ type Config struct {
 	// below it the bound follows their latency against Target (Bound).
 	// DefaultMaxStarting when 0.
 	MaxStarting int64
-	// Wait is how long a request may wait for a place of the bound (ADMISSION_WAIT_MS):
-	// a request for a cart with a saga, or any cart of an API without a line.
-	// DefaultWait when 0.
-	Wait time.Duration
 	// Target is the start latency the bound aims under (ADMISSION_TARGET_MS).
 	// DefaultTarget when 0.
 	Target time.Duration
@@ -86,9 +82,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxStarting <= 0 {
 		c.MaxStarting = DefaultMaxStarting
-	}
-	if c.Wait <= 0 {
-		c.Wait = DefaultWait
 	}
 	if c.Target <= 0 {
 		c.Target = DefaultTarget

@@ -63,9 +63,14 @@ func (r *Runner) Run(ctx context.Context) {
 	defer starts.Wait()
 	wait := idle
 	for ctx.Err() == nil {
-		release, err := r.bound.Acquire(ctx, time.Second)
-		if err != nil {
-			sleep(ctx, idle)
+		freed := r.bound.Freed() // before the try: a place given back after it wakes this loop
+		release := r.bound.TryAcquire()
+		if release == nil {
+			select {
+			case <-ctx.Done():
+			case <-freed:
+			case <-time.After(time.Second):
+			}
 			continue
 		}
 		e, ok, err := r.line.Pop(ctx)

@@ -90,9 +90,8 @@ type config struct {
 	TemporalCLI        string // TEMPORAL_CLI: the dev server binary (dev only)
 	StripeAPIKey       string // STRIPE_API_KEY: refunds and reconciliation (optional)
 	StripeAPIURL       string // STRIPE_API_URL: Stripe's API base, for a local Stripe API
-	// Room: WAITING_ROOM_SIZE, MAX_STARTING_CHECKOUTS, ADMISSION_WAIT_MS and
-	// ADMISSION_TARGET_MS, the waiting room's line and bound (its PerCustomer follows
-	// MaxOpenPerCustomer)
+	// Room: WAITING_ROOM_SIZE, MAX_STARTING_CHECKOUTS and ADMISSION_TARGET_MS, the waiting
+	// room's line and bound (its PerCustomer follows MaxOpenPerCustomer)
 	Room room.Config
 	// CatalogTTL: CATALOG_CACHE_MS, how long the API's catalog check answers from memory (0: off)
 	CatalogTTL time.Duration

@@ -87,7 +87,6 @@ func settings(cfg *config) []setting {
 		{name: "MAX_OPEN_CHECKOUTS_PER_CUSTOMER", def: fmt.Sprint(store.DefaultMaxOpenPerCustomer), max: 10_000, doc: "a customer's open checkouts at once (0: no cap)", set: integer(&cfg.MaxOpenPerCustomer)},
 		{name: "MAX_STARTING_CHECKOUTS", def: fmt.Sprint(room.DefaultMaxStarting), min: 1, max: 100_000, doc: "the cap on checkout requests talking to Temporal at once", set: integer(&cfg.Room.MaxStarting)},
 		{name: "WAITING_ROOM_SIZE", def: fmt.Sprint(room.DefaultSize), min: 1, max: 10_000_000, doc: "carts that may wait for their saga", set: integer(&cfg.Room.Size)},
-		{name: "ADMISSION_WAIT_MS", def: fmt.Sprint(room.DefaultWait.Milliseconds()), max: 60_000, doc: "how long a request waits for admission", set: duration(&cfg.Room.Wait, time.Millisecond)},
 		{name: "ADMISSION_TARGET_MS", def: fmt.Sprint(room.DefaultTarget.Milliseconds()), min: 10, max: 60_000, doc: "the start latency the admission bound aims under", set: duration(&cfg.Room.Target, time.Millisecond)},
 		{name: "CATALOG_CACHE_MS", def: fmt.Sprint(store.DefaultCatalogTTL.Milliseconds()), max: 60_000, doc: "how long the API's catalog check answers from memory (0: off)", set: duration(&cfg.CatalogTTL, time.Millisecond)},
 		{name: "CATALOG_CACHE_SIZE", def: fmt.Sprint(store.DefaultCatalogCacheSize), min: 1, max: 10_000_000, doc: "SKUs the catalog cache keeps, of each kind (known, unknown)", set: integer(&cfg.CatalogSize)},
