@@ -166,9 +166,9 @@ func (r results) targets() []target {
 		name:     fmt.Sprintf("Flash sale (%d requests): a winner's 201 p99 <= 1 s, zero oversold", f.requests),
 		measured: fmt.Sprintf("p50 %s, p99 %s; oversold %d", fmtDur(f.holdLatency.pct(50)), fmtDur(winP99), f.oversold),
 		ratio:    fmt.Sprintf("%.2f x 1 s", winP99.Seconds()), met: len(f.holdLatency) > 0 && winP99 <= time.Second && f.oversold == 0,
-		why: fmt.Sprintf("a winner's 201 is its last attempt, from sending to the answer: its wait in the room "+
-			"and then the reservation's round trip through a dev server that is also "+
-			"running the other admitted checkouts and the winners' confirmations on the same 2 cores."),
+		why: "a winner's 201 is its last attempt, from sending to the answer: its wait in the room and then the " +
+			"reservation's round trip through a dev server that is also running the other admitted checkouts and " +
+			"the winners' confirmations on the same 2 cores.",
 	})
 	answerP99 := f.postLatency.pct(99)
 	ts = append(ts, target{
