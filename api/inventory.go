@@ -136,6 +136,13 @@ func (s *Server) putInventory(c echo.Context) error {
 	case err != nil:
 		return unavailable("inventory store", err)
 	}
+	if s.Room != nil {
+		// The line too: a cart in line for the SKU is not taken before its start. If Redis
+		// cannot be told, the PUT is 503 and the operator retries it.
+		if err := s.Room.SetSaleStart(ctx, sku, p.SaleStartsAt); err != nil {
+			return unavailable("redis", err)
+		}
+	}
 	return inventoryView(c, view)
 }
 
