@@ -63,14 +63,8 @@ func (r *Runner) Run(ctx context.Context) {
 	defer starts.Wait()
 	wait := idle
 	for ctx.Err() == nil {
-		freed := r.bound.Freed() // before the try: a place given back after it wakes this loop
-		release := r.bound.TryAcquire()
+		release := r.place(ctx)
 		if release == nil {
-			select {
-			case <-ctx.Done():
-			case <-freed:
-			case <-time.After(time.Second):
-			}
 			continue
 		}
 		e, ok, err := r.line.Pop(ctx)
@@ -92,6 +86,21 @@ func (r *Runner) Run(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// place takes a place of the bound, or waits until one is given back (at most a second)
+// and returns nil.
+func (r *Runner) place(ctx context.Context) (release func()) {
+	freed := r.bound.Freed() // before the try: a place given back after it ends the wait
+	if release = r.bound.TryAcquire(); release != nil {
+		return release
+	}
+	select {
+	case <-ctx.Done():
+	case <-freed:
+	case <-time.After(time.Second):
+	}
+	return nil
 }
 
 // idleWait waits while the line has nothing to take: until a cart enters through this
