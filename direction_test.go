@@ -82,7 +82,7 @@ func modulePackages(t *testing.T) ([]goPackage, map[string]goPackage) {
 // storeFree are the packages whose whole dependency closure (`go list -deps`, not only their
 // own imports) must reach no store: the saga's code is deterministic and the API talks to
 // Postgres and Redis only through the interfaces it declares, so neither links a driver.
-var storeFree = []string{"/api", "/workflows"}
+var storeFree = []string{"/api", "/room", "/workflows"}
 
 // isStore reports whether a package opens or drives a store: pgx, go-redis, the product's
 // Postgres store or its Redis scripts.
@@ -148,7 +148,8 @@ var mayImport = map[string][]string{
 	"/worker":       {"/shop", "/steps", "/workflows", "/activities", "/store"},
 	"/audit":        {"/shop", "/lua", "/workflows"},
 	"/ops":          {"/shop", "/audit", "/metrics"},
-	"/api":          {"/shop", "/batch", "/workflows", "/metrics"},
+	"/room":         {"/shop"},
+	"/api":          {"/shop", "/batch", "/room", "/workflows", "/metrics"},
 	"/cmd/checkout": nil, // the wiring: anything of the product
 }
 
@@ -161,7 +162,8 @@ var why = map[string]string{
 	"/inventory":  "the operators' inventory is beside the saga, never in it",
 	"/activities": "activities are below workflows and the API, and never use the operators' inventory",
 	"/workflows":  "workflows call activities by their names in steps and never link them: no store is in the saga's build",
-	"/api":        "the API imports only the vocabulary (shop), batch, workflows and metrics: its interfaces are typed in shop, and cmd/checkout wires them to store, inventory and lua",
+	"/room":       "the waiting room knows its line and the saga only through its interfaces: it imports only the vocabulary",
+	"/api":        "the API imports only the vocabulary (shop), batch, the waiting room, workflows and metrics: its interfaces are typed in shop, and cmd/checkout wires them to store, inventory and lua",
 }
 
 func forbidden(from, imp string) string {

@@ -57,11 +57,8 @@ func (s *Server) startCheckout(c echo.Context) error {
 		if err := s.claim(c, in); err != nil {
 			return err
 		}
-		release, p := s.admit(ctx)
-		if p != nil {
-			return p
-		}
-		defer release()
+		// Its saga answers: it starts none, so it waits for no place (room.Bound.Take).
+		defer s.admission.Take()()
 		return s.startSaga(c, in)
 	default: // doorEnter
 		if err := s.claim(c, in); err != nil {

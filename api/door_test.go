@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
@@ -252,8 +255,8 @@ func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
 	room := lua.NewRoom(rdb, testenv.RandomID("room"))
 	t.Cleanup(func() { deleteRoom(t, room) })
 	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		cfg.MaxStartingCheckouts = 1
-		cfg.WaitingRoomSize = 100
+		cfg.Room.MaxStarting = 1
+		cfg.Room.Size = 100
 		deps.Room = room
 	}), room: room}
 	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")
@@ -290,4 +293,38 @@ func TestACustomersCartsInLineCountAtMostTheirLimit(t *testing.T) {
 	queued(t, post("carol-1", "carol"), http.StatusAccepted)
 	problemOf(t, post("dave-1", "dave"), http.StatusConflict, "out_of_stock")
 	h.assertUntouched(t, h.sku, 7)
+}
+
+// A retry of a recorded cart is not queued behind the starts of new carts: with every place
+// of the bound taken (here a start that hangs in Temporal), it is answered by its saga or
+// Postgres at once. (It waited in an in-process line for ADMISSION_WAIT_MS, 2 s, then was
+// 503 overloaded while the room had space; with a 30 s wait the test saw it wait 10 s.)
+func TestARetryOfARecordedCartDoesNotWaitForAPlace(t *testing.T) {
+	hung, inside := make(chan struct{}), make(chan struct{})
+	tc := temporalForgot(t)
+	var calls atomic.Int32
+	tc.ExpectedCalls = slices.DeleteFunc(tc.ExpectedCalls, func(c *mock.Call) bool { return c.Method == "UpdateWithStartWorkflow" })
+	tc.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(mock.Arguments) {
+		if calls.Add(1) == 1 {
+			close(inside)
+			<-hung
+		}
+	}).Return(nil, serviceerror.NewNotFound("workflow not found"))
+	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
+	first, second := testenv.RandomID("c-paid-"), testenv.RandomID("c-paid-")
+	h.confirmed(t, first)
+	h.confirmed(t, second)
+	done := testenv.Go(func() *httptest.ResponseRecorder { return h.post(t, first, 1, "") })
+	defer func() { close(hung); <-done }()
+	testenv.Receive(t, "the first retry in Temporal", inside)
+
+	answered := testenv.Go(func() *httptest.ResponseRecorder { return h.post(t, second, 1, "") })
+	select {
+	case rec := <-answered:
+		if v := checkoutView(t, rec, http.StatusOK); v.Status != shop.StatusConfirmed {
+			t.Fatalf("the second retry = %+v, want its confirmed end", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retry of a recorded cart waited for a place of the bound")
+	}
 }

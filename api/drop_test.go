@@ -88,3 +88,28 @@ func TestADropSellsNothingBeforeItsStartAndThenServesItsDraw(t *testing.T) {
 		t.Fatalf("the cart that came after the start: place %d, want 2, behind the drop's", after.Position)
 	}
 }
+
+// An operator who moves a SKU's start into the future stops the carts already in line for
+// it: none is taken from the line before the start (it waits for it, answered
+// waiting_for_sale), while the carts of other SKUs still are. (They were started at their
+// turn and sold before the start.)
+func TestMovingAStartIntoTheFutureStopsTheCartsInLine(t *testing.T) {
+	h := newRoomHarness(t, 10, 1, 100, nil)
+	queued(t, h.post(t, "c-in-line", 1, ""), http.StatusAccepted)
+	start := time.Now().Add(time.Hour).UTC()
+	put := h.do(t, request{method: http.MethodPut, path: "/v1/inventory/" + h.sku, header: admin(), body: body(fmt.Sprintf(
+		`{"on_hand": 10, "price_cents": 500, "currency": "usd", "max_per_order": 5, "sale_starts_at": %q}`, start.Format(time.RFC3339Nano)))})
+	if put.Code != http.StatusOK {
+		t.Fatalf("PUT with sale_starts_at: %d %s", put.Code, put.Body)
+	}
+	for range 2 { // the blocker and the cart behind it, both for the SKU
+		if e, ok, err := h.room.Pop(t.Context()); err != nil || ok {
+			t.Fatalf("took %s (%v) from the line before its SKU's start", e.CartID, err)
+		}
+	}
+	place, err := h.room.Lookup(t.Context(), "c-in-line")
+	if err != nil || !place.Early {
+		t.Fatalf("the cart in line: %+v %v, want it waiting for the sale", place, err)
+	}
+	h.assertUntouched(t, h.sku, 10)
+}

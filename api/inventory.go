@@ -136,7 +136,23 @@ func (s *Server) putInventory(c echo.Context) error {
 	case err != nil:
 		return unavailable("inventory store", err)
 	}
+	if err := s.tellRoomTheStart(ctx, sku, p.SaleStartsAt); err != nil {
+		return err
+	}
 	return inventoryView(c, view)
+}
+
+// tellRoomTheStart tells the waiting room a SKU's sale start, as an operator set it: a cart
+// in line for the SKU is not taken before its start. If Redis cannot be told, the PUT is 503
+// and the operator retries it.
+func (s *Server) tellRoomTheStart(ctx context.Context, sku string, startsAt *time.Time) error {
+	if s.Room == nil {
+		return nil
+	}
+	if err := s.Room.SetSaleStart(ctx, sku, startsAt); err != nil {
+		return unavailable("redis", err)
+	}
+	return nil
 }
 
 // inventoryView answers a SKU's view with its ETag.

@@ -5,59 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"net/http"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/checkout-saga/checkout-saga/metrics"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
-// The waiting room. A flash sale's crowd arrives in one second; the API can start only so
-// many sagas at once (admission.go). A new cart that cannot start now waits in a line shared
-// by every API replica (lua.Room), in the order it first arrived, holding nothing, and its
-// POST is answered 202 at once with its place. Each replica takes carts from the head whenever
-// it has a free place (RunWaitingRoom) and starts their sagas. A cart whose units are all
-// spoken for by the carts ahead is answered 409 at once; a cart taken from the line always
-// starts its saga, and the reserve script answers it: it is the one judge of every hold.
-//
-// The room only orders carts that have no record yet. A cart Postgres recorded (its saga's
-// first step, or its cancel while it waited) is answered by its saga or from Postgres,
-// whatever Redis holds or lost (door.go); the room keeps no ends.
-
-// WaitingRoom is the line of carts waiting for their saga (lua.Room).
-type WaitingRoom interface {
-	// Enter asks for the cart to pass (mayPass and an empty line), be queued, or be told
-	// the room is full or its units are spoken for.
-	Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error)
-	// Pop takes the head of the line under a lease; false when the line is empty.
-	Pop(ctx context.Context) (shop.RoomEntry, bool, error)
-	// Leave forgets a cart whose saga started; answer (JSON, or nil) is kept a short while
-	// for the GET that waited for it (RoomPlace.Answer).
-	Leave(ctx context.Context, cartID string, answer []byte) error
-	Retry(ctx context.Context, cartID string) error // its saga could not start now
-	// Forget takes a cart whose end Postgres recorded out of the line (not one being
-	// started: its saga adopts the end).
-	Forget(ctx context.Context, cartID string) (gone bool, err error)
-	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
-	// Hold, SetPace and Status are the operators' controls (roomcontrol.go).
-	Hold(ctx context.Context, held bool) error
-	SetPace(ctx context.Context, cartsPerSecond int64) error
-	Status(ctx context.Context) (shop.RoomStatus, error)
-	Served(ctx context.Context) (int64, error) // carts ever taken from the line
-}
-
-// DefaultWaitingPerCustomer is how many carts one customer may have in the waiting room at
-// once, as many as open checkouts (MAX_OPEN_CHECKOUTS_PER_CUSTOMER's default).
-const DefaultWaitingPerCustomer = 5
-
-// DefaultWaitingRoomSize holds a 70,000-buyer drop with room to spare: a waiting cart costs
-// Redis about 300 bytes.
-const DefaultWaitingRoomSize = 100_000
+// The waiting room's answers (the room itself is package room): a new cart that cannot
+// start its saga now waits in the line (enterRoom, 202), a GET of a waiting cart answers its
+// place, a cancel in line records its end in Postgres, and startFromLine starts the saga of a
+// cart the room's runner took from the line. A cart Postgres recorded is answered by its saga
+// or from Postgres, whatever Redis holds or lost (door.go); the room keeps no ends.
 
 // QueuedView is the answer for a cart in the waiting room (POST's 202, GET while it waits).
 type QueuedView struct {
@@ -82,8 +45,8 @@ type QueuedLinks struct {
 
 // enterRoom puts a new cart in the room unless it may start its saga now. When the cart
 // passes it returns the place to release once the saga's reservation is answered; otherwise
-// answered is true and err is the answer (202, 409, 429 or 503). Without a room the request
-// waits for a place, as before the room. When the room cannot be asked, no cart passes it:
+// answered is true and err is the answer (202, 409, 429 or 503). Without a room a cart past
+// the bound is 503 overloaded. When the room cannot be asked, no cart passes it:
 // the caller retries (503), and the carts in line keep their order.
 func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) (release func(), answered bool, err error) {
 	ctx := c.Request().Context()
@@ -91,9 +54,8 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) 
 		return nil, true, problem(http.StatusConflict, "sale_not_started", "the sale of this cart's SKUs has not started")
 	}
 	if s.Room == nil {
-		release, p := s.admit(ctx)
-		if p != nil {
-			return nil, true, p
+		if release = s.admission.TryAcquire(); release == nil {
+			return nil, true, overloaded()
 		}
 		return release, false, nil
 	}
@@ -105,8 +67,8 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) 
 	if !rules.startsAt.IsZero() {
 		e.StartsAt = rules.startsAt.UnixMilli()
 	}
-	release = s.admission.tryAcquire()
-	a, err := s.Room.Enter(ctx, e, release != nil, s.cfg.WaitingRoomSize, s.cfg.WaitingPerCustomer)
+	release = s.admission.TryAcquire()
+	a, err := s.Room.Enter(ctx, e, release != nil, s.cfg.Room.Size, s.cfg.Room.PerCustomer)
 	if err == nil && a.Outcome == shop.RoomPass {
 		return release, false, nil
 	}
@@ -125,7 +87,7 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) 
 		case shop.OtherRequest:
 			return nil, true, checkoutExists(in.CheckoutID)
 		}
-		s.ringRoom()
+		s.runner.Ring()
 		place := shop.RoomPlace{Queued: a.Outcome == shop.RoomQueued, Early: a.Outcome == shop.RoomEarly, Position: a.Position, Entry: &a.Entry}
 		return nil, true, s.answerQueued(c, place, in.IdempotencyKey, http.StatusAccepted)
 	case shop.RoomShort:
@@ -143,11 +105,19 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) 
 	}
 }
 
+// overloaded answers a new cart past the bound of an API without a waiting room.
+func overloaded() *Problem {
+	metrics.Shed.Inc()
+	p := problem(http.StatusServiceUnavailable, "overloaded", "too many checkouts are starting right now; retry shortly")
+	p.retryAfter = 1
+	return p
+}
+
 // answerQueued is the 202 (or a GET's 200) of a waiting cart. The checkout's secret goes
 // only to requests under the key the cart entered with, as for a created checkout.
 func (s *Server) answerQueued(c echo.Context, place shop.RoomPlace, key string, status int) error {
 	e := *place.Entry
-	wait := s.estimateWait(place.Position)
+	wait := s.runner.EstimateWait(place.Position)
 	v := QueuedView{
 		CheckoutID: e.CartID, Status: "queued", Position: place.Position,
 		EstimatedWaitMS: wait, RefreshAfterMS: refreshAfter(wait),
@@ -291,13 +261,13 @@ func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, 
 
 // awaitRoom waits up to d for the cart to leave the line (its saga started, or its end in
 // the room), and returns what the room then knows. It looks the cart up again only when the
-// cart may have moved (roomCount.untilMoved). If Redis stops answering meanwhile, it returns
+// cart may have moved (room.Runner.UntilMoved). If Redis stops answering meanwhile, it returns
 // what the room said last, with the error: a GET must not take a cart it could not look up
 // for one that does not exist.
 func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPlace, d time.Duration) (shop.RoomPlace, error) {
 	deadline := time.Now().Add(d)
 	for (place.Queued || place.Leaving) && time.Now().Before(deadline) {
-		if !s.roomCount.untilMoved(ctx, place, deadline) {
+		if !s.runner.UntilMoved(ctx, place, deadline) {
 			return place, nil
 		}
 		next, err := s.lookupRoom(ctx, cartID)
@@ -323,110 +293,17 @@ func (s *Server) answerRoomGet(c echo.Context, place shop.RoomPlace) (bool, erro
 	return false, nil
 }
 
-func (s *Server) ringRoom() {
-	select {
-	case s.roomBell <- struct{}{}:
-	default:
-	}
-}
-
-// roomIdle is how long a replica with a free place waits before it looks at an empty line
-// again, when no cart entered through it; each look that finds the line empty doubles the
-// wait, up to roomIdleMax. A cart that enters through a replica rings it at once; one that
-// entered through another replica, whose places are all taken, waits at most roomIdleMax for
-// this one. Looking every 20 ms, each idle replica ran 50 take scripts a second in the room's
-// one Redis slot.
-const (
-	roomIdle    = 20 * time.Millisecond
-	roomIdleMax = 320 * time.Millisecond
-)
-
-// RunWaitingRoom starts the sagas of the carts in the room, from the head of the line, each
-// time this replica has a place free, until ctx ends. Every replica runs it; the room's lease
-// brings back at its place a cart whose replica died while starting it.
-func (s *Server) RunWaitingRoom(ctx context.Context) {
-	if s.Room == nil {
-		return
-	}
-	go s.roomCount.follow(ctx, s.Room.Served)
-	var starts sync.WaitGroup
-	defer starts.Wait()
-	idle := roomIdle
-	for ctx.Err() == nil {
-		release, err := s.admission.acquire(ctx, time.Second)
-		if err != nil {
-			sleep(ctx, roomIdle)
-			continue
-		}
-		e, ok, err := s.Room.Pop(ctx)
-		if err != nil || !ok {
-			release()
-			if err != nil && ctx.Err() == nil {
-				s.Logger.Warn("waiting room: take", "error", err)
-			}
-			idle = s.idleWait(ctx, idle)
-			continue
-		}
-		idle = roomIdle
-		starts.Add(1)
-		go func() {
-			defer starts.Done()
-			defer release()
-			if !s.startFromRoom(ctx, e) {
-				sleep(ctx, time.Second) // no worker, or Temporal down: do not spin on the head
-			}
-		}()
-	}
-}
-
-// idleWait waits while the line has nothing to take: until a cart enters through this
-// replica (its bell), or idle passes. It returns the next wait: back to roomIdle after the
-// bell, twice as long (up to roomIdleMax) after a wait that found nothing.
-func (s *Server) idleWait(ctx context.Context, idle time.Duration) time.Duration {
-	select {
-	case <-ctx.Done():
-	case <-s.roomBell:
-		return roomIdle
-	case <-time.After(idle):
-	}
-	return min(2*idle, roomIdleMax)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
-// roomPutBackTimeout bounds the put-back of a cart whose start failed; if it cannot be put
-// back, its lease brings it back.
-const roomPutBackTimeout = 5 * time.Second
-
-// startFromRoom starts the saga of a cart taken from the line; it reports false when the
-// cart went back in line because its saga could not start now. Every cart taken starts its
-// saga, which answers it: a hold, out of stock from the reserve script, or the end Postgres
-// recorded for it (a cart Redis put back in line after its end, or whose saga runs).
-func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(base), s.cfg.RequestTimeout)
+// startFromLine starts the saga of a cart the room's runner took from the line (a
+// room.Start); an error puts the cart back at its place.
+func (s *Server) startFromLine(base context.Context, e shop.RoomEntry) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(base, s.cfg.RequestTimeout)
 	defer cancel()
-	log := s.Logger.With("checkout_id", e.CartID)
-	back := func(why string, err error) bool {
-		log.Warn("waiting room: cart back in line", "why", why, "error", err)
-		// Its own time: a start that timed out has used up ctx.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), roomPutBackTimeout)
-		defer cancel()
-		if err := s.Room.Retry(ctx, e.CartID); err != nil {
-			log.Warn("waiting room: put back", "error", err) // its lease brings it back
-		}
-		return false
-	}
 	if p := s.requireWorker(ctx); p != nil {
-		return back(p.Code, nil)
+		return nil, p
 	}
 	if s.Gate != nil {
 		if err := s.Gate.MarkStarted(ctx, e.CartID); err != nil {
-			log.Warn("mark checkout started", "error", err)
+			s.Logger.Warn("mark checkout started", "checkout_id", e.CartID, "error", err)
 		}
 	}
 	in := workflows.Input{
@@ -434,45 +311,27 @@ func (s *Server) startFromRoom(base context.Context, e shop.RoomEntry) bool {
 		PaymentTimeoutSeconds: e.TimeoutSeconds, RequestID: newRequestID(),
 		RequestHash: e.RequestHash, IdempotencyKey: e.IdempotencyKey, Caller: e.Caller,
 	}
-	var answer []byte
 	res, err := s.reserve(ctx, in)
-	if err != nil {
-		var p *Problem
-		if errors.As(err, &p) && p.Status < 500 {
-			// The saga exists and answered (a limit on its updates, say): the cart has left.
-			log.Warn("waiting room: start answered", "error", err)
-		} else {
-			return back("start", err)
-		}
-	} else if res.View.CheckoutID == e.CartID && res.View.Creator().Judge(e.Creator()) == shop.SameRequest {
-		// The waiting GET answers with it, instead of asking the saga a moment later.
-		answer, _ = json.Marshal(res.View)
+	var p *Problem
+	switch {
+	case errors.As(err, &p) && p.Status < 500:
+		// The saga exists and answered (a limit on its updates, say): the cart has left.
+		s.Logger.Warn("waiting room: start answered", "checkout_id", e.CartID, "error", err)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case res.View.CheckoutID != e.CartID || res.View.Creator().Judge(e.Creator()) != shop.SameRequest:
+		return nil, nil
 	}
-	if err := s.Room.Leave(ctx, e.CartID, answer); err != nil {
-		log.Warn("waiting room: leave", "error", err) // its lease brings it back; a second start is harmless
-	}
-	return true
+	// The waiting GET answers with it, instead of asking the saga a moment later.
+	answer, _ := json.Marshal(res.View)
+	return answer, nil
 }
 
 // refreshAfter is the hint for a waiting cart's next GET: half its estimated wait, between
 // one second and MaxWaitSeconds, so a crowd far back in line does not ask every second.
 func refreshAfter(estimatedWaitMS int64) int64 {
 	return min(max(estimatedWaitMS/2, 1000), MaxWaitSeconds*1000)
-}
-
-// estimateWait is how long a cart at position should wait: its place over the rate carts
-// leave the room. Before any rate is measured (the first second of a sale) it is the
-// admission bound's own pace: the bound's places, each freed in about the target latency.
-func (s *Server) estimateWait(position int64) int64 {
-	if position <= 0 {
-		return 0
-	}
-	rate := s.roomCount.rate()
-	if rate < 1 {
-		limit, _ := s.admission.current()
-		rate = float64(max(limit, 1)) / s.cfg.AdmissionTarget.Seconds()
-	}
-	return int64(math.Ceil(float64(position) / rate * 1000))
 }
 
 // cancelInRoom cancels a cart that waits in line, for its buyer or support (by): its end is

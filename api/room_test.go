@@ -39,8 +39,8 @@ func newRoomHarness(t *testing.T, onHand, blockerQty, size int64, configure func
 	room := lua.NewRoom(testenv.Redis(t), testenv.RandomID("room"))
 	t.Cleanup(func() { deleteRoom(t, room) })
 	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		cfg.MaxStartingCheckouts = 1
-		cfg.WaitingRoomSize = size
+		cfg.Room.MaxStarting = 1
+		cfg.Room.Size = size
 		deps.Room = room
 		if configure != nil {
 			configure(cfg, deps)
@@ -325,8 +325,8 @@ func TestAWaitingGetThatLosesRedisKeepsTheCartsPlace(t *testing.T) {
 	room := lua.NewRoom(rdb, testenv.RandomID("room"))
 	t.Cleanup(func() { deleteRoom(t, room) })
 	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		cfg.MaxStartingCheckouts = 1
-		cfg.WaitingRoomSize = 100
+		cfg.Room.MaxStarting = 1
+		cfg.Room.Size = 100
 		deps.Room = room
 	}), room: room}
 	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")

@@ -35,7 +35,7 @@ func (s *Server) roomStatus(c echo.Context) error {
 	if err != nil {
 		return unavailable("redis", err)
 	}
-	return c.JSON(http.StatusOK, RoomStatusView{RoomStatus: st, LastEstimatedWaitMS: s.estimateWait(st.Waiting)})
+	return c.JSON(http.StatusOK, RoomStatusView{RoomStatus: st, LastEstimatedWaitMS: s.runner.EstimateWait(st.Waiting)})
 }
 
 func (s *Server) holdRoom(c echo.Context) error   { return s.setHeld(c, true) }
@@ -50,7 +50,7 @@ func (s *Server) setHeld(c echo.Context, held bool) error {
 	}
 	s.Logger.Info("waiting room held by an operator", "held", held)
 	if !held {
-		s.ringRoom()
+		s.runner.Ring()
 	}
 	return s.roomStatus(c)
 }

@@ -24,7 +24,7 @@ func roomStatus(t *testing.T, h *roomHarness, r request) api.RoomStatusView {
 // carts still queue), set its pace, resume it, and read its status; only with the admin
 // token, and a pace out of bounds is refused naming its field.
 func TestOperatorsHoldPaceAndReadTheWaitingRoom(t *testing.T) {
-	h := newRoomHarness(t, 10, 1, 100, func(cfg *api.Config, _ *api.Deps) { cfg.MaxStartingCheckouts = 4 })
+	h := newRoomHarness(t, 10, 1, 100, func(cfg *api.Config, _ *api.Deps) { cfg.Room.MaxStarting = 4 })
 	if rec := h.do(t, request{method: http.MethodGet, path: "/v1/admin/waiting-room"}); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("status without the admin token: %d, want 401", rec.Code)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"go.temporal.io/sdk/client"
 
+	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
@@ -110,22 +111,12 @@ type Config struct {
 	TemporalUIURL            string // for the view's temporal_ui link
 	Namespace                string
 	RequestTimeout           time.Duration
-	// MaxStartingCheckouts caps the checkout requests talking to Temporal at once; below it
-	// the bound follows their latency against AdmissionTarget (admission.go). Past it a cart
-	// waits in the waiting room (Deps.Room, room.go); without a room a request waits up to
-	// AdmissionWait for a place, then gets 503 with Retry-After.
-	MaxStartingCheckouts int
-	AdmissionWait        time.Duration
-	AdmissionTarget      time.Duration
+	// Room is the waiting room's configuration: the line's size, a customer's carts in it,
+	// and the bound on the sagas this replica starts at once (room.Config).
+	Room room.Config
 	// IdempotencyKeyRetention is how long a key stays bound to its body (the contract asks
 	// for at least 24 h); DefaultIdempotencyKeyRetention when 0.
 	IdempotencyKeyRetention time.Duration
-	// WaitingRoomSize is how many carts may wait in the room; past it POST answers 503
-	// waiting_room_full. DefaultWaitingRoomSize when 0.
-	WaitingRoomSize int64
-	// WaitingPerCustomer is how many carts one customer may have in the room at once; one
-	// more is 429 too_many_open_checkouts. DefaultWaitingPerCustomer when 0, none when < 0.
-	WaitingPerCustomer int64
 	// MaxWaitsPerAddress and MaxWaits bound the GETs that wait (?wait=N) at once, per client
 	// address (addressKey) and in this process; a wait past either is answered at once with
 	// the current state. DefaultMaxWaitsPerAddress and DefaultMaxWaits when 0.
@@ -178,16 +169,17 @@ type Deps struct {
 	Trace echo.MiddlewareFunc
 	// RateLimits bound requests per client address and checkouts per customer; nil is off.
 	RateLimits *RateLimits
-	// Room is the waiting room that carts enter when they cannot start their saga at once
-	// (lua.Room); nil answers those 503 after AdmissionWait, as before the room.
-	Room WaitingRoom
+	// Room is the line that carts enter when they cannot start their saga at once
+	// (lua.Room); nil answers those 503 after the room's Wait, as before the room.
+	Room room.Line
 }
 
 // Server holds the handlers.
 type Server struct {
 	cfg Config
 	Deps
-	admission *limiter       // one place per checkout request talking to Temporal
+	admission *room.Bound    // one place per checkout request talking to Temporal
+	runner    *room.Runner   // takes carts from Deps.Room's line; nil without one
 	recorded  *recordedCheck // the gate's Postgres reads of refused carts, many per query
 	workers   *workerCheck   // nil without Deps.Workers
 	standard  standardVerifiers
@@ -195,8 +187,6 @@ type Server struct {
 	waits     *waitPlaces // the GETs that wait (?wait=N) at once
 	ends      *endWatches // their long polls, one per checkout
 	e         *echo.Echo
-	roomBell  chan struct{} // rung when this replica puts a cart in the room
-	roomCount *roomCount    // carts taken from the room: their rate, and word of each move
 	// readyCache answers /readyz from one round of checks a second (ops.go)
 	readyCache readyCache
 }
@@ -227,29 +217,12 @@ func NewServer(cfg Config, deps Deps) *Server {
 		deps.Logger = slog.Default()
 	}
 	cfg.IdentityTokens.useLogger(deps.Logger)
-	if cfg.MaxStartingCheckouts <= 0 {
-		cfg.MaxStartingCheckouts = DefaultMaxStartingCheckouts
-	}
-	if cfg.AdmissionWait <= 0 {
-		cfg.AdmissionWait = DefaultAdmissionWait
-	}
-	if cfg.AdmissionTarget <= 0 {
-		cfg.AdmissionTarget = DefaultAdmissionTarget
-	}
+	cfg.Room = cfg.Room.WithDefaults()
 	if cfg.IPv6Prefix <= 0 {
 		cfg.IPv6Prefix = DefaultIPv6Prefix
 	}
 	if cfg.IdempotencyKeyRetention <= 0 {
 		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
-	}
-	if cfg.WaitingRoomSize <= 0 {
-		cfg.WaitingRoomSize = DefaultWaitingRoomSize
-	}
-	switch {
-	case cfg.WaitingPerCustomer == 0:
-		cfg.WaitingPerCustomer = DefaultWaitingPerCustomer
-	case cfg.WaitingPerCustomer < 0:
-		cfg.WaitingPerCustomer = 0 // no cap
 	}
 	if cfg.CheckoutSecretGrace <= 0 {
 		cfg.CheckoutSecretGrace = DefaultCheckoutSecretGrace
@@ -257,9 +230,11 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if len(cfg.CheckoutSecretKeys) == 0 {
 		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}
 	}
-	s := &Server{cfg: cfg, Deps: deps, admission: newLimiter(cfg.MaxStartingCheckouts, cfg.AdmissionTarget),
-		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys),
-		roomBell: make(chan struct{}, 1), roomCount: newRoomCount()}
+	s := &Server{cfg: cfg, Deps: deps, admission: room.NewBound(int(cfg.Room.MaxStarting), cfg.Room.Target),
+		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys)}
+	if deps.Room != nil {
+		s.runner = room.NewRunner(deps.Room, s.admission, s.startFromLine, deps.Logger)
+	}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
 	}
@@ -485,3 +460,11 @@ const (
 	ctxWorkflowID  = "workflow_id"
 	ctxProblemCode = "problem_code"
 )
+
+// RunWaitingRoom runs the room's runner (room.Runner.Run) until ctx ends: it starts the
+// sagas of the carts in Deps.Room's line. Without a line it returns at once.
+func (s *Server) RunWaitingRoom(ctx context.Context) {
+	if s.runner != nil {
+		s.runner.Run(ctx)
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/room"
 )
 
 // results is everything one run measured.
@@ -166,9 +166,9 @@ func (r results) targets() []target {
 		name:     fmt.Sprintf("Flash sale (%d requests): a winner's 201 p99 <= 1 s, zero oversold", f.requests),
 		measured: fmt.Sprintf("p50 %s, p99 %s; oversold %d", fmtDur(f.holdLatency.pct(50)), fmtDur(winP99), f.oversold),
 		ratio:    fmt.Sprintf("%.2f x 1 s", winP99.Seconds()), met: len(f.holdLatency) > 0 && winP99 <= time.Second && f.oversold == 0,
-		why: fmt.Sprintf("a winner's 201 is its last attempt, from sending to the answer: the wait for an admission place "+
-			"(up to %s, api.DefaultAdmissionWait) and then the reservation's round trip through a dev server that is also "+
-			"running the other admitted checkouts and the winners' confirmations on the same 2 cores.", api.DefaultAdmissionWait),
+		why: "a winner's 201 is its last attempt, from sending to the answer: its wait in the room and then the " +
+			"reservation's round trip through a dev server that is also running the other admitted checkouts and " +
+			"the winners' confirmations on the same 2 cores.",
 	})
 	answerP99 := f.postLatency.pct(99)
 	ts = append(ts, target{
@@ -507,14 +507,13 @@ func flashWhy(f flashResult, sz sizes) string {
 		parts = append(parts, fmt.Sprintf("%d units oversold", f.oversold))
 	}
 	if f.fiveXX > 0 {
-		parts = append(parts, fmt.Sprintf("%d answers were 5xx other than admission control's 503 (answers: %s): with up to %d checkouts admitted at once (api.DefaultMaxStartingCheckouts, the admission bound's cap) "+
+		parts = append(parts, fmt.Sprintf("%d answers were 5xx other than admission control's 503 (answers: %s): with up to %d checkouts admitted at once (room.DefaultMaxStarting, the admission bound's cap) "+
 			"and the dev server completing only a few dozen sagas a second on these 2 cores, the last admitted updates wait longer than the "+
-			"API's 15 s request timeout and are answered 503 service_unavailable", f.fiveXX, answersLine(f.answers), api.DefaultMaxStartingCheckouts))
+			"API's 15 s request timeout and are answered 503 service_unavailable", f.fiveXX, answersLine(f.answers), room.DefaultMaxStarting))
 	}
 	if f.gaveUp > 0 {
-		parts = append(parts, fmt.Sprintf("%d clients were still refused after %d retries: admission sheds at once when a round "+
-			"of requests already waits (api/admission.go), so a client retrying every second may spend its retries before "+
-			"the sale sells out", f.gaveUp, sz.flashRetries))
+		parts = append(parts, fmt.Sprintf("%d clients were still refused after %d retries: a client retrying every second "+
+			"may spend its retries before the sale sells out", f.gaveUp, sz.flashRetries))
 	}
 	if f.sold != int64(f.units) {
 		parts = append(parts, fmt.Sprintf("%d of %d units sold: %d checkouts held %d units that their clients never learnt of "+

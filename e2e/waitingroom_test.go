@@ -17,8 +17,12 @@ import (
 	"github.com/checkout-saga/checkout-saga/internal/checkouttest"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/lua"
+	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
+
+// oneStartAtOnce is an API that starts one saga at a time: every other cart waits in line.
+var oneStartAtOnce = api.Config{Room: room.Config{MaxStarting: 1}}
 
 // roomBuyer is one cart of a waiting-room sale, as its buyer saw it.
 type roomBuyer struct {
@@ -140,7 +144,7 @@ func roomSale(t *testing.T, units int64, buyers int) (*checkouttest.Product, str
 	taken := make([][]shop.RoomEntry, 2)
 	for i := range taken {
 		took := func(e shop.RoomEntry) { mu.Lock(); defer mu.Unlock(); taken[i] = append(taken[i], e) }
-		url := p.ServeAPIWith(api.Config{MaxStartingCheckouts: 1}, p.Temporal, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true, Took: took})
+		url := p.ServeAPIWith(oneStartAtOnce, p.Temporal, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true, Took: took})
 		replicas = append(replicas, checkouttest.NewClient(url))
 	}
 	all := make([]*roomBuyer, buyers)
@@ -217,7 +221,7 @@ func TestCartsWaitingOnAReplicaThatDiedAreServedOnceByAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := lua.NewRoom(p.Redis, "room-"+run).WithLease(2 * time.Second)
-	dead := checkouttest.NewClient(p.ServeAPIWith(api.Config{MaxStartingCheckouts: 1}, p.Temporal,
+	dead := checkouttest.NewClient(p.ServeAPIWith(oneStartAtOnce, p.Temporal,
 		checkouttest.APIOptions{Gate: true, Room: room}))
 
 	// A's dispatcher took the first cart and died with it.
@@ -297,7 +301,7 @@ func endsSurviveRollback(t *testing.T, onSaleFirst bool) {
 	}
 	room := lua.NewRoom(p.Redis, "room-"+run)
 	// The front replica answers 202s and takes no cart; a cart of another SKU is ahead.
-	front := checkouttest.NewClient(p.ServeAPIWith(api.Config{MaxStartingCheckouts: 1}, p.Temporal,
+	front := checkouttest.NewClient(p.ServeAPIWith(oneStartAtOnce, p.Temporal,
 		checkouttest.APIOptions{Gate: true, Room: room}))
 	ahead := shop.RoomEntry{CartID: "ahead-" + run, CustomerID: "u-ahead-" + run, Items: []shop.CartLine{{SKU: other, Quantity: 1}},
 		TimeoutSeconds: 600, IdempotencyKey: "ahead-" + run, RequestHash: "h"}

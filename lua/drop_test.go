@@ -156,3 +156,39 @@ func TestTheDropsShuffleIsUniform(t *testing.T) {
 		t.Fatalf("chi-square %.1f > %.1f: the shuffle is not uniform", chi2, critical)
 	}
 }
+
+// A cart already in line when an operator moves its SKU's start into the future is not
+// taken before the start: it waits for it with the carts that came before the start, and
+// holds nothing. (It was taken at its turn and its saga sold before the start.)
+func TestACartInLineWaitsForAStartMovedIntoTheFuture(t *testing.T) {
+	r, _, _, sku := testRoom(t, 4)
+	ctx := t.Context()
+	other := sku + "-other"
+	for _, e := range []shop.RoomEntry{roomEntry("c-drop", sku, 1), roomEntry("c-other", other, 1)} {
+		if a := enter(t, r, e, 100); a.Outcome != shop.RoomQueued {
+			t.Fatalf("%s enters on sale: %+v", e.CartID, a)
+		}
+	}
+	start := redisNow(t, r).Add(time.Hour)
+	if err := r.SetSaleStart(ctx, sku, &start); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := pop(t, r); !ok || e.CartID != "c-other" {
+		t.Fatalf("took %+v %v, want the cart of the SKU on sale, behind the one whose start moved", e, ok)
+	}
+	if e, ok := pop(t, r); ok {
+		t.Fatalf("took %s before its SKU's start", e.CartID)
+	}
+	place, err := r.Lookup(ctx, "c-drop")
+	if err != nil || !place.Early || place.Entry == nil || place.Entry.StartsAt != start.UnixMilli() {
+		t.Fatalf("the cart whose start moved: %+v %v, want it waiting for the start", place, err)
+	}
+	if st, err := r.Status(ctx); err != nil || st.BeforeSale != 1 || st.SpokenFor[sku] != 0 {
+		t.Fatalf("status: %+v %v, want 1 before the sale and no unit of %s spoken for", st, err, sku)
+	}
+	// A replica whose catalog has not seen the change yet (its cache) cannot let a cart pass.
+	a, err := r.Enter(ctx, roomEntry("c-stale", sku, 1), true, 100, 0)
+	if err != nil || a.Outcome != shop.RoomEarly || a.Entry.StartsAt != start.UnixMilli() {
+		t.Fatalf("a cart entering with no start known to its replica: %+v %v, want it waiting for the start", a, err)
+	}
+}

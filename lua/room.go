@@ -119,7 +119,7 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 		args = append(args, it.SKU, it.Quantity, available[it.SKU], e.MaxPerCustomer[it.SKU])
 	}
 	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers"), r.key("units"),
-		r.key("control"), r.key("early"), r.key("draws"), r.key("drop_skus")}
+		r.key("control"), r.key("early"), r.key("draws"), r.key("drop_skus"), r.key("starts")}
 	var res []any
 	for range maxReleases {
 		if res, err = roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice(); err != nil {
@@ -227,10 +227,10 @@ func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string
 // lease ran out. It reports false when the line is empty.
 func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
 	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers"), r.key("units"),
-		r.key("control"), r.key("early"), r.key("refused"), r.key("refusals")}
+		r.key("control"), r.key("early"), r.key("refused"), r.key("refusals"), r.key("draws"), r.key("drop_skus"), r.key("starts")}
 	var raw string
 	for range maxReleases {
-		res, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds()).Result()
+		res, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds(), r.draw()).Result()
 		if errors.Is(err, redis.Nil) {
 			return shop.RoomEntry{}, false, nil
 		}
@@ -378,6 +378,23 @@ func (r *Room) Hold(ctx context.Context, held bool) error {
 	}
 	if err != nil {
 		return fmt.Errorf("hold the waiting room (%v): %w", held, err)
+	}
+	return nil
+}
+
+// SetSaleStart tells the room a SKU's sale start (nil: on sale), as an operator set it.
+// A cart in line with a SKU whose start is ahead, on Redis's clock, is not taken: it goes
+// back to wait for the start with the carts that came before it, and is placed by a draw
+// (room_pop.lua), so no cart sells before its SKUs' start.
+func (r *Room) SetSaleStart(ctx context.Context, sku string, startsAt *time.Time) error {
+	var err error
+	if startsAt != nil {
+		err = r.rdb.HSet(ctx, r.key("starts"), sku, startsAt.UnixMilli()).Err()
+	} else {
+		err = r.rdb.HDel(ctx, r.key("starts"), sku).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("set the sale start of %s in the waiting room: %w", sku, err)
 	}
 	return nil
 }

@@ -25,3 +25,12 @@ local function count_customer(customers, units, e, sign)
   count(customers, e.customer_id, sign)
 end
 
+
+-- list_drop_sku names sku among the SKUs of the drop that starts at start (a hash field of
+-- drop_skus: the SKUs, space-separated), once.
+local function list_drop_sku(drop_skus, start, sku)
+  local listed = redis.call('HGET', drop_skus, start) or ''
+  if not string.find(' ' .. listed .. ' ', ' ' .. sku .. ' ', 1, true) then
+    redis.call('HSET', drop_skus, start, listed == '' and sku or listed .. ' ' .. sku)
+  end
+end

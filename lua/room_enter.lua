@@ -8,7 +8,9 @@
 --       the customer's carts in the room ask for), control (the operators': held "1" lets no
 --       cart pass), early (zset cart -> the start of its drop, ms: carts that came before
 --       it), draws (hash cart -> its random draw, 16 hex digits), drop_skus (hash start ->
---       the SKUs of its early carts, space-separated)
+--       the SKUs of its early carts, space-separated), starts (hash sku -> its sale start,
+--       ms, as an operator set it: it wins over starts_at, which the caller's catalog cache
+--       may have read a moment before)
 -- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
 --       size (the line's capacity), customer, per_customer (the most carts one customer may
 --       have in the room; 0: no cap), starts_at (ms: the latest sale start of the cart's
@@ -25,6 +27,12 @@ local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local customer, per_customer = ARGV[5], tonumber(ARGV[6])
 local start, draw = ARGV[7], ARGV[8] -- start as sent: a hash field and a score
 local starts_at = tonumber(start)
+for i = 9, #ARGV, 4 do
+  local set = redis.call('HGET', KEYS[12], ARGV[i])
+  if set and tonumber(set) > starts_at then
+    start, starts_at = set, tonumber(set)
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -77,10 +85,7 @@ if before_sale then
   -- Waiting for its sale: it holds nothing and speaks for no units yet (who came first must
   -- not matter), and gets its place at the start, by its draw (room_release.lua).
   for i = 9, #ARGV, 4 do
-    local listed = redis.call('HGET', drop_skus, start) or ''
-    if not string.find(' ' .. listed .. ' ', ' ' .. ARGV[i] .. ' ', 1, true) then
-      redis.call('HSET', drop_skus, start, listed == '' and ARGV[i] or listed .. ' ' .. ARGV[i])
-    end
+    list_drop_sku(drop_skus, start, ARGV[i])
   end
   count_customer(customers, units, e, 1)
   e.starts_at, e.early = starts_at, true

@@ -9,15 +9,18 @@
 --
 -- KEYS: line, carts, demand, leaving, served (counter of carts taken), customers, units,
 --       control (hash: held "1", pace carts a second, second and taken: the current
---       second of the pace and the carts taken in it), early (see room_enter.lua), refused
---       and refusals (see room_release.lua)
--- ARGV: now (ms), lease (ms)
+--       second of the pace and the carts taken in it), early, draws and drop_skus (see
+--       room_enter.lua), refused and refusals (see room_release.lua), starts (hash sku ->
+--       its sale start, ms, as an operator set it)
+-- ARGV: now (ms), lease (ms), seed (16 hex digits, random: the draws of carts sent back to
+--       wait for their sale)
 -- Returns the entry (JSON) of the cart taken, false when the line is empty, held, or past
 -- its pace for this second, or {"due", start} when a drop's start has come and its early
 -- carts are not in line yet (the caller releases them and takes again).
 local line, carts, demand, leaving, served, customers, units, control, early, refused, refusals =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+local draws, drop_skus, starts = KEYS[12], KEYS[13], KEYS[14]
+local now, lease, seed = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -62,9 +65,37 @@ if #first > 0 and tonumber(first[2]) <= clock then
   return {'due', first[2]}
 end
 
+-- future_start is the latest start of cart e's SKUs (as stored: a hash field and a score)
+-- when an operator moved one past Redis's clock; nil when every SKU is on sale.
+local function future_start(e)
+  local latest
+  for _, it in ipairs(e.items) do
+    local s = redis.call('HGET', starts, it.sku)
+    if s and tonumber(s) > clock and (not latest or tonumber(s) > tonumber(latest)) then
+      latest = s
+    end
+  end
+  return latest
+end
+
+-- wait_for_sale sends cart e back to wait for its sale, as if it came before the start
+-- (room_enter.lua): it speaks for no units, still counts for its customer, and gets its
+-- place at the start by a draw no client can predict.
+local function wait_for_sale(cart, e, start)
+  speak_for(demand, e, -1)
+  for _, it in ipairs(e.items) do
+    list_drop_sku(drop_skus, start, it.sku)
+  end
+  e.starts_at, e.early, e.ticket = tonumber(start), true, nil
+  redis.call('ZADD', early, start, cart)
+  redis.call('HSET', draws, cart, string.sub(redis.sha1hex(seed .. cart), 1, 16))
+  redis.call('HSET', carts, cart, cjson.encode(e))
+end
+
 -- The head, skipping any cart in line without its entry (only keys restored by hand can
--- leave one; room_end.lua forgets a cart from the line and its entry together).
-local cart, raw
+-- leave one; room_end.lua forgets a cart from the line and its entry together), and sending
+-- back any cart whose sale an operator moved ahead.
+local cart, e
 repeat
   local head = redis.call('ZRANGE', line, 0, 0)
   if #head == 0 then
@@ -72,14 +103,19 @@ repeat
   end
   cart = head[1]
   redis.call('ZREM', line, cart)
-  raw = redis.call('HGET', carts, cart)
-until raw
-local e = cjson.decode(raw)
+  local raw = redis.call('HGET', carts, cart)
+  e = raw and cjson.decode(raw)
+  local start = e and future_start(e)
+  if start then
+    wait_for_sale(cart, e, start)
+    e = nil
+  end
+until e
 ask(e, -1)
 -- How many times the cart was taken: after the first, its saga may exist (a replica that
 -- started it and could not say so), and only the saga may answer for it.
 e.taken = (e.taken or 0) + 1
-raw = cjson.encode(e)
+local raw = cjson.encode(e)
 redis.call('HSET', carts, cart, raw)
 redis.call('ZADD', leaving, now + lease, cart)
 redis.call('INCR', served)

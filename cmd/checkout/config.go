@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/room"
 )
 
 // Local-stack secrets. The dev command sets them for itself; `checkout api` refuses them.
@@ -86,14 +87,12 @@ type config struct {
 	CheckoutSecretGrace time.Duration
 	// MaxOpenPerCustomer: MAX_OPEN_CHECKOUTS_PER_CUSTOMER, a customer's open checkouts (0: no cap)
 	MaxOpenPerCustomer int64
-	TemporalCLI        string        // TEMPORAL_CLI: the dev server binary (dev only)
-	StripeAPIKey       string        // STRIPE_API_KEY: refunds and reconciliation (optional)
-	StripeAPIURL       string        // STRIPE_API_URL: Stripe's API base, for a local Stripe API
-	MaxStarting        int64         // MAX_STARTING_CHECKOUTS: admission bound
-	WaitingRoomSize    int64         // WAITING_ROOM_SIZE: carts that may wait for their saga
-	AdmissionWait      time.Duration // ADMISSION_WAIT_MS: how long a request waits for admission
-	// AdmissionTarget: ADMISSION_TARGET_MS, the start latency admission keeps the bound under
-	AdmissionTarget time.Duration
+	TemporalCLI        string // TEMPORAL_CLI: the dev server binary (dev only)
+	StripeAPIKey       string // STRIPE_API_KEY: refunds and reconciliation (optional)
+	StripeAPIURL       string // STRIPE_API_URL: Stripe's API base, for a local Stripe API
+	// Room: WAITING_ROOM_SIZE, MAX_STARTING_CHECKOUTS and ADMISSION_TARGET_MS, the waiting
+	// room's line and bound (its PerCustomer follows MaxOpenPerCustomer)
+	Room room.Config
 	// CatalogTTL: CATALOG_CACHE_MS, how long the API's catalog check answers from memory (0: off)
 	CatalogTTL time.Duration
 	// CatalogSize: CATALOG_CACHE_SIZE, the most SKUs that cache remembers of each kind

@@ -27,6 +27,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/migrations"
 	"github.com/checkout-saga/checkout-saga/ops"
 	"github.com/checkout-saga/checkout-saga/payments"
+	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/steps"
 	"github.com/checkout-saga/checkout-saga/store"
@@ -341,11 +342,7 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 		IdentityTokens:               cfg.IdentityTokens,
 		TemporalUIURL:                cfg.TemporalUIURL,
 		Namespace:                    cfg.Namespace,
-		MaxStartingCheckouts:         int(cfg.MaxStarting),
-		WaitingRoomSize:              cfg.WaitingRoomSize,
-		WaitingPerCustomer:           waitingPerCustomer(cfg.MaxOpenPerCustomer),
-		AdmissionWait:                cfg.AdmissionWait,
-		AdmissionTarget:              cfg.AdmissionTarget,
+		Room:                         roomConfig(cfg),
 		IdempotencyKeyRetention:      cfg.IdempotencyRetention,
 		TrustedProxies:               cfg.TrustedProxies,
 		IPv6Prefix:                   int(cfg.IPv6Prefix),
@@ -395,13 +392,15 @@ func serveAPI(ctx context.Context, cfg config, d *deps) error {
 	return api.Serve(ctx, e, api.NewHTTPServer(cfg.APIAddr, e), ready, cfg.DrainDelay, d.logger)
 }
 
-// waitingPerCustomer caps a customer's carts in the waiting room as their open checkouts
-// are capped (MAX_OPEN_CHECKOUTS_PER_CUSTOMER; 0 there is no cap, -1 here).
-func waitingPerCustomer(maxOpen int64) int64 {
-	if maxOpen == 0 {
-		return -1
+// roomConfig is the room's settings, with a customer's carts in line capped as their open
+// checkouts are (MAX_OPEN_CHECKOUTS_PER_CUSTOMER; 0 there is no cap, -1 here).
+func roomConfig(cfg config) room.Config {
+	r := cfg.Room
+	r.PerCustomer = cfg.MaxOpenPerCustomer
+	if r.PerCustomer == 0 {
+		r.PerCustomer = -1
 	}
-	return maxOpen
+	return r
 }
 
 // pruneEvery is how often the API deletes expired Idempotency-Keys. Expiry itself is exact

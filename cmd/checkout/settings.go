@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
+	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -84,10 +85,9 @@ func settings(cfg *config) []setting {
 		{name: "MAX_WAITS", def: fmt.Sprint(api.DefaultMaxWaits), min: 1, max: 1_000_000, doc: "GETs with ?wait held at once by one API process", set: integer(&cfg.MaxWaits)},
 		{name: "TRUSTED_PROXIES", doc: "CIDRs of the load balancers whose X-Forwarded-For names the client", set: cidrs(&cfg.TrustedProxies)},
 		{name: "MAX_OPEN_CHECKOUTS_PER_CUSTOMER", def: fmt.Sprint(store.DefaultMaxOpenPerCustomer), max: 10_000, doc: "a customer's open checkouts at once (0: no cap)", set: integer(&cfg.MaxOpenPerCustomer)},
-		{name: "MAX_STARTING_CHECKOUTS", def: fmt.Sprint(api.DefaultMaxStartingCheckouts), min: 1, max: 100_000, doc: "the cap on checkout requests talking to Temporal at once", set: integer(&cfg.MaxStarting)},
-		{name: "WAITING_ROOM_SIZE", def: fmt.Sprint(api.DefaultWaitingRoomSize), min: 1, max: 10_000_000, doc: "carts that may wait for their saga", set: integer(&cfg.WaitingRoomSize)},
-		{name: "ADMISSION_WAIT_MS", def: "2000", max: 60_000, doc: "how long a request waits for admission", set: duration(&cfg.AdmissionWait, time.Millisecond)},
-		{name: "ADMISSION_TARGET_MS", def: fmt.Sprint(api.DefaultAdmissionTarget.Milliseconds()), min: 10, max: 60_000, doc: "the start latency the admission bound aims under", set: duration(&cfg.AdmissionTarget, time.Millisecond)},
+		{name: "MAX_STARTING_CHECKOUTS", def: fmt.Sprint(room.DefaultMaxStarting), min: 1, max: 100_000, doc: "the cap on checkout requests talking to Temporal at once", set: integer(&cfg.Room.MaxStarting)},
+		{name: "WAITING_ROOM_SIZE", def: fmt.Sprint(room.DefaultSize), min: 1, max: 10_000_000, doc: "carts that may wait for their saga", set: integer(&cfg.Room.Size)},
+		{name: "ADMISSION_TARGET_MS", def: fmt.Sprint(room.DefaultTarget.Milliseconds()), min: 10, max: 60_000, doc: "the start latency the admission bound aims under", set: duration(&cfg.Room.Target, time.Millisecond)},
 		{name: "CATALOG_CACHE_MS", def: fmt.Sprint(store.DefaultCatalogTTL.Milliseconds()), max: 60_000, doc: "how long the API's catalog check answers from memory (0: off)", set: duration(&cfg.CatalogTTL, time.Millisecond)},
 		{name: "CATALOG_CACHE_SIZE", def: fmt.Sprint(store.DefaultCatalogCacheSize), min: 1, max: 10_000_000, doc: "SKUs the catalog cache keeps, of each kind (known, unknown)", set: integer(&cfg.CatalogSize)},
 		{name: "IDEMPOTENCY_KEY_RETENTION_HOURS", def: fmt.Sprint(int64(api.DefaultIdempotencyKeyRetention / time.Hour)), min: 24, max: 24 * 366, doc: "how long an Idempotency-Key stays bound to its request body", set: duration(&cfg.IdempotencyRetention, time.Hour)},

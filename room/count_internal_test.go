@@ -1,4 +1,4 @@
-package api
+package room
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func wakes(wait <-chan bool, d time.Duration) bool {
 }
 
 // waiting returns once a GET waits on r.
-func waiting(t *testing.T, r *roomCount) {
+func waiting(t *testing.T, r *count) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !r.anyWaiting(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -35,7 +35,7 @@ func waiting(t *testing.T, r *roomCount) {
 // and wakes at the fourth: half the carts ahead of it are gone, and only then may a lookup
 // find it moved.
 func TestAWaitingCartWakesOnceHalfTheCartsAheadWereTaken(t *testing.T) {
-	r := newRoomCount()
+	r := newCount()
 	r.maxWait = time.Minute // no wake but the takes'
 	r.set(100, false, 0)
 	wait := testenv.Go(func() bool {
@@ -54,14 +54,14 @@ func TestAWaitingCartWakesOnceHalfTheCartsAheadWereTaken(t *testing.T) {
 	}
 }
 
-// A cart being started has no place to watch: its GET looks again after roomPoll. One whose
+// A cart being started has no place to watch: its GET looks again after poll. One whose
 // request ends stops waiting at once.
 func TestACartBeingStartedIsLookedAtAgainSoon(t *testing.T) {
-	r := newRoomCount()
+	r := newCount()
 	r.maxWait = time.Minute
 	start := time.Now()
 	if !r.untilMoved(t.Context(), shop.RoomPlace{Leaving: true}, time.Now().Add(time.Minute)) || time.Since(start) > 5*time.Second {
-		t.Fatalf("a cart being started waited %s, want about %s", time.Since(start), roomPoll)
+		t.Fatalf("a cart being started waited %s, want about %s", time.Since(start), poll)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	wait := testenv.Go(func() bool {
@@ -90,7 +90,7 @@ func TestTheCountFollowsTheRoomsTakes(t *testing.T) {
 			t.Fatalf("cart %d enters the room: %+v %v", i, a, err)
 		}
 	}
-	r := newRoomCount()
+	r := newCount()
 	r.maxWait = time.Minute
 	go r.follow(t.Context(), room.Served)
 	wait := testenv.Go(func() bool {

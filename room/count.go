@@ -1,4 +1,4 @@
-package api
+package room
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// roomCount follows the room's count of carts ever taken from its line (lua.Room.Served),
+// count follows the room's count of carts ever taken from its line (Line.Served),
 // which every replica shares. It gives the rate carts leave the room at, for each cart's
 // estimated wait, and wakes the GETs that wait on this replica for their cart to leave the
-// line. One reader per replica asks Redis for the count, every roomPoll while a GET waits
+// line. One reader per replica asks Redis for the count, every poll while a GET waits
 // here and once a second otherwise, so a crowd of waiting GETs costs Redis what one does;
 // each GET looks its cart up (five reads) only when the cart may have moved. Looking every
 // 50 ms instead, 70,000 waiting buyers would ask Redis for 1.4 million lookups a second.
-type roomCount struct {
+type count struct {
 	mu      sync.Mutex
 	served  int64         // the count last read
 	moved   chan struct{} // closed, and replaced, when served changes
@@ -23,23 +23,23 @@ type roomCount struct {
 	perSec  float64       // carts taken a second, weighted over about ten seconds
 	rateAt  int64         // served at the rate's last sample
 	sampled bool          // the rate has its first sample
-	maxWait time.Duration // roomPollMax (tests lengthen it)
+	maxWait time.Duration // pollMax (tests lengthen it)
 }
 
 const (
-	// roomPoll is how often the count is read while a GET waits on this replica, and how
+	// poll is how often the count is read while a GET waits on this replica, and how
 	// often a GET looks again at a cart whose saga is being started.
-	roomPoll = 50 * time.Millisecond
-	// roomPollMax is the longest a waiting GET goes without looking its cart up: a cancel
+	poll = 50 * time.Millisecond
+	// pollMax is the longest a waiting GET goes without looking its cart up: a cancel
 	// ahead moves a cart without a take.
-	roomPollMax = time.Second
+	pollMax = time.Second
 )
 
-func newRoomCount() *roomCount { return &roomCount{moved: make(chan struct{}), maxWait: roomPollMax} }
+func newCount() *count { return &count{moved: make(chan struct{}), maxWait: pollMax} }
 
 // follow reads the count until ctx ends.
-func (r *roomCount) follow(ctx context.Context, served func(context.Context) (int64, error)) {
-	tick := time.NewTicker(roomPoll)
+func (r *count) follow(ctx context.Context, served func(context.Context) (int64, error)) {
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	sampledAt := time.Now()
 	for {
@@ -64,14 +64,14 @@ func (r *roomCount) follow(ctx context.Context, served func(context.Context) (in
 	}
 }
 
-func (r *roomCount) anyWaiting() bool {
+func (r *count) anyWaiting() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.waiting > 0
 }
 
 // set records the count read, and, when sample, the rate over the elapsed time.
-func (r *roomCount) set(n int64, sample bool, elapsed time.Duration) {
+func (r *count) set(n int64, sample bool, elapsed time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n != r.served {
@@ -88,21 +88,21 @@ func (r *roomCount) set(n int64, sample bool, elapsed time.Duration) {
 }
 
 // rate is the carts taken from the room a second, 0 before it is measured.
-func (r *roomCount) rate() float64 {
+func (r *count) rate() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.perSec
 }
 
 // untilMoved waits until the cart may have moved, at most until deadline, and reports false
-// if ctx ended first. A cart being started (not in line) may have moved after roomPoll. A
+// if ctx ended first. A cart being started (not in line) may have moved after poll. A
 // cart in line may have once half the carts ahead of it were taken: the next lookup halves
 // the rest again, so a cart at place p is looked up about log2(p) times on its way to the
-// head, and at least every roomPollMax.
-func (r *roomCount) untilMoved(ctx context.Context, place shop.RoomPlace, deadline time.Time) bool {
+// head, and at least every pollMax.
+func (r *count) untilMoved(ctx context.Context, place shop.RoomPlace, deadline time.Time) bool {
 	wait := min(time.Until(deadline), r.maxWait)
 	if !place.Queued {
-		wait = min(wait, roomPoll)
+		wait = min(wait, poll)
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
