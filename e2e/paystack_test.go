@@ -97,6 +97,16 @@ func newPayStack(t *testing.T) *payStack {
 	return s
 }
 
+// payStackWithCheckout is the opening of a test of one checkout: a payStack of its own and
+// a checkout, its id starting with prefix, holding one unit and awaiting payment for 600 s.
+func payStackWithCheckout(t *testing.T, prefix string) (*payStack, string) {
+	t.Helper()
+	s := newPayStack(t)
+	id := prefix + testenv.RandomID("")
+	s.openCheckout(t, id, 600)
+	return s, id
+}
+
 // post sends a body with headers to base+path, once, and returns the status and the
 // decoded JSON body.
 func (s *payStack) post(t *testing.T, base, path string, body []byte, header http.Header) (int, map[string]any) {
