@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -239,6 +240,14 @@ func (r results) retiredTargets() []target {
 	return ts
 }
 
+// informationTable writes rows judged against a bound they no longer are held to.
+func informationTable(w func(string, ...any), head string, rows []target) {
+	w("| %s | measured | ratio | within the old bound |\n|---|---|---|---|\n", head)
+	for _, t := range rows {
+		w("| %s | %s | %s | %s |\n", t.name, t.measured, t.ratio, map[bool]string{true: "yes", false: "no"}[t.met])
+	}
+}
+
 // information is the end-to-end comparisons with the empty workflow: the first version's
 // targets, kept to compare runs with, judged against the bound they had.
 func (r results) information() []target {
@@ -250,27 +259,14 @@ func (r results) information() []target {
 		measured: fmt.Sprintf("%.1f vs %.1f per s", k.e2e.rate(), k.empty.rate()) + roundsNote(qs, "%.2f"),
 		ratio:    fmt.Sprintf("%.3f x", q), met: q >= 0.5,
 	})
-	k, qs = medianRound(r.rounds, e2eRound.cpuRatio)
-	q = k.cpuRatio()
-	ts = append(ts, target{
-		name:     "CPU per confirmed checkout <= 2 x an empty workflow's",
-		measured: fmt.Sprintf("%s vs %s; the floor alone: %.2f x", fmtDur(k.e2e.cpuPer()), fmtDur(k.empty.cpuPer()), k.floorRatio()) + roundsNote(qs, "%.2f"),
-		ratio:    fmt.Sprintf("%.2f x", q), met: q > 0 && q <= 2,
-	})
-	k, qs = medianRound(r.rounds, e2eRound.postRatio)
-	q = k.postRatio()
-	ts = append(ts, target{
-		name:     "POST /v1/checkouts p99 <= 3 x the dev server's own StartWorkflow p99",
-		measured: fmt.Sprintf("%s vs %s", fmtDur(k.e2e.post.pct(99)), fmtDur(k.empty.start.pct(99))) + roundsNote(qs, "%.1f"),
-		ratio:    fmt.Sprintf("%.1f x", q), met: q > 0 && q <= 3,
-	})
-	k, qs = medianRound(r.rounds, e2eRound.postResultRatio)
-	q = k.postResultRatio()
-	ts = append(ts, target{
-		name:     "POST /v1/checkouts p99 against the empty workflow's start-to-result p99 (same concurrency; no bound)",
-		measured: fmt.Sprintf("%s vs %s", fmtDur(k.e2e.post.pct(99)), fmtDur(k.empty.result.pct(99))) + roundsNote(qs, "%.1f"),
-		ratio:    fmt.Sprintf("%.1f x", q), met: true,
-	})
+	cpu, k := roundRow(r.rounds, "CPU per confirmed checkout <= 2 x an empty workflow's", e2eRound.cpuRatio, checkoutCPU,
+		func(k e2eRound) time.Duration { return k.empty.cpuPer() }, 2)
+	cpu.measured += fmt.Sprintf("; the floor alone: %.2f x", k.floorRatio())
+	post, _ := roundRow(r.rounds, "POST /v1/checkouts p99 <= 3 x the dev server's own StartWorkflow p99", e2eRound.postRatio, postP99,
+		func(k e2eRound) time.Duration { return k.empty.start.pct(99) }, 3)
+	result, _ := roundRow(r.rounds, "POST /v1/checkouts p99 against the empty workflow's start-to-result p99 (same concurrency; no bound)",
+		e2eRound.postResultRatio, postP99, func(k e2eRound) time.Duration { return k.empty.result.pct(99) }, math.Inf(1))
+	ts = append(ts, cpu, post, result)
 	return ts
 }
 
@@ -429,18 +425,12 @@ func (r results) markdown(o options, charts []chart) string {
 	w("in it), but the saga with activities that do nothing already costs more than those bounds: they sat below what\n")
 	w("Temporal itself charges. The targets above judge the product's own work above that saga instead. The limiter's\n")
 	w("0.9 x sat below the two GCRA counts the contract requires of every refused POST. These rows stay to compare runs with.\n\n")
-	w("| retired target | measured | ratio | within the old bound |\n|---|---|---|---|\n")
-	for _, t := range r.retiredTargets() {
-		w("| %s | %s | %s | %s |\n", t.name, t.measured, t.ratio, map[bool]string{true: "yes", false: "no"}[t.met])
-	}
+	informationTable(w, "retired target", r.retiredTargets())
 	w("\n### Against the empty workflow (information, not targets)\n\n")
 	w("The first version's end-to-end targets compared a checkout with a workflow that returns at once. The floor\n")
 	w("workflow showed that bound to be below what Temporal itself charges for the checkout's shape (update-with-start,\n")
 	w("a timer and a signal); these rows stay to compare runs with.\n\n")
-	w("| comparison | measured | ratio | within the old bound |\n|---|---|---|---|\n")
-	for _, t := range r.information() {
-		w("| %s | %s | %s | %s |\n", t.name, t.measured, t.ratio, map[bool]string{true: "yes", false: "no"}[t.met])
-	}
+	informationTable(w, "comparison", r.information())
 	w("\n## All figures\n\n")
 	b.WriteString(r.table())
 	w("\n")
