@@ -265,36 +265,39 @@ func fateOfHold(end store.CheckoutEnd, known bool, now time.Time, grace time.Dur
 	return holdLeft
 }
 
-// reconcileHolds ends the holds of checkouts that ended in Postgres, as fateOfHold decides.
+// reconcileHolds ends what is left of sku's holds: the checkouts' holds whose checkout ended
+// in Postgres (endCheckoutHolds) and the holds of operators' changes (finishChanges).
 func (a *Activities) reconcileHolds(ctx context.Context, sku string, run *reconcileRun, res *steps.ReconcileStockResult) error {
 	holds, err := a.Stock.Holds(ctx, sku)
 	if err != nil || len(holds) == 0 {
 		return err
 	}
-	var ids []string
+	var checkouts []lua.Hold
+	var changes []string
 	for _, h := range holds {
-		if _, isChange := lua.IsChangeHold(h.CheckoutID); !isChange {
-			ids = append(ids, h.CheckoutID)
+		if changeID, isChange := lua.IsChangeHold(h.CheckoutID); isChange {
+			changes = append(changes, changeID)
+		} else {
+			checkouts = append(checkouts, h)
 		}
+	}
+	if err := a.endCheckoutHolds(ctx, sku, checkouts, run, res); err != nil {
+		return err
+	}
+	return a.finishChanges(ctx, sku, changes, run, res)
+}
+
+// endCheckoutHolds ends the holds of checkouts that ended in Postgres, as fateOfHold decides.
+func (a *Activities) endCheckoutHolds(ctx context.Context, sku string, holds []lua.Hold, run *reconcileRun, res *steps.ReconcileStockResult) error {
+	ids := make([]string, 0, len(holds))
+	for _, h := range holds {
+		ids = append(ids, h.CheckoutID)
 	}
 	ends, err := a.Store.CheckoutEnds(ctx, ids)
 	if err != nil {
 		return err
 	}
 	for _, h := range holds {
-		if changeID, isChange := lua.IsChangeHold(h.CheckoutID); isChange {
-			note, err := a.Store.FinishChange(ctx, a.Stock, sku, changeID, run.grace)
-			if errors.Is(err, lua.ErrRolledBack) {
-				return nil // ReconcileStock resyncs the SKU next (see below); the next run finishes the change
-			}
-			if err != nil {
-				return err
-			}
-			if note != "" {
-				res.Corrections = append(res.Corrections, note)
-			}
-			continue
-		}
 		end, known := ends[h.CheckoutID]
 		switch fateOfHold(end, known, time.Now(), run.grace, func() bool {
 			_, closed := run.sagaClosed(ctx, h.CheckoutID)
@@ -313,6 +316,24 @@ func (a *Activities) reconcileHolds(ctx context.Context, sku string, run *reconc
 		case err != nil:
 			return err
 		case note != "":
+			res.Corrections = append(res.Corrections, note)
+		}
+	}
+	return nil
+}
+
+// finishChanges finishes the operators' changes whose holds are left on sku: each is applied
+// or dropped as Postgres recorded it (store.FinishChange).
+func (a *Activities) finishChanges(ctx context.Context, sku string, changeIDs []string, run *reconcileRun, res *steps.ReconcileStockResult) error {
+	for _, changeID := range changeIDs {
+		note, err := a.Store.FinishChange(ctx, a.Stock, sku, changeID, run.grace)
+		if errors.Is(err, lua.ErrRolledBack) {
+			return nil // ReconcileStock resyncs the SKU next; the next run finishes the change
+		}
+		if err != nil {
+			return err
+		}
+		if note != "" {
 			res.Corrections = append(res.Corrections, note)
 		}
 	}

@@ -108,36 +108,69 @@ var (
 
 // NewIdentityVerifier checks the settings and returns their verifier.
 func NewIdentityVerifier(s IdentitySettings) (*IdentityVerifier, error) {
-	bad := func(setting, format string, args ...any) error {
-		return &IdentitySettingError{Setting: setting, Err: fmt.Errorf(format, args...)}
-	}
 	v := &IdentityVerifier{issuer: s.Issuer, audience: s.Audience, maxAge: s.MaxAge, typ: mediaType(s.Type)}
+	if err := v.useKey(s); err != nil {
+		return nil, err
+	}
+	if err := v.useAlgorithms(s.Algorithms); err != nil {
+		return nil, err
+	}
+	if s.Issuer == "" {
+		return nil, badIdentitySetting("issuer", "is required: a token of another issuer must not pass")
+	}
+	if s.Audience == "" {
+		return nil, badIdentitySetting("audience", "is required: a token the login issued for another service must not pass")
+	}
+	switch {
+	case v.maxAge == 0:
+		v.maxAge = DefaultIdentityTokenMaxAge
+	case v.maxAge < 0:
+		return nil, badIdentitySetting("max_age", "must be positive")
+	}
+	if s.Type != "" && v.typ == "" {
+		return nil, badIdentitySetting("type", "%q names no media type", s.Type)
+	}
+	return v, nil
+}
+
+func badIdentitySetting(setting, format string, args ...any) error {
+	return &IdentitySettingError{Setting: setting, Err: fmt.Errorf(format, args...)}
+}
+
+// useKey takes the one key the settings name: an HMAC secret, a key set, or a key set file.
+func (v *IdentityVerifier) useKey(s IdentitySettings) error {
 	switch {
 	case len(s.HMACSecret) > 0 && (len(s.JWKS) > 0 || s.JWKSFile != ""):
-		return nil, bad("jwks", "set an HMAC secret or a key set, not both")
+		return badIdentitySetting("jwks", "set an HMAC secret or a key set, not both")
 	case len(s.JWKS) > 0 && s.JWKSFile != "":
-		return nil, bad("jwks", "set a key set or a key set file, not both")
+		return badIdentitySetting("jwks", "set a key set or a key set file, not both")
 	case len(s.HMACSecret) > 0:
 		if len(s.HMACSecret) < MinIdentityHMACSecretLen {
-			return nil, bad("hmac_secret", "must be at least %d bytes", MinIdentityHMACSecretLen)
+			return badIdentitySetting("hmac_secret", "must be at least %d bytes", MinIdentityHMACSecretLen)
 		}
 		v.key = s.HMACSecret
 	case len(s.JWKS) > 0:
 		set, err := parsePublicKeySet(s.JWKS)
 		if err != nil {
-			return nil, bad("jwks", "%w", err)
+			return badIdentitySetting("jwks", "%w", err)
 		}
 		v.key = set
 	case s.JWKSFile != "":
 		f, err := openKeySetFile(s.JWKSFile)
 		if err != nil {
-			return nil, bad("jwks", "%w", err)
+			return badIdentitySetting("jwks", "%w", err)
 		}
 		v.file = f
 	default:
-		return nil, bad("hmac_secret", "set an HMAC secret or a key set")
+		return badIdentitySetting("hmac_secret", "set an HMAC secret or a key set")
 	}
-	allowed, names := publicKeyAlgorithms, s.Algorithms
+	return nil
+}
+
+// useAlgorithms takes the named algorithms, each one the kind of key useKey took verifies
+// (by default HS256 for a secret, RS256 and ES256 for public keys).
+func (v *IdentityVerifier) useAlgorithms(names []string) error {
+	allowed := publicKeyAlgorithms
 	if _, hmac := v.key.([]byte); hmac {
 		allowed = hmacAlgorithms
 		if len(names) == 0 {
@@ -149,26 +182,11 @@ func NewIdentityVerifier(s IdentitySettings) (*IdentityVerifier, error) {
 	for _, name := range names {
 		alg := jose.SignatureAlgorithm(name)
 		if !slices.Contains(allowed, alg) {
-			return nil, bad("algorithms", "%q is not one of %s (the algorithms of this kind of key)", name, joinAlgorithms(allowed))
+			return badIdentitySetting("algorithms", "%q is not one of %s (the algorithms of this kind of key)", name, joinAlgorithms(allowed))
 		}
 		v.algs = append(v.algs, alg)
 	}
-	if s.Issuer == "" {
-		return nil, bad("issuer", "is required: a token of another issuer must not pass")
-	}
-	if s.Audience == "" {
-		return nil, bad("audience", "is required: a token the login issued for another service must not pass")
-	}
-	switch {
-	case v.maxAge == 0:
-		v.maxAge = DefaultIdentityTokenMaxAge
-	case v.maxAge < 0:
-		return nil, bad("max_age", "must be positive")
-	}
-	if s.Type != "" && v.typ == "" {
-		return nil, bad("type", "%q names no media type", s.Type)
-	}
-	return v, nil
+	return nil
 }
 
 func joinAlgorithms(algs []jose.SignatureAlgorithm) string {

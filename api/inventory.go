@@ -81,27 +81,7 @@ func (s *Server) putInventory(c echo.Context) error {
 	if err := decodeStrict(c.Request().Body, &req); err != nil {
 		return err
 	}
-	var errs []FieldError
-	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
-	if !shop.ValidID(sku) {
-		bad("sku", shop.IDRule)
-	}
-	if req.OnHand == nil || *req.OnHand < 0 || *req.OnHand > maxOnHand {
-		bad("on_hand", "is required, between 0 and 1000000000")
-	}
-	if req.PriceCents == nil || *req.PriceCents < 0 || *req.PriceCents > maxPriceCents {
-		bad("price_cents", "is required, between 0 and 10000000000")
-	}
-	if req.Currency == nil || !currencyPattern.MatchString(strings.ToLower(*req.Currency)) {
-		bad("currency", "is required, a three-letter ISO 4217 code such as usd")
-	}
-	if req.MaxPerOrder == nil || *req.MaxPerOrder < 1 || *req.MaxPerOrder > maxMaxPerOrder {
-		bad("max_per_order", "is required, between 1 and 1000000")
-	}
-	if m := req.MaxPerCustomer; m != nil && (*m < 0 || *m > maxMaxPerOrder) {
-		bad("max_per_customer", "is optional, between 0 (no limit) and 1000000")
-	}
-	if len(errs) > 0 {
+	if errs := req.fieldErrors(sku); len(errs) > 0 {
 		return invalid("invalid_request", errs...)
 	}
 	p := shop.Product{
@@ -153,6 +133,31 @@ func (s *Server) tellRoomTheStart(ctx context.Context, sku string, startsAt *tim
 		return unavailable("redis", err)
 	}
 	return nil
+}
+
+// fieldErrors names each field of a PUT of sku's inventory that is missing or out of bounds.
+func (req InventoryRequest) fieldErrors(sku string) []FieldError {
+	var errs []FieldError
+	bad := func(field, detail string) { errs = append(errs, FieldError{field, detail}) }
+	if !shop.ValidID(sku) {
+		bad("sku", shop.IDRule)
+	}
+	if req.OnHand == nil || *req.OnHand < 0 || *req.OnHand > maxOnHand {
+		bad("on_hand", "is required, between 0 and 1000000000")
+	}
+	if req.PriceCents == nil || *req.PriceCents < 0 || *req.PriceCents > maxPriceCents {
+		bad("price_cents", "is required, between 0 and 10000000000")
+	}
+	if req.Currency == nil || !currencyPattern.MatchString(strings.ToLower(*req.Currency)) {
+		bad("currency", "is required, a three-letter ISO 4217 code such as usd")
+	}
+	if req.MaxPerOrder == nil || *req.MaxPerOrder < 1 || *req.MaxPerOrder > maxMaxPerOrder {
+		bad("max_per_order", "is required, between 1 and 1000000")
+	}
+	if m := req.MaxPerCustomer; m != nil && (*m < 0 || *m > maxMaxPerOrder) {
+		bad("max_per_customer", "is optional, between 0 (no limit) and 1000000")
+	}
+	return errs
 }
 
 // inventoryView answers a SKU's view with its ETag.

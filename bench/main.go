@@ -361,7 +361,7 @@ func runGateOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) err
 	if err != nil {
 		return err
 	}
-	for _, t := range gateTargets(g) {
+	for _, t := range append(gateTargets(g), limiterComparison(g)) {
 		progress("%s: %s, %s: %s", t.name, t.measured, t.ratio, yes(t.met))
 		if !t.met {
 			progress("   why: %s", t.why)

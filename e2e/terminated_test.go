@@ -25,10 +25,8 @@ import (
 // that webhook then meets the ended checkout, and the payment is still refunded once.
 func TestATerminatedSagaIsSettledByOneReconcileRun(t *testing.T) {
 	t.Parallel()
-	s := newPayStack(t)
+	s, id := payStackWithCheckout(t, "c-term-")
 	ctx := t.Context()
-	id := "c-term-" + testenv.RandomID("")
-	s.openCheckout(t, id, 600)
 	if !s.holds(t, id) {
 		t.Fatalf("the open checkout %s holds nothing", id)
 	}
@@ -71,10 +69,8 @@ func TestATerminatedSagaIsSettledByOneReconcileRun(t *testing.T) {
 // then the view does not claim that nothing is held.
 func TestAWebhookThatMeetsATerminatedSagaSettlesItsCheckout(t *testing.T) {
 	t.Parallel()
-	s := newPayStack(t)
+	s, id := payStackWithCheckout(t, "c-term-hook-")
 	ctx := t.Context()
-	id := "c-term-hook-" + testenv.RandomID("")
-	s.openCheckout(t, id, 600)
 	if err := s.temporal.TerminateWorkflow(ctx, shop.WorkflowID(id), "", "support pressed Terminate"); err != nil {
 		t.Fatal(err)
 	}

@@ -207,43 +207,18 @@ const (
 
 const idRule = "must be 1 to 64 characters of A-Z a-z 0-9 . _ -"
 
-// validate checks every argument the operation uses.
+// validate checks every argument the operation uses, as its opSpec says.
 func (c call) validate() error {
 	if !shop.ValidID(c.sku) {
 		return c.argError("sku", strconv.Quote(truncate(c.sku)), idRule)
 	}
-	switch c.op {
-	case opReserve:
-		if !shop.ValidID(c.checkoutID) {
-			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
-		}
-	case opRelease, opCommit, opForfeit, opStage:
-		// A hold ends for a checkout or for an operator's change (ChangeHoldID).
-		id, isChange := IsChangeHold(c.checkoutID)
-		if !isChange {
-			id = c.checkoutID
-		}
-		if !shop.ValidID(id) || c.op == opStage && !isChange {
-			return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
-		}
+	spec := opSpecs[c.op]
+	if !spec.holder.allows(c.checkoutID) {
+		return c.argError("checkout id", strconv.Quote(truncate(c.checkoutID)), idRule)
 	}
-	if c.op == opStage {
-		if c.delta < -maxOnHand || c.delta > maxOnHand {
-			return c.argError("delta", strconv.FormatInt(c.delta, 10), "must be -1000000000 to 1000000000")
-		}
-		if c.maxPerOrder < 1 || c.maxPerOrder > maxMaxPerOrder {
-			return c.argError("max per order", strconv.FormatInt(c.maxPerOrder, 10), "must be 1 to 1000000")
-		}
-	}
-	if c.op == opReserve && (c.quantity < 1 || c.quantity > maxQuantity) {
-		return c.argError("quantity", strconv.FormatInt(c.quantity, 10), "must be 1 to 1000000")
-	}
-	if c.op == opSetStock || c.op == opRebuild || c.op == opReconcile {
-		if c.onHand < 0 || c.onHand > maxOnHand {
-			return c.argError("on hand", strconv.FormatInt(c.onHand, 10), "must be 0 to 1000000000")
-		}
-		if c.maxPerOrder < 1 || c.maxPerOrder > maxMaxPerOrder {
-			return c.argError("max per order", strconv.FormatInt(c.maxPerOrder, 10), "must be 1 to 1000000")
+	for _, b := range spec.bounds {
+		if v := b.arg(c); v < b.min || v > b.max {
+			return c.argError(b.field, strconv.FormatInt(v, 10), fmt.Sprintf("must be %d to %d", b.min, b.max))
 		}
 	}
 	return nil

@@ -59,10 +59,8 @@ func TestARoomEndIsRecordedOnceAndNeverOverASaga(t *testing.T) {
 // those; an empty question is an empty answer.
 func TestRecordedCheckoutsNamesOnlyRecordedOnes(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
-	ctx := t.Context()
-	_, _, rec := recordCart(t, pool, 10, 10, 1, 1)
+	s, bundle := setupRecorded(t, 10)
+	ctx, rec := t.Context(), bundle.rec
 	recorded := rec.CheckoutID
 	unknown := testenv.RandomID("c-")
 	got, err := s.RecordedCheckouts(ctx, []string{unknown, recorded, recorded})
@@ -164,10 +162,8 @@ func TestACheckoutKeepsTheFingerprintOfItsCreator(t *testing.T) {
 // has, is left alone. Ending it again ends and routes nothing.
 func TestEndAbandonedRoutesItsSuccessfulPaymentsToRefunds(t *testing.T) {
 	t.Parallel()
-	_, pool := testenv.Postgres(t)
-	s := store.New(pool)
-	ctx := t.Context()
-	_, _, rec := recordCart(t, pool, 5, 5, 1, 1)
+	s, bundle := setupRecorded(t, 5)
+	ctx, rec := t.Context(), bundle.rec
 	event := func(id, outcome, ref string) shop.PaymentEvent {
 		return shop.PaymentEvent{Provider: "fakepay", EventID: id, Type: "payment." + outcome, CheckoutID: rec.CheckoutID,
 			PaymentRef: ref, AmountCents: 300, Currency: "usd", Outcome: outcome, Payload: []byte("{}")}
@@ -185,7 +181,7 @@ func TestEndAbandonedRoutesItsSuccessfulPaymentsToRefunds(t *testing.T) {
 	if err := s.MarkPaymentEventDelivered(ctx, "fakepay", "evt-delivered", shop.DispositionSignalled); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO refunds (refund_key, provider, payment_ref, checkout_id, amount_cents, currency, reason, status)
+	if _, err := bundle.pool.Exec(ctx, `INSERT INTO refunds (refund_key, provider, payment_ref, checkout_id, amount_cents, currency, reason, status)
 		VALUES ('fakepay:pay-3', 'fakepay', 'pay-3', $1, 300, 'usd', 'test', 'refunded')`, rec.CheckoutID); err != nil {
 		t.Fatal(err)
 	}
@@ -228,4 +224,19 @@ func storeWithSKU(t *testing.T) (*store.Store, *pgxpool.Pool, string) {
 		t.Fatal(err)
 	}
 	return s, pool, sku
+}
+
+// recordedBundle is what a test of one recorded checkout starts from (setupRecorded).
+type recordedBundle struct {
+	pool *pgxpool.Pool
+	rec  shop.CheckoutRecord // one unit each of two SKUs, recorded open
+}
+
+// setupRecorded is a store on a fresh database holding one open checkout of one unit each of
+// two SKUs, onHand units of each on hand.
+func setupRecorded(t *testing.T, onHand int64) (*store.Store, *recordedBundle) {
+	t.Helper()
+	_, pool := testenv.Postgres(t)
+	_, _, rec := recordCart(t, pool, onHand, onHand, 1, 1)
+	return store.New(pool), &recordedBundle{pool: pool, rec: rec}
 }

@@ -75,63 +75,78 @@ const reconcileTimeout = 2 * time.Second
 func (s *Store) ResyncStock(ctx context.Context, stock *lua.Stock, sku string) (string, error) {
 	var note string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var onHand, maxPerOrder, gen int64
-		err := tx.QueryRow(ctx, `SELECT on_hand, max_per_order, redis_gen FROM skus WHERE sku = $1 FOR UPDATE`, sku).Scan(&onHand, &maxPerOrder, &gen)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // never stocked: a reserve's "not stocked" stands
-		}
-		if err != nil {
-			return fmt.Errorf("lock sku: %w", err)
-		}
-		open, err := openHolds(ctx, tx, sku)
-		if err != nil {
-			return err
-		}
-		rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
-		defer cancel()
-		live, err := stock.Holds(rctx, sku)
-		if err != nil {
-			return err
-		}
-		settled, err := settledHolds(ctx, tx, sku, live)
-		if err != nil {
-			return err
-		}
-		r, err := stock.Reconcile(rctx, sku, onHand, open, settled, gen)
-		if err != nil {
-			return err
-		}
-		if !r.Stocked {
-			level, rebuilt, err := stock.Rebuild(rctx, sku, onHand, maxPerOrder, open, settled, gen)
-			if err != nil || !rebuilt {
-				return err
-			}
-			// Not a ledger note: a SKU's first load takes this path too.
-			note = fmt.Sprintf("reconcile: %s rebuilt from postgres after redis lost it", sku)
-			_, err = tx.Exec(ctx, `UPDATE skus SET redis_gen = $2 WHERE sku = $1`, sku, level.Gen)
-			return err
-		}
-		if r.Before != r.After || r.Restored > 0 || r.RolledBack {
-			note = fmt.Sprintf("reconcile: redis available of %s %d -> %d (on_hand %d), %d lost holds of open checkouts restored", sku, r.Before, r.After, onHand, r.Restored)
-			if r.RolledBack {
-				note += "; redis had gone back in time"
-			} else if r.OtherNode {
-				note += "; redis had restarted or failed over"
-			}
-		}
-		if _, err := tx.Exec(ctx, `UPDATE skus SET redis_gen = $2 WHERE sku = $1`, sku, r.Gen); err != nil {
-			return fmt.Errorf("record redis gen: %w", err)
-		}
-		if note == "" {
-			return nil
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason) VALUES ($1, 0, 0, $2)`, sku, note)
+		var err error
+		note, err = resyncLocked(ctx, tx, stock, sku)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("reconcile %s: %w", sku, err)
 	}
 	return note, nil
+}
+
+// resyncLocked is ResyncStock's transaction: it locks the SKU's row, repairs Redis from it
+// and records the gen, and the note in the ledger.
+func resyncLocked(ctx context.Context, tx pgx.Tx, stock *lua.Stock, sku string) (string, error) {
+	var onHand, maxPerOrder, gen int64
+	err := tx.QueryRow(ctx, `SELECT on_hand, max_per_order, redis_gen FROM skus WHERE sku = $1 FOR UPDATE`, sku).Scan(&onHand, &maxPerOrder, &gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil // never stocked: a reserve's "not stocked" stands
+	}
+	if err != nil {
+		return "", fmt.Errorf("lock sku: %w", err)
+	}
+	open, err := openHolds(ctx, tx, sku)
+	if err != nil {
+		return "", err
+	}
+	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+	live, err := stock.Holds(rctx, sku)
+	if err != nil {
+		return "", err
+	}
+	settled, err := settledHolds(ctx, tx, sku, live)
+	if err != nil {
+		return "", err
+	}
+	r, err := stock.Reconcile(rctx, sku, onHand, open, settled, gen)
+	if err != nil {
+		return "", err
+	}
+	if !r.Stocked {
+		level, rebuilt, err := stock.Rebuild(rctx, sku, onHand, maxPerOrder, open, settled, gen)
+		if err != nil || !rebuilt {
+			return "", err
+		}
+		// Not a ledger note: a SKU's first load takes this path too.
+		note := fmt.Sprintf("reconcile: %s rebuilt from postgres after redis lost it", sku)
+		_, err = tx.Exec(ctx, `UPDATE skus SET redis_gen = $2 WHERE sku = $1`, sku, level.Gen)
+		return note, err
+	}
+	note := reconcileNote(sku, onHand, r)
+	if _, err := tx.Exec(ctx, `UPDATE skus SET redis_gen = $2 WHERE sku = $1`, sku, r.Gen); err != nil {
+		return "", fmt.Errorf("record redis gen: %w", err)
+	}
+	if note == "" {
+		return "", nil
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO inventory_ledger (sku, delta_on_hand, delta_sold, reason) VALUES ($1, 0, 0, $2)`, sku, note)
+	return note, err
+}
+
+// reconcileNote says what a reconcile of sku changed in Redis, or "" when it changed nothing.
+func reconcileNote(sku string, onHand int64, r lua.Reconciled) string {
+	if r.Before == r.After && r.Restored == 0 && !r.RolledBack {
+		return ""
+	}
+	note := fmt.Sprintf("reconcile: redis available of %s %d -> %d (on_hand %d), %d lost holds of open checkouts restored", sku, r.Before, r.After, onHand, r.Restored)
+	if r.RolledBack {
+		note += "; redis had gone back in time"
+	} else if r.OtherNode {
+		note += "; redis had restarted or failed over"
+	}
+	return note
 }
 
 // openHolds lists the open checkouts' quantities of a SKU: every hold that can exist.

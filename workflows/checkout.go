@@ -30,9 +30,10 @@
 // run() is the order of these steps, each a named method. What an unconfirmed end gives back
 // (holds and money) is the undo stack in undo.go; whether the checkout is decided is answered
 // in decision.go; the payment wait and what each payment does are in payment.go; a step that
-// keeps failing waits for support in stuck.go; every workflow.GetVersion change id is listed
-// in versions.go. States never move backwards (Status.rank); a late or repeated event cannot
-// reopen a finished checkout.
+// keeps failing waits for support in stuck.go; the query and updates are handled in
+// handlers.go, and named with their arguments in messages.go; every workflow.GetVersion change
+// id is listed in versions.go. States never move backwards (Status.rank); a late or repeated
+// event cannot reopen a finished checkout.
 package workflows
 
 import (

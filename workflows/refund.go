@@ -151,106 +151,149 @@ type RefundContinuation struct {
 func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 	carried := in.Continued
 	in.Continued = nil // the view shows the payment, not the bookkeeping between runs
-	v := RefundView{RefundInput: in, Status: RefundRequested}
-	retry := false
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RefundView, error) { return v, nil }); err != nil {
-		return v, fmt.Errorf("register status query: %w", err)
+	r := &refund{in: in, view: RefundView{RefundInput: in, Status: RefundRequested}}
+	if err := r.registerHandlers(ctx); err != nil {
+		return r.view, err
 	}
-	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetry,
-		func(ctx workflow.Context, _ RetryRequest) (RefundView, error) { retry = true; return v, nil },
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, _ RetryRequest) error {
-			if v.Status != RefundStuck {
-				return temporal.NewApplicationError("the refund is not waiting to be retried", shop.ErrTypeNothingToRetry)
-			}
-			return nil
-		}})
-	if err != nil {
-		return v, fmt.Errorf("register retry update: %w", err)
+	r.bounded = workflow.GetVersion(ctx, refundBoundedHistory, workflow.DefaultVersion, 1) == 1
+	r.summary = fmt.Sprintf("Refund %s of payment %s (checkout %s)", money(in.AmountCents, in.Currency), in.PaymentRef, in.CheckoutID)
+	r.key = RefundIdempotencyKey(in)
+	if carried != nil {
+		r.key, r.refusals = carried.IdempotencyKey, carried.Refusals
+		r.view.Status, r.view.Attention, r.recorded = RefundStuck, carried.Attention, RefundStuck
+	} else {
+		r.record(ctx, RefundRequested)
 	}
-	bounded := workflow.GetVersion(ctx, refundBoundedHistory, workflow.DefaultVersion, 1) == 1
+	return r.run(ctx)
+}
 
-	recorded := "" // the status Postgres has from this workflow
-	record := func(status string) {
-		if bounded && status == recorded {
-			return // unchanged: another marker in the history would say nothing new
-		}
-		lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, "Record refund "+status))
-		err := workflow.ExecuteLocalActivity(lctx, steps.RecordRefund, steps.RecordRefundInput{
-			ID: RefundIdempotencyKey(in), CheckoutID: in.CheckoutID, Provider: in.Provider, PaymentRef: in.PaymentRef,
-			AmountCents: in.AmountCents, Currency: in.Currency, Reason: in.Reason, Status: status,
-			ProviderRefundID: v.ProviderRefundID,
-		}).Get(ctx, nil)
-		if err != nil {
-			workflow.GetLogger(ctx).Error("record refund", "status", status, "error", err)
-			return
-		}
-		recorded = status
-	}
-	flag := func(needs bool) {
-		if bounded {
-			if cur, ok := workflow.GetTypedSearchAttributes(ctx).GetBool(AttrNeedsAttention); ok && cur == needs {
-				return // unchanged (a continued run inherits its attributes)
-			}
-		}
-		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNeedsAttention.ValueSet(needs))
-	}
+// refund is one run of the Refund workflow: what it has asked the provider, what it has
+// recorded, and what support sees.
+type refund struct {
+	in      RefundInput // the payment (Continued cleared)
+	view    RefundView  // the status query's answer
+	summary string      // the refund in a line, for the UI and the activity's summary
+	bounded bool        // the run continues as new (refundBoundedHistory) and skips unchanged writes
+	retry   bool        // support's retry update arrived during the wait
 
-	summary := fmt.Sprintf("Refund %s of payment %s (checkout %s)", money(in.AmountCents, in.Currency), in.PaymentRef, in.CheckoutID)
+	recorded string // the status Postgres has from this workflow
 	// key is the idempotency key of the current request. It changes only after the provider
 	// refused for good and support asked again: the provider keeps answering a key with its
 	// first answer (Stripe for 24 hours), and a definite refusal means no refund was made
 	// under the old key, so a new key cannot refund twice. After an unknown outcome (a
 	// timeout, a 5xx) the key stays the same.
-	key, refusals := RefundIdempotencyKey(in), 0
-	if carried != nil {
-		key, refusals = carried.IdempotencyKey, carried.Refusals
-		v.Status, v.Attention, recorded = RefundStuck, carried.Attention, RefundStuck
-	} else {
-		record(RefundRequested)
+	key      string
+	refusals int // definite refusals so far; names the next key
+}
+
+// registerHandlers registers the status query and the retry update, which only a stuck
+// refund accepts.
+func (r *refund) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RefundView, error) { return r.view, nil }); err != nil {
+		return fmt.Errorf("register status query: %w", err)
 	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRetry,
+		func(ctx workflow.Context, _ RetryRequest) (RefundView, error) { r.retry = true; return r.view, nil },
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, _ RetryRequest) error {
+			if r.view.Status != RefundStuck {
+				return temporal.NewApplicationError("the refund is not waiting to be retried", shop.ErrTypeNothingToRetry)
+			}
+			return nil
+		}})
+	if err != nil {
+		return fmt.Errorf("register retry update: %w", err)
+	}
+	return nil
+}
+
+// run asks the provider in rounds until it refunds, waiting between failed rounds for the
+// stuck interval or support's retry, and continues as new when the history has grown long.
+func (r *refund) run(ctx workflow.Context) (RefundView, error) {
 	for loops := 0; ; loops++ {
 		// Continue as new only here, between rounds: the wait is over and the next thing is
 		// a request to the provider, which the next run makes first. A retry update that
 		// ended the wait has done its job; nothing else is in flight.
-		if bounded && loops > 0 && (loops >= refundLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
-			return v, workflow.NewContinueAsNewError(ctx, Refund, withContinuation(in, RefundContinuation{
-				IdempotencyKey: key, Refusals: refusals, Attention: v.Attention,
+		if r.bounded && loops > 0 && (loops >= refundLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) {
+			return r.view, workflow.NewContinueAsNewError(ctx, Refund, withContinuation(r.in, RefundContinuation{
+				IdempotencyKey: r.key, Refusals: r.refusals, Attention: r.view.Attention,
 			}))
 		}
-		workflow.SetCurrentDetails(ctx, summary+": "+in.Reason)
-		var res steps.RefundResult
-		actx := workflow.WithActivityOptions(ctx, withSummary(refundOptions, summary))
-		err := workflow.ExecuteActivity(actx, steps.RefundPayment, steps.RefundPaymentInput{
-			Provider: in.Provider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
-			IdempotencyKey: key, Reason: in.Reason,
-		}).Get(ctx, &res)
+		workflow.SetCurrentDetails(ctx, r.summary+": "+r.in.Reason)
+		res, err := r.ask(ctx)
 		if err == nil {
-			v.Status, v.ProviderRefundID, v.Attention = RefundRefunded, res.ID, ""
-			flag(false)
-			record(RefundRefunded)
-			workflow.SetCurrentDetails(ctx, "Refunded: "+summary)
-			return v, nil
+			r.view.Status, r.view.ProviderRefundID, r.view.Attention = RefundRefunded, res.ID, ""
+			r.flag(ctx, false)
+			r.record(ctx, RefundRefunded)
+			workflow.SetCurrentDetails(ctx, "Refunded: "+r.summary)
+			return r.view, nil
 		}
-		var appErr *temporal.ApplicationError
-		refused := errors.As(err, &appErr) && appErr.NonRetryable()
-		v.Status = RefundStuck
-		v.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause and send the retry update, or refund by hand in the provider's dashboard and then retry (the provider answers an already-refunded payment as done).",
-			summary, errorText(err))
-		flag(true)
-		record(RefundStuck)
-		workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+v.Attention)
-		if refused { // a definite "no": only a person can change it
-			_ = workflow.Await(ctx, func() bool { return retry })
-			refusals++
-			key = fmt.Sprintf("%s-retry-%d", RefundIdempotencyKey(in), refusals)
-		} else {
-			_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-				Timeout:      stuckRetryInterval,
-				TimerOptions: workflow.TimerOptions{Summary: "Retry refund"},
-			}, func() bool { return retry })
-		}
-		retry = false
+		r.stuck(ctx, err)
 	}
+}
+
+// ask sends the refund to the provider under the current key.
+func (r *refund) ask(ctx workflow.Context) (steps.RefundResult, error) {
+	var res steps.RefundResult
+	actx := workflow.WithActivityOptions(ctx, withSummary(refundOptions, r.summary))
+	err := workflow.ExecuteActivity(actx, steps.RefundPayment, steps.RefundPaymentInput{
+		Provider: r.in.Provider, PaymentRef: r.in.PaymentRef, AmountCents: r.in.AmountCents, Currency: r.in.Currency,
+		IdempotencyKey: r.key, Reason: r.in.Reason,
+	}).Get(ctx, &res)
+	return res, err
+}
+
+// stuck flags a failed round for support and waits: for support's retry after a definite
+// refusal (then under a new key), or for the stuck interval or the retry after any other
+// failure.
+func (r *refund) stuck(ctx workflow.Context, err error) {
+	var appErr *temporal.ApplicationError
+	refused := errors.As(err, &appErr) && appErr.NonRetryable()
+	r.view.Status = RefundStuck
+	r.view.Attention = fmt.Sprintf("%s keeps failing: %s. Fix the cause and send the retry update, or refund by hand in the provider's dashboard and then retry (the provider answers an already-refunded payment as done).",
+		r.summary, errorText(err))
+	r.flag(ctx, true)
+	r.record(ctx, RefundStuck)
+	workflow.SetCurrentDetails(ctx, "NEEDS ATTENTION: "+r.view.Attention)
+	if refused { // a definite "no": only a person can change it
+		_ = workflow.Await(ctx, func() bool { return r.retry })
+		r.refusals++
+		r.key = fmt.Sprintf("%s-retry-%d", RefundIdempotencyKey(r.in), r.refusals)
+	} else {
+		_, _ = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+			Timeout:      stuckRetryInterval,
+			TimerOptions: workflow.TimerOptions{Summary: "Retry refund"},
+		}, func() bool { return r.retry })
+	}
+	r.retry = false
+}
+
+// record writes status to Postgres; a failure is logged, and the next status is written anyway.
+func (r *refund) record(ctx workflow.Context, status string) {
+	if r.bounded && status == r.recorded {
+		return // unchanged: another marker in the history would say nothing new
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, "Record refund "+status))
+	err := workflow.ExecuteLocalActivity(lctx, steps.RecordRefund, steps.RecordRefundInput{
+		ID: RefundIdempotencyKey(r.in), CheckoutID: r.in.CheckoutID, Provider: r.in.Provider, PaymentRef: r.in.PaymentRef,
+		AmountCents: r.in.AmountCents, Currency: r.in.Currency, Reason: r.in.Reason, Status: status,
+		ProviderRefundID: r.view.ProviderRefundID,
+	}).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("record refund", "status", status, "error", err)
+		return
+	}
+	r.recorded = status
+}
+
+// flag sets NeedsAttention, unless a bounded run's attribute already says so (a continued
+// run inherits its attributes).
+func (r *refund) flag(ctx workflow.Context, needs bool) {
+	if r.bounded {
+		if cur, ok := workflow.GetTypedSearchAttributes(ctx).GetBool(AttrNeedsAttention); ok && cur == needs {
+			return // unchanged
+		}
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNeedsAttention.ValueSet(needs))
 }
 
 func withContinuation(in RefundInput, c RefundContinuation) RefundInput {
