@@ -304,8 +304,12 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	asked := wait
 	wait, release := s.admitWait(c, wait) // past the bound on waits, no wait
 	defer release()
+	// A wait refused past the bound is answered the saga's view alone: the bound protects
+	// the process and Postgres, and a thousand such answers must not cost a thousand reads.
+	shed := asked > 0 && wait == 0
 	ctx := c.Request().Context()
 	place, roomErr, answered, err := s.getFromRoom(c, id, wait)
 	if answered {
@@ -330,6 +334,9 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if place.Leaving && v.Status == shop.StatusReserving && place.Entry != nil {
 		// Taken from the line, its reservation not answered yet: it has not left the room.
 		return s.answerQueued(c, shop.RoomPlace{Leaving: true, Entry: place.Entry}, "", http.StatusOK)
+	}
+	if !shed {
+		v = s.withRecordedEnd(ctx, v)
 	}
 	return c.JSON(http.StatusOK, s.present(v))
 }
@@ -422,6 +429,20 @@ func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error)
 	return v, nil
 }
 
+// withRecordedEnd answers the end Postgres recorded for a checkout whose saga still runs: a
+// run that support reset to before its end waits again (until its timer, when it adopts the
+// end), while Postgres recorded how the checkout ended (confirmed, with its order). An end is
+// final, forever: Postgres's is the one that stands. A read that fails answers the saga's view.
+func (s *Server) withRecordedEnd(ctx context.Context, v shop.View) shop.View {
+	if v.Status.Final() || s.Records == nil {
+		return v
+	}
+	if rec, err := s.Records.Checkout(ctx, v.CheckoutID); err == nil && rec.Status != shop.RecordOpen {
+		return recordedEnd(rec, v)
+	}
+	return v
+}
+
 // finishedView reads a closed saga's result; a saga that did not return a view (terminated
 // by an operator) or whose history is gone is answered from Postgres. So is one whose result
 // disagrees with the end Postgres recorded: a run that support reset to before its confirm
@@ -439,10 +460,16 @@ func (s *Server) finishedView(ctx context.Context, checkoutID string) (shop.View
 	if err != nil || rec.Status == shop.RecordOpen || rec.Status == string(v.Status) {
 		return v, nil // Postgres has no other end to answer (or cannot say): the run's result
 	}
+	return recordedEnd(rec, v), nil
+}
+
+// recordedEnd is the view of the end Postgres recorded, with what the run knows besides: the
+// creator's fingerprint, the refunds it started, and whether support must look.
+func recordedEnd(rec shop.CheckoutRecord, run shop.View) shop.View {
 	recorded := shop.ViewFromRecord(rec)
-	recorded.RequestHash, recorded.IdempotencyKey, recorded.Refunds = v.RequestHash, v.IdempotencyKey, v.Refunds
-	recorded.NeedsAttention = recorded.NeedsAttention || v.NeedsAttention
-	return recorded, nil
+	recorded.RequestHash, recorded.IdempotencyKey, recorded.Refunds = run.RequestHash, run.IdempotencyKey, run.Refunds
+	recorded.NeedsAttention = recorded.NeedsAttention || run.NeedsAttention
+	return recorded
 }
 
 func (s *Server) recordedView(ctx context.Context, checkoutID string) (shop.View, error) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -169,4 +171,372 @@ func (s *payStack) resetToFirstTask(t *testing.T, checkoutID string, reapply enu
 			return
 		}
 	}
+}
+
+// Every action the Temporal Web UI offers on a checkout, pressed once on a checkout in each
+// state support meets: a table of actions x states on one dev server. Afterwards, once the
+// buyer and the provider did what they do (the buyer pays, the provider retries a webhook)
+// and the product's repairs ran as their Schedules would, every promise holds for every case:
+//   - every successful payment ends as its order or as exactly one refund; the first one, made
+//     in time under the 201, is its order unless the action ended the checkout on purpose
+//     (Terminate, Cancel, the cancel update, a verified canceled payment);
+//   - no hold of an ended checkout remains in Redis;
+//   - GET answers what Postgres records;
+//   - the audit at grace 0 is clean.
+//
+// Temporal is driven with the SDK client and the WorkflowService calls the Web UI makes.
+// The table it logs ("state | action | Temporal answered | left") is what each button does.
+func TestEveryConsoleActionOnEveryCheckoutStateKeepsThePromises(t *testing.T) {
+	t.Parallel()
+	s := newPayStack(t)
+	run := testenv.RandomID("")
+	// The API behind the proxy records a webhook and cannot reach Temporal: a verified payment
+	// whose delivery to the saga is late. It stays cut while the cases act.
+	s.proxy.Cut()
+
+	var cases []*consoleCase
+	for _, st := range consoleStates {
+		for _, a := range consoleActions() {
+			cases = append(cases, &consoleCase{state: st, action: a,
+				id: fmt.Sprintf("c-con-%s-%s-%s", run, st.short, a.short)})
+		}
+	}
+	t.Run("act", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.state.name+"/"+c.action.name, func(t *testing.T) {
+				t.Parallel()
+				c.act(t, s)
+			})
+		}
+	})
+	s.proxy.Restore()
+	if t.Failed() {
+		return
+	}
+
+	// The product repairs what support left, as its Schedules would; then nothing of money or
+	// stock may be left for a person.
+	ctx := t.Context()
+	auditor := audit.New(s.pool, testenv.Redis(t), s.temporal, audit.Options{Grace: -1})
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; ; i++ {
+		runWorkflow[steps.ReconcileStockResult](t, s, fmt.Sprintf("con-reconcile-%d", i), workflows.ReconcileStock, steps.ReconcileStockInput{GraceSeconds: 1})
+		runWorkflow[workflows.RefundOrphansResult](t, s, fmt.Sprintf("con-orphans-%d", i), workflows.RefundOrphans, workflows.RefundOrphansInput{OlderThanSeconds: 1})
+		rep, err := auditor.Run(ctx)
+		var open []string
+		for _, v := range rep.Violations {
+			if strings.HasPrefix(v.CheckoutID, "c-con-"+run) {
+				open = append(open, v.CheckoutID+": "+v.Check+": "+v.Detail)
+			}
+		}
+		if err == nil && len(open) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after the repairs the audit still finds (error %v):\n  %s", err, strings.Join(open, "\n  "))
+			break
+		}
+		time.Sleep(1100 * time.Millisecond) // past the reconciler's grace of 1 s
+	}
+
+	table := make([]string, len(cases)) // each case writes its own row
+	t.Run("check", func(t *testing.T) {
+		for i, c := range cases {
+			t.Run(c.state.name+"/"+c.action.name, func(t *testing.T) {
+				t.Parallel()
+				table[i] = c.check(t, s)
+			})
+		}
+	})
+	t.Logf("state | action | Temporal answered | left\n%s", strings.Join(table, "\n"))
+}
+
+// consoleState is where a checkout is when support acts on it. Every state starts with a
+// failed card attempt (a verified webhook), so that the saga has a workflow task after the
+// reservation to reset to.
+type consoleState struct {
+	name, short string
+	// paid: a verified payment was made before support acted; delivered: it reached the saga.
+	paid, delivered bool
+}
+
+var consoleStates = []consoleState{
+	{name: "unpaid", short: "u"},
+	{name: "paid-unconfirmed", short: "pu", paid: true},
+	{name: "paid", short: "p", paid: true, delivered: true},
+}
+
+// consoleAction is one button of the Web UI, with its input.
+type consoleAction struct {
+	name, short string
+	// ends: the action ends an open checkout on purpose; a payment it meets is refunded.
+	ends bool
+	do   func(t *testing.T, s *payStack, c *consoleCase) error
+}
+
+// consoleCase is one action pressed on one checkout in one state, and what it met.
+type consoleCase struct {
+	state  consoleState
+	action consoleAction
+	id     string
+	// answer is what Temporal answered the action: "" (taken) or the refusal.
+	answer string
+	// payments are the successful payments made for the checkout, in order.
+	payments []string
+	// retries are webhooks the provider sends again once support acted (late ones).
+	retries [][]byte
+}
+
+func consoleActions() []consoleAction {
+	acts := []consoleAction{
+		{name: "terminate", short: "term", ends: true, do: func(t *testing.T, s *payStack, c *consoleCase) error {
+			return s.temporal.TerminateWorkflow(t.Context(), shop.WorkflowID(c.id), "", "support pressed Terminate")
+		}},
+		{name: "cancel", short: "wfcancel", ends: true, do: func(t *testing.T, s *payStack, c *consoleCase) error {
+			return s.temporal.CancelWorkflow(t.Context(), shop.WorkflowID(c.id), "")
+		}},
+	}
+	for _, point := range []resetPoint{resetFirst, resetAfterReservation, resetLast} {
+		for _, reapply := range []bool{true, false} {
+			name, short := "reset to "+string(point), "r"+string(point[:1])
+			if reapply {
+				name, short = name+" reapplying signals and updates", short+"a"
+			} else {
+				name, short = name+" reapplying nothing", short+"n"
+			}
+			acts = append(acts, consoleAction{name: name, short: short, do: func(t *testing.T, s *payStack, c *consoleCase) error {
+				return s.reset(t, c.id, point, reapply)
+			}})
+		}
+	}
+	for _, outcome := range []shop.PaymentKind{shop.PaymentSucceeded, shop.PaymentFailed, shop.PaymentCanceled} {
+		acts = append(acts, consoleAction{name: "signal a forged " + string(outcome) + " payment", short: "sf" + string(outcome[:1]),
+			do: func(t *testing.T, s *payStack, c *consoleCase) error {
+				return s.temporal.SignalWorkflow(t.Context(), shop.WorkflowID(c.id), "", workflows.SignalPayment, shop.Payment{Provider: "stripe",
+					EventID: "evt_forged_" + c.id, Outcome: outcome, PaymentRef: "pi_forged_" + c.id, AmountCents: unitPrice, Currency: "usd"})
+			}})
+		// A real payment: the provider made it and its verified webhook is recorded, late to
+		// reach the saga; support copies it from the provider's dashboard into a signal.
+		acts = append(acts, consoleAction{name: "signal a real " + string(outcome) + " payment", short: "sr" + string(outcome[:1]),
+			ends: outcome == shop.PaymentCanceled,
+			do: func(t *testing.T, s *payStack, c *consoleCase) error {
+				pi := c.latePayment(t, s, outcome)
+				return s.temporal.SignalWorkflow(t.Context(), shop.WorkflowID(c.id), "", workflows.SignalPayment, shop.Payment{Provider: "stripe",
+					EventID: "evt_support_" + c.id, Outcome: outcome, PaymentRef: pi, AmountCents: unitPrice, Currency: "usd"})
+			}})
+	}
+	update := func(name string, arg any) func(t *testing.T, s *payStack, c *consoleCase) error {
+		return func(t *testing.T, s *payStack, c *consoleCase) error {
+			ctx, cancel := context.WithTimeout(t.Context(), settleWait)
+			defer cancel()
+			h, err := s.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+				WorkflowID: shop.WorkflowID(c.id), UpdateName: name, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
+			})
+			if err != nil {
+				return err
+			}
+			return h.Get(ctx, nil)
+		}
+	}
+	return append(acts,
+		consoleAction{name: "update cancel", short: "ucancel", ends: true, do: update(workflows.UpdateCancel, workflows.CancelRequest{By: "support"})},
+		consoleAction{name: "update extend", short: "uext", do: update(workflows.UpdateExtend, workflows.ExtendRequest{Seconds: 60})},
+		consoleAction{name: "update retry", short: "uretry", do: update(workflows.UpdateRetry, workflows.RetryRequest{})},
+		consoleAction{name: "update acknowledge", short: "uack", do: update(workflows.UpdateAcknowledge, workflows.AcknowledgeRequest{})},
+		consoleAction{name: "update reservation", short: "ures", do: update(workflows.UpdateReservation, workflows.ReservationRequest{RequestID: "support"})},
+	)
+}
+
+// latePayment makes a payment of the outcome at the provider for the checkout and sends its
+// webhook through the API that cannot reach Temporal: recorded as verified, not delivered.
+// The provider sends it again once support acted. It returns the payment's id. A buyer who
+// paid already does not pay again: a successful payment is the one they made.
+func (c *consoleCase) latePayment(t *testing.T, s *payStack, outcome shop.PaymentKind) string {
+	t.Helper()
+	if outcome == shop.PaymentSucceeded && len(c.payments) > 0 {
+		return c.payments[0]
+	}
+	intent := map[shop.PaymentKind]struct{ status, event string }{
+		shop.PaymentSucceeded: {"succeeded", "payment_intent.succeeded"},
+		shop.PaymentFailed:    {"requires_payment_method", "payment_intent.payment_failed"},
+		shop.PaymentCanceled:  {"canceled", "payment_intent.canceled"},
+	}[outcome]
+	status, typ := intent.status, intent.event
+	pi := s.fake.AddIntent(c.id, status, unitPrice, "usd")
+	ev := stripeEvent(fmt.Sprintf("evt_late_%d_%s", len(c.retries), c.id), typ, c.id, pi, unitPrice)
+	if code, st := s.sendStripe(t, s.cutAPI, ev); code != 503 {
+		t.Fatalf("a webhook through the API that cannot reach Temporal answered %d %s, want 503", code, st)
+	}
+	if outcome == shop.PaymentSucceeded {
+		c.payments = append(c.payments, pi)
+	}
+	c.retries = append(c.retries, ev)
+	return pi
+}
+
+// act brings the checkout to its state, presses the action, and lets the buyer and the
+// provider do what they do next: the provider retries the webhooks that were late, and a
+// buyer who has not paid yet pays.
+func (c *consoleCase) act(t *testing.T, s *payStack) {
+	s.openCheckout(t, c.id, 600)
+	failed := s.fake.AddIntent(c.id, "requires_payment_method", unitPrice, "usd")
+	s.sendStripe(t, s.api, stripeEvent("evt_f_"+c.id, "payment_intent.payment_failed", c.id, failed, unitPrice))
+	eventually(t, "a workflow task after the failed card", func() (bool, string) {
+		return s.taskAfterSignal(t, c.id, 1) != 0, "none yet"
+	})
+	switch {
+	case c.state.delivered:
+		pi := s.fake.AddIntent(c.id, "succeeded", unitPrice, "usd")
+		c.payments = append(c.payments, pi)
+		s.sendStripe(t, s.api, stripeEvent("evt_s_"+c.id, "payment_intent.succeeded", c.id, pi, unitPrice))
+		eventually(t, "the checkout confirmed", func() (bool, string) {
+			st, orders := s.pgStatus(t, c.id)
+			return st == string(shop.StatusConfirmed) && orders == 1, st
+		})
+		s.waitClosed(t, c.id)
+	case c.state.paid:
+		c.latePayment(t, s, shop.PaymentSucceeded)
+	}
+
+	if err := c.action.do(t, s, c); err != nil {
+		c.answer = err.Error()
+	}
+
+	for _, ev := range c.retries {
+		s.sendStripe(t, s.api, ev)
+	}
+	if len(c.payments) == 0 {
+		pi := s.fake.AddIntent(c.id, "succeeded", unitPrice, "usd")
+		c.payments = append(c.payments, pi)
+		s.sendStripe(t, s.api, stripeEvent("evt_pay_"+c.id, "payment_intent.succeeded", c.id, pi, unitPrice))
+	}
+}
+
+// check holds the case to the promises once the repairs ran, and returns its row of the table.
+func (c *consoleCase) check(t *testing.T, s *payStack) string {
+	ctx := t.Context()
+	var left []string
+	for i, pi := range c.payments {
+		// The first payment was made in time under the 201: it is the order, unless the
+		// action ended the checkout on purpose (before a payment that was late to reach it).
+		promised := i == 0 && (c.state.delivered || !c.action.ends)
+		want := "one order or one refund"
+		if promised {
+			want = "its order"
+		}
+		var orders int
+		eventually(t, fmt.Sprintf("payment %s (%d of %d) ends as %s", pi, i+1, len(c.payments), want), func() (bool, string) {
+			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE payment_ref = $1`, pi).Scan(&orders); err != nil {
+				return false, err.Error()
+			}
+			got := fmt.Sprintf("%d orders, %d refunds", orders, s.refundsOf(pi))
+			if promised {
+				return orders == 1 && s.refundsOf(pi) == 0, got
+			}
+			return orders+s.refundsOf(pi) == 1, got
+		})
+		if orders == 1 {
+			left = append(left, fmt.Sprintf("payment %d: order", i+1))
+		} else {
+			left = append(left, fmt.Sprintf("payment %d: refunded", i+1))
+		}
+	}
+	st, orders := s.pgStatus(t, c.id)
+	final := shop.Status(st).Final()
+	if final && s.holds(t, c.id) {
+		t.Errorf("the checkout ended %s in Postgres and still holds %s", st, s.sku)
+	}
+	v := s.view(t, c.id)
+	switch {
+	case final && (string(v.Status) != st || (v.OrderID != nil) != (orders == 1)):
+		t.Errorf("GET answers %s (order %v) for a checkout Postgres records %s with %d orders", v.Status, v.OrderID, st, orders)
+	case !final && v.Status.Final():
+		t.Errorf("GET answers %s for a checkout Postgres records %s", v.Status, st)
+	}
+	answer := "taken"
+	if c.answer != "" {
+		answer = "refused: " + shortError(c.answer)
+	}
+	return fmt.Sprintf("%s | %s | %s | postgres %s, %d orders, GET %s; %s",
+		c.state.name, c.action.name, answer, st, orders, v.Status, strings.Join(left, ", "))
+}
+
+// shortError is the first clause of a Temporal error, for the table.
+func shortError(s string) string {
+	if i := strings.IndexAny(s, "(:"); i > 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
+}
+
+// resetPoint is where the Web UI's Reset takes a saga back to.
+type resetPoint string
+
+const (
+	resetFirst            resetPoint = "first task"
+	resetAfterReservation resetPoint = "task after the reservation"
+	resetLast             resetPoint = "last task"
+)
+
+// reset resets the checkout's current run to a workflow task, as the Web UI's Reset does:
+// reapplying the signals and updates after it, or none of them.
+func (s *payStack) reset(t *testing.T, checkoutID string, point resetPoint, reapply bool) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), settleWait)
+	defer cancel()
+	iter := s.temporal.GetWorkflowHistory(ctx, shop.WorkflowID(checkoutID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var tasks []int64 // WorkflowTaskCompleted events
+	var afterReservation int64
+	reserved := false
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			return err
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if strings.Contains(ev.String(), steps.ReserveStock) {
+				reserved = true
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			tasks = append(tasks, ev.GetEventId())
+			if reserved && afterReservation == 0 {
+				afterReservation = ev.GetEventId()
+			}
+		}
+	}
+	var to int64
+	switch point {
+	case resetFirst:
+		to = tasks[0]
+	case resetAfterReservation:
+		to = afterReservation
+	case resetLast:
+		to = tasks[len(tasks)-1]
+	}
+	if to == 0 {
+		return errors.New("no such workflow task")
+	}
+	req := &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: shop.WorkflowID(checkoutID)},
+		Reason: "support pressed Reset", WorkflowTaskFinishEventId: to, RequestId: testenv.RandomID("reset-"),
+	}
+	if !reapply {
+		req.ResetReapplyExcludeTypes = []enumspb.ResetReapplyExcludeType{enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE}
+	}
+	_, err := s.temporal.ResetWorkflowExecution(ctx, req)
+	return err
+}
+
+// waitClosed waits until the checkout's saga is closed.
+func (s *payStack) waitClosed(t *testing.T, checkoutID string) {
+	t.Helper()
+	eventually(t, "the saga closed", func() (bool, string) {
+		d, err := s.temporal.DescribeWorkflowExecution(t.Context(), shop.WorkflowID(checkoutID), "")
+		if err != nil {
+			return false, err.Error()
+		}
+		st := d.GetWorkflowExecutionInfo().GetStatus()
+		return st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, st.String()
+	})
 }
