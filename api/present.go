@@ -127,6 +127,9 @@ var rejections = map[string]struct {
 // Idempotency-Key: the same body under another key knows the cart, which is not enough.
 func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult, key string) error {
 	v := res.View
+	if !res.Created && res.RejectCode == "" {
+		v = s.withRecordedEnd(c.Request().Context(), v) // a run reset to before its end
+	}
 	if res.RejectCode == "" && v.Status == shop.StatusOutOfStock {
 		// A retry of a cart whose saga already ended refused: the same answer as the first time.
 		res.RejectCode = shop.RejectOutOfStock

@@ -125,9 +125,7 @@ func (s *payStack) post(t *testing.T, base, path string, body []byte, header htt
 // openCheckout starts a checkout of one unit and returns its view (201 required).
 func (s *payStack) openCheckout(t *testing.T, id string, timeoutSeconds int64) api.CheckoutView {
 	t.Helper()
-	body, _ := json.Marshal(api.CheckoutRequest{CartID: id, CustomerID: "u-" + id,
-		Items: []api.RequestItem{{SKU: s.sku, Quantity: 1}}, PaymentTimeoutSeconds: &timeoutSeconds})
-	code, out := s.post(t, s.api, "/v1/checkouts", body, nil)
+	code, out := s.post(t, s.api, "/v1/checkouts", s.checkoutBody(id, timeoutSeconds), nil)
 	if code != http.StatusCreated {
 		t.Fatalf("POST checkout %s: %d %v", id, code, out)
 	}
@@ -138,6 +136,13 @@ func (s *payStack) openCheckout(t *testing.T, id string, timeoutSeconds int64) a
 		t.Fatalf("checkout %s: %+v, want awaiting_payment for %d", id, v, unitPrice)
 	}
 	return v
+}
+
+// checkoutBody is the body of openCheckout's POST: a retry sends it again.
+func (s *payStack) checkoutBody(id string, timeoutSeconds int64) []byte {
+	body, _ := json.Marshal(api.CheckoutRequest{CartID: id, CustomerID: "u-" + id,
+		Items: []api.RequestItem{{SKU: s.sku, Quantity: 1}}, PaymentTimeoutSeconds: &timeoutSeconds})
+	return body
 }
 
 // view reads a checkout through the API, as its buyer.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -452,6 +453,10 @@ func (c *consoleCase) check(t *testing.T, s *payStack) string {
 		t.Errorf("GET answers %s (order %v) for a checkout Postgres records %s with %d orders", v.Status, v.OrderID, st, orders)
 	case !final && v.Status.Final():
 		t.Errorf("GET answers %s for a checkout Postgres records %s", v.Status, st)
+	}
+	// The buyer's retry of the POST is answered from the same record as GET.
+	if code, out := s.post(t, s.api, "/v1/checkouts", s.checkoutBody(c.id, 600), nil); final && code == http.StatusOK && out["status"] != st {
+		t.Errorf("a retried POST answers %v for a checkout Postgres records %s", out["status"], st)
 	}
 	answer := "taken"
 	if c.answer != "" {
