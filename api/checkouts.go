@@ -304,12 +304,8 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	asked := wait
 	wait, release := s.admitWait(c, wait) // past the bound on waits, no wait
 	defer release()
-	// A wait refused past the bound is answered the saga's view alone: the bound protects
-	// the process and Postgres, and a thousand such answers must not cost a thousand reads.
-	shed := asked > 0 && wait == 0
 	ctx := c.Request().Context()
 	place, roomErr, answered, err := s.getFromRoom(c, id, wait)
 	if answered {
@@ -335,10 +331,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 		// Taken from the line, its reservation not answered yet: it has not left the room.
 		return s.answerQueued(c, shop.RoomPlace{Leaving: true, Entry: place.Entry}, "", http.StatusOK)
 	}
-	if !shed {
-		v = s.withRecordedEnd(ctx, v)
-	}
-	return c.JSON(http.StatusOK, s.present(v))
+	return c.JSON(http.StatusOK, s.present(s.withRecordedEnd(ctx, v)))
 }
 
 // getFromRoom answers a GET of a cart the room speaks for: waiting for its sale or refused at
