@@ -133,7 +133,7 @@ var rejections = map[string]struct {
 // Idempotency-Key: the same body under another key knows the cart, which is not enough.
 func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult, key string) error {
 	v := res.View
-	if !res.Created && res.RejectCode == "" {
+	if !res.Created && res.RejectCode == "" && !v.Status.Final() {
 		v = s.withRecordedEnd(c.Request().Context(), v) // a run reset to before its end
 	}
 	if res.RejectCode == "" && v.Status == shop.StatusOutOfStock {
