@@ -377,11 +377,26 @@ func serverConfig(o startDevOptions, sqlConf *config.SQL) (*config.Config, map[p
 	return &conf, ports, nil
 }
 
+// freePort picks a port for a service and leaves it in TIME_WAIT, as the Temporal CLI's dev
+// server does: a port merely closed again may be handed at once to another process asking for
+// port 0 (the tests start several dev servers at the same time), and the service's bind then
+// fails with "address already in use". The kernel hands no port in TIME_WAIT to a bind of port
+// 0, while the service's listener (SO_REUSEADDR, as Go sets it) may still take it.
 func freePort(ip string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
 	defer l.Close()
+	client, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer client.Close()
+	server, err := l.Accept()
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	server.Close() // the side that closes first is the one left in TIME_WAIT: the port's own
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
