@@ -2,9 +2,16 @@
 #   make run    the whole product locally (Temporal dev server + UI, migrations, demo stock, API, worker)
 #   make test   every test, against real Redis, Postgres and a Temporal dev server
 
-# The Temporal CLI (dev server and Web UI) is pinned in tools/temporal/go.mod and built from
-# the module proxy into .tools/ (git-ignored; about 250 MB; ~3 minutes cold, seconds warm).
-TEMPORAL_VERSION := 1.5.1
+# Temporal: one pinned server and Web UI server (tools/temporal/go.mod: go.temporal.io/server
+# 1.32.2, github.com/temporalio/ui-server/v2 2.58.1), built from the module proxy into .tools/
+# (git-ignored) from that one module, so their packages compile once:
+#   .tools/temporal             our dev server (tools/temporal/main.go): `temporal server start-dev`,
+#                               the server on SQLite with the Web UI in one process, for make run,
+#                               the tests and the bench (the Temporal CLI's flags this repo uses)
+#   .tools/temporal-server      the full server, .tools/temporal-sql-tool its schema tool and
+#   .tools/temporal-ui-server   the Web UI server: the scale profile (make run-scale, scale tests)
+# The first is built first; the other three then only link, at once (one server build cold,
+# 5-6 minutes on 2 idle cores; seconds warm; 40-170 MB each).
 TEMPORAL := .tools/temporal
 # Stripe's own API mock: the payments tests check our requests against Stripe's OpenAPI spec.
 STRIPE_MOCK_VERSION := v0.203.0
@@ -18,13 +25,13 @@ STRIPE_MOCK := .tools/stripe-mock
 # line; auto lets the go command fetch the named toolchain from the module proxy once (a 76 MB
 # zip, checked against the checksum database) and use it for every build and test here.
 export GOTOOLCHAIN := auto
-# The scale profile: the full Temporal server on the local Postgres, its SQL schema
-# tool and the Web UI server, pinned in tools/temporal-server/go.mod (server 1.30.8, newer than
-# the CLI's 1.29.2, which cannot build with 1.30; UI 2.42.1, the CLI's). About 2 minutes and
-# 1.6 GB cold, seconds warm; ~135 MB each.
+# Independent builds run at once (the Temporal tools, stripe-mock, the product's vet): make
+# runs up to three recipes in parallel; each go build parallelises within itself too.
+MAKEFLAGS += -j3
 TEMPORAL_SERVER := .tools/temporal-server
 TEMPORAL_SQL_TOOL := .tools/temporal-sql-tool
 TEMPORAL_UI_SERVER := .tools/temporal-ui-server
+TEMPORAL_MODULE := tools/temporal/go.mod tools/temporal/go.sum
 
 run: $(TEMPORAL) build
 	./bin/checkout dev
@@ -61,19 +68,19 @@ build:
 	go build -o bin/checkout ./cmd/checkout
 
 tools: $(TEMPORAL) $(STRIPE_MOCK) $(TEMPORAL_SERVER)
+	@echo "tools: $$(./$(TEMPORAL) --version)"
 
 $(STRIPE_MOCK):
 	GOBIN=$(CURDIR)/.tools go install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
 
-$(TEMPORAL): tools/temporal/go.mod tools/temporal/go.sum
-	cd tools/temporal && go build \
-		-ldflags "-X github.com/temporalio/cli/temporalcli.Version=$(TEMPORAL_VERSION)" \
-		-o $(CURDIR)/$(TEMPORAL) github.com/temporalio/cli/cmd/temporal
+$(TEMPORAL): $(TEMPORAL_MODULE) tools/temporal/main.go
+	mkdir -p .tools && cd tools/temporal && go build -o $(CURDIR)/$(TEMPORAL) .
 
-$(TEMPORAL_SERVER): tools/temporal-server/go.mod tools/temporal-server/go.sum
-	mkdir -p .tools && cd tools/temporal-server && go build -o $(CURDIR)/$(TEMPORAL_SQL_TOOL) go.temporal.io/server/cmd/tools/sql \
-		&& go build -o $(CURDIR)/$(TEMPORAL_UI_SERVER) github.com/temporalio/ui-server/v2/cmd/server \
-		&& go build -o $(CURDIR)/$(TEMPORAL_SERVER) go.temporal.io/server/cmd/server
+# After the dev server, whose build compiled every package these share: three links at once.
+$(TEMPORAL_SERVER): $(TEMPORAL_MODULE) | $(TEMPORAL)
+	cd tools/temporal && { go build -o $(CURDIR)/$(TEMPORAL_SQL_TOOL) go.temporal.io/server/cmd/tools/sql & sql=$$!; \
+		go build -o $(CURDIR)/$(TEMPORAL_UI_SERVER) github.com/temporalio/ui-server/v2/cmd/server & ui=$$!; \
+		go build -o $(CURDIR)/$(TEMPORAL_SERVER) go.temporal.io/server/cmd/server && wait $$sql && wait $$ui; }
 
 # The production shape on this machine, until Ctrl-C: the Temporal server on Postgres (4
 # shards) with its Web UI on 8233, a Redis Cluster of 3 masters + 3 replicas on 7000-7005,

@@ -412,6 +412,8 @@ func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error)
 		return s.recordedView(ctx, checkoutID)
 	case err != nil:
 		return shop.View{}, temporalProblem(err)
+	case resp.QueryRejected.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED:
+		return s.pausedView(ctx, checkoutID)
 	case resp.QueryRejected != nil:
 		return s.finishedView(ctx, checkoutID)
 	}
@@ -434,6 +436,41 @@ func (s *Server) withRecordedEnd(ctx context.Context, v shop.View) shop.View {
 		return recordedEnd(rec, v)
 	}
 	return v
+}
+
+// pausedView answers a checkout whose saga support paused (the Web UI's Pause, server 1.30+
+// with frontend.WorkflowPauseEnabled). A paused workflow is still running but the server
+// rejects its queries (and updates) until it is unpaused, and its result would wait for it:
+// the answer is Postgres's record, marked Paused, so the buyer hears what was recorded, and
+// that it is held, at once.
+func (s *Server) pausedView(ctx context.Context, checkoutID string) (shop.View, error) {
+	rec, err := s.Records.Checkout(ctx, checkoutID)
+	if errors.Is(err, shop.ErrNotFound) {
+		// Paused before its first step recorded it: nothing is held or charged yet.
+		return shop.View{CheckoutID: checkoutID, WorkflowID: shop.WorkflowID(checkoutID), Status: shop.StatusReserving, Items: []shop.Item{}, Paused: true}, nil
+	}
+	if err != nil {
+		return shop.View{}, unavailable("postgres", err)
+	}
+	if s.secretLapsed(ctx, rec) {
+		return shop.View{}, noCheckout(checkoutID)
+	}
+	v := shop.ViewFromRecord(rec)
+	if rec.Status == shop.RecordOpen {
+		// Postgres records the payment window at the end; the saga's search attributes, which
+		// a describe still reads while it is paused, say how far it got.
+		v.Status, v.NeedsAttention, v.Reason = shop.StatusReserving, false, nil
+		if d, err := s.Temporal.DescribeWorkflow(ctx, shop.WorkflowID(checkoutID), ""); err == nil {
+			if st, ok := d.TypedSearchAttributes.GetKeyword(workflows.AttrCheckoutState); ok && st != "" {
+				v.Status = shop.Status(st)
+			}
+			if at, ok := d.TypedSearchAttributes.GetTime(workflows.AttrHoldExpiresAt); ok && v.ExpiresAt == nil {
+				v.ExpiresAt = &at
+			}
+		}
+	}
+	v.Paused = true
+	return v, nil
 }
 
 // finishedView reads a closed saga's result; a saga that did not return a view (terminated

@@ -37,6 +37,9 @@ type CheckoutView struct {
 	Refunds   []string        `json:"refunds,omitempty"`
 	Shortages []shop.Shortage `json:"shortages,omitempty"`
 	Links     Links           `json:"links"`
+	// Paused says the checkout's saga is paused by support: the view is the checkout's record
+	// in Postgres, and it moves again once support unpauses it.
+	Paused bool `json:"paused,omitempty"`
 	// CheckoutSecret is in the answers to the POST that created the checkout and to its
 	// retries, only: the buyer sends it back as the Checkout-Secret header to read or cancel.
 	CheckoutSecret string `json:"checkout_secret,omitempty"`
@@ -57,11 +60,14 @@ func (s *Server) present(v shop.View) CheckoutView {
 	if v.NeedsAttention {
 		attention = "support has been told and is looking into this checkout"
 	}
+	if v.Paused {
+		attention = "support paused this checkout; this is its last recorded state, and it continues when support resumes it"
+	}
 	return CheckoutView{
 		CheckoutID: v.CheckoutID, WorkflowID: v.WorkflowID, Status: v.Status, CustomerID: v.CustomerID,
 		Currency: v.Currency, AmountCents: v.AmountCents, Items: v.Items, ExpiresAt: v.ExpiresAt,
 		OrderID: v.OrderID, Reason: reason, ReasonCode: code, NeedsAttention: v.NeedsAttention, Attention: attention,
-		Refunds: v.Refunds, Shortages: v.Shortages,
+		Refunds: v.Refunds, Shortages: v.Shortages, Paused: v.Paused,
 		Links: Links{
 			Self:       "/v1/checkouts/" + v.CheckoutID,
 			TemporalUI: fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(s.cfg.TemporalUIURL, "/"), s.cfg.Namespace, v.WorkflowID),

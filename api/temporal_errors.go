@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -58,6 +59,10 @@ func temporalProblem(err error) *Problem {
 		p.retryAfter = 1
 		p.cause = err
 		return p
+	case isPaused(err):
+		// Support paused the saga (the Web UI's Pause): it takes no update until it is
+		// resumed, so the client comes back later, as after any passing state.
+		return unavailable("temporal", err)
 	case isTotalUpdateLimit(err):
 		p := tooManyUpdates("")
 		p.cause = err
@@ -72,6 +77,13 @@ func temporalProblem(err error) *Problem {
 func isTotalUpdateLimit(err error) bool {
 	var fp *serviceerror.FailedPrecondition
 	return errors.As(err, &fp)
+}
+
+// isPaused reports the server's refusal of an update to a paused workflow: a
+// FailedPrecondition like the update limit's, told apart only by its message (server 1.32).
+func isPaused(err error) bool {
+	var fp *serviceerror.FailedPrecondition
+	return errors.As(err, &fp) && strings.Contains(strings.ToLower(fp.Message), "workflow is paused")
 }
 
 // tooManyUpdateRetryAfter: past the total, only a saga-side change (support acting in

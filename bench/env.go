@@ -104,7 +104,7 @@ func openEnv(ctx context.Context, o options, logger *slog.Logger) (_ *env, err e
 
 	// Temporal: the pinned CLI as a dev server on free ports, in memory.
 	if _, err := os.Stat(o.temporalCLI); err != nil {
-		return nil, fmt.Errorf("the Temporal CLI is not at %s: run `make tools` (or pass -temporal): %w", o.temporalCLI, err)
+		return nil, fmt.Errorf("the Temporal dev server is not at %s: run `make tools` (or pass -temporal): %w", o.temporalCLI, err)
 	}
 	args := e.devServerArgs()
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)

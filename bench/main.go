@@ -8,7 +8,7 @@
 //	make bench     (= cd bench && go run . -out ../BENCHMARKS.md -charts ../docs/bench)
 //
 // It needs Redis at 127.0.0.1:6379 (it uses DB 14 and random SKU names), Postgres at
-// 127.0.0.1:5432 (it creates and drops its own database) and the pinned Temporal CLI at
+// 127.0.0.1:5432 (it creates and drops its own database) and the pinned Temporal dev server at
 // .tools/temporal (make tools), which it starts as a dev server on free ports. Everything it
 // creates is removed when it ends, on error and on Ctrl-C too.
 package main
@@ -92,7 +92,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "where to write the report")
 	flag.StringVar(&o.charts, "charts", "docs/bench", "folder for the PNG charts")
-	flag.StringVar(&o.temporalCLI, "temporal", envOr("TEMPORAL_CLI", ".tools/temporal"), "the pinned Temporal CLI (make tools)")
+	flag.StringVar(&o.temporalCLI, "temporal", envOr("TEMPORAL_CLI", ".tools/temporal"), "the pinned Temporal dev server (make tools)")
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/14", "Redis to use; never DB 0 (the local stack's)")
 	flag.StringVar(&o.postgresURL, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres admin URL (no TLS on loopback, as the product's default DATABASE_URL); the benchmark creates and drops its own database")
 	flag.BoolVar(&o.quick, "quick", false, "small counts, for checking the program itself (figures are meaningless)")

@@ -494,7 +494,7 @@ func (r results) markdown(o options, charts []chart) string {
 	w("   ...), %d of %s each.\n\n", gateTurns, r.sizes.gateDuration/gateTurns)
 
 	w("## Run it yourself\n\n")
-	w("```sh\nmake bench    # = make tools (the pinned Temporal CLI), then cd bench && go run . -out ../BENCHMARKS.md\n```\n\n")
+	w("```sh\nmake bench    # = make tools (the pinned Temporal dev server), then cd bench && go run . -out ../BENCHMARKS.md\n```\n\n")
 	w("It needs Go, Redis at 127.0.0.1:6379 and Postgres at 127.0.0.1:5432 as in the README, and `redis-benchmark`,\n")
 	w("which Debian ships in `redis-tools` (`apt-get install redis-tools`); without it that one comparison is skipped and\n")
 	w("reported as not run. It uses Redis DB 14 with random key names, creates and drops its own Postgres database and\n")

@@ -3,15 +3,16 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"testing"
+
+	"go.temporal.io/sdk/client"
 
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
-// Anyone who reaches Temporal (its Web UI offers a signal action, its CLI signals) can send a
+// Anyone who reaches Temporal (its Web UI offers a signal action, its CLI signals with JSON of their own) can send a
 // saga a payment signal with the right amount. Only a payment that a verified webhook or the
 // provider recorded pays: this one confirms nothing, refunds nothing (it names a real
 // buyer's payment of another checkout), ends nothing, and is flagged. The checkout keeps
@@ -30,10 +31,9 @@ func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
 
 	forged, _ := json.Marshal(shop.Payment{Provider: "stripe", EventID: "evt_forged", Outcome: shop.PaymentSucceeded,
 		PaymentRef: pi, AmountCents: unitPrice, Currency: "usd"})
-	out, err := exec.Command(testenv.TemporalCLI(t), "workflow", "signal", "--address", s.frontend,
-		"--workflow-id", shop.WorkflowID(id), "--name", workflows.SignalPayment, "--input", string(forged)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("temporal workflow signal: %v\n%s", err, out)
+	// The JSON as `temporal workflow signal --input` or the UI's signal form sends it.
+	if err := s.temporal.SignalWorkflow(ctx, shop.WorkflowID(id), "", workflows.SignalPayment, json.RawMessage(forged)); err != nil {
+		t.Fatalf("signal %s: %v", workflows.SignalPayment, err)
 	}
 
 	eventually(t, "the forged signal flagged", func() (bool, string) {
@@ -92,16 +92,16 @@ func TestSupportPushesALatePaymentThroughWithReconciliation(t *testing.T) {
 	})
 
 	wfID := "reconcile-support-" + id
-	cli := func(args ...string) {
-		t.Helper()
-		out, err := exec.CommandContext(ctx, testenv.TemporalCLI(t), append(args, "--address", s.frontend)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("temporal %v: %v\n%s", args, err, out)
-		}
+	// The runbook's `temporal workflow start --type ReconcilePayments --input '{...}'`, then
+	// its result, through the SDK with the same JSON.
+	run, err := s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wfID, TaskQueue: "checkout"},
+		"ReconcilePayments", json.RawMessage(`{"within_seconds": 86400}`))
+	if err != nil {
+		t.Fatalf("start ReconcilePayments: %v", err)
 	}
-	cli("workflow", "start", "--task-queue", "checkout", "--type", "ReconcilePayments",
-		"--workflow-id", wfID, "--input", `{"within_seconds": 86400}`)
-	cli("workflow", "result", "--workflow-id", wfID)
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatalf("ReconcilePayments: %v", err)
+	}
 
 	var v shop.View
 	if err := s.temporal.GetWorkflow(ctx, shop.WorkflowID(id), "").Get(ctx, &v); err != nil {

@@ -62,7 +62,7 @@ type payStack struct {
 	proxy    *checkouttest.Proxy
 	http     *http.Client
 	sku      string // stocked at 1,999 cents (usd), max 2 per order
-	frontend string // the dev server's gRPC address, for the Temporal CLI
+	frontend string // the dev server's gRPC address
 }
 
 const unitPrice = checkouttest.UnitPrice

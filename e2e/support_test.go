@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -248,11 +247,17 @@ func (e *supportEnv) currentDetails(workflowID string) string {
 	return md.GetCurrentDetails()
 }
 
-// cli runs the pinned Temporal CLI against the test's dev server.
-func (e *supportEnv) cli(args ...string) (string, error) {
-	args = append(args, "--address", e.frontend, "--namespace", "default")
-	out, err := exec.Command(testenv.TemporalCLI(e.t), args...).CombinedOutput()
-	return string(out), err
+// updateJSON sends the update name with a JSON argument as it is, as the Temporal CLI's
+// `workflow update execute --input` does, and waits for its result.
+func (e *supportEnv) updateJSON(workflowID, name, input string) error {
+	h, err := e.tc.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: name, Args: []any{json.RawMessage(input)},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return err
+	}
+	return h.Get(context.Background(), nil)
 }
 
 func item(sku string, qty int64) api.RequestItem { return api.RequestItem{SKU: sku, Quantity: qty} }
@@ -401,17 +406,32 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 				}
 			}
 		}
-		// The CLI support staff may use shows the same.
-		out, err := e.cli("workflow", "describe", "--workflow-id", a.WorkflowID)
-		if err != nil || !strings.Contains(out, "Checkout "+a.CheckoutID+": 1 x "+phone) || !strings.Contains(out, "CheckoutState") {
-			t.Errorf("temporal workflow describe: %v\n%s", err, out)
+		// What the CLI support staff may use shows (temporal workflow describe, show, query),
+		// read through the same API calls it makes.
+		described, err := e.tc.DescribeWorkflowExecution(context.Background(), a.WorkflowID, "")
+		if err != nil {
+			t.Fatalf("describe %s: %v", a.WorkflowID, err)
 		}
-		t.Logf("temporal workflow describe --workflow-id %s:\n%s", a.WorkflowID, out)
-		out, err = e.cli("workflow", "show", "--workflow-id", d.WorkflowID)
-		t.Logf("temporal workflow show --workflow-id %s (err %v):\n%s", d.WorkflowID, err, out)
-		out, err = e.cli("workflow", "query", "--workflow-id", a.WorkflowID, "--name", workflows.QueryStatus)
-		if err != nil || !strings.Contains(out, `"status": "awaiting_payment"`) && !strings.Contains(out, `"status":"awaiting_payment"`) {
-			t.Errorf("temporal workflow query status: %v\n%s", err, out)
+		var static string
+		if p := described.GetExecutionConfig().GetUserMetadata().GetSummary(); p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &static)
+		}
+		if static != "Checkout "+a.CheckoutID+": 1 x "+phone {
+			t.Errorf("describe %s: summary %q, want %q", a.WorkflowID, static, "Checkout "+a.CheckoutID+": 1 x "+phone)
+		}
+		if _, ok := described.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()["CheckoutState"]; !ok {
+			t.Errorf("describe %s: no CheckoutState search attribute in %v", a.WorkflowID, described.GetWorkflowExecutionInfo().GetSearchAttributes())
+		}
+		t.Logf("history of %s: %d summaries", d.WorkflowID, len(e.summaries(d.WorkflowID)))
+		resp, err := e.tc.QueryWorkflow(context.Background(), a.WorkflowID, "", workflows.QueryStatus)
+		var status struct {
+			Status string `json:"status"`
+		}
+		if err == nil {
+			err = resp.Get(&status)
+		}
+		if err != nil || status.Status != "awaiting_payment" {
+			t.Errorf("query %s of %s: %v, status %q, want awaiting_payment", workflows.QueryStatus, a.WorkflowID, err, status.Status)
 		}
 	})
 
@@ -539,10 +559,10 @@ func TestSupportActionsWorkThroughTheAdminAPI(t *testing.T) {
 		t.Errorf("a refused extend moved expires_at to %v, want %s", got.view.ExpiresAt, wantExpiry)
 	}
 
-	// The runbook's CLI form of the same update.
-	out, err := e.cli("workflow", "update", "execute", "--workflow-id", x.WorkflowID, "--name", workflows.UpdateExtend, "--input", `{"seconds": 60}`)
-	if err != nil {
-		t.Errorf("temporal workflow update execute extend: %v\n%s", err, out)
+	// The runbook's CLI form of the same update (`temporal workflow update execute --name
+	// extend --input '{"seconds": 60}'`): the same JSON, sent with the SDK.
+	if err := e.updateJSON(x.WorkflowID, workflows.UpdateExtend, `{"seconds": 60}`); err != nil {
+		t.Errorf("update %s with {\"seconds\": 60}: %v", workflows.UpdateExtend, err)
 	}
 	wantExpiry = wantExpiry.Add(60 * time.Second)
 	if got := e.call(http.MethodGet, "/v1/checkouts/"+x.CheckoutID, checkouttest.AdminToken, nil); got.view.ExpiresAt == nil || !got.view.ExpiresAt.Equal(wantExpiry) {

@@ -28,6 +28,10 @@ type View struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Caller is who sent that request (a client, a customer); "" for sagas older than it.
 	Caller string `json:"caller,omitempty"`
+
+	// Paused is set by the API, never by the saga: the saga is paused (support's Pause in the
+	// Web UI), the server refuses its queries, and this view is Postgres's record of it.
+	Paused bool `json:"-"`
 }
 
 // Creator is the fingerprint of the request that created the checkout.

@@ -82,7 +82,7 @@ func startDevServer(ctx context.Context, cfg config, logger *slog.Logger) (func(
 		return func() {}, nil
 	}
 	if _, err := os.Stat(cfg.TemporalCLI); err != nil {
-		return nil, fmt.Errorf("temporal cli not found at %s: run `make tools` (or set TEMPORAL_CLI)", cfg.TemporalCLI)
+		return nil, fmt.Errorf("temporal dev server not found at %s: run `make tools` (or set TEMPORAL_CLI)", cfg.TemporalCLI)
 	}
 	host, port, _ := net.SplitHostPort(cfg.TemporalAddress)
 	uiPort := "8233"

@@ -122,8 +122,9 @@ func Redis(t testing.TB) *redis.Client {
 	return rdb
 }
 
-// TemporalCLI is the path of the pinned Temporal CLI build: TEMPORAL_CLI, or .tools/temporal
-// at the module root (built by `make tools`).
+// TemporalCLI is the path of the pinned dev server (tools/temporal: `temporal server
+// start-dev` of Temporal server 1.32 with its Web UI): TEMPORAL_CLI, or .tools/temporal at the
+// module root (built by `make tools`). It is no Temporal client: tests use the Go SDK.
 func TemporalCLI(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("TEMPORAL_CLI"); p != "" {
@@ -135,7 +136,7 @@ func TemporalCLI(t testing.TB) string {
 	}
 	p := filepath.Join(root, ".tools", "temporal")
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the Temporal CLI is not built at %s: run `make tools` (or set TEMPORAL_CLI)", p)
+		t.Fatalf("the Temporal dev server is not built at %s: run `make tools` (or set TEMPORAL_CLI)", p)
 	}
 	return p
 }
