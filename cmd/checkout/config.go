@@ -135,6 +135,11 @@ func loadConfig(dev bool) (config, error) {
 	if dev && cfg.usesDevSecrets() && !isLoopback(cfg.APIAddr) {
 		errs = append(errs, fmt.Errorf("API_ADDR=%q is reachable beyond this machine, and the local stack's admin token, webhook secret or checkout secret key (all public) would let anyone set stock, forge payments and read or cancel any checkout there: listen on 127.0.0.1, or set ADMIN_TOKEN, STRIPE_WEBHOOK_SECRET and CHECKOUT_SECRET_KEY", cfg.APIAddr))
 	}
+	if dev && cfg.WorkerBuild.Versioned() {
+		// A versioned worker takes no saga until its build is made current, which the local
+		// stack never does: every checkout would wait.
+		errs = append(errs, fmt.Errorf("WORKER_BUILD_ID=%q: the local stack runs an unversioned worker; unset it (Worker Versioning is for checkout worker, docs/operations.md)", cfg.WorkerBuild.ID))
+	}
 	var err error
 	cfg.TemporalSecurity, err = readTemporalSecurity(cfg.temporalTLS)
 	errs = append(errs, err)

@@ -307,6 +307,9 @@ func TestWorkerBuildIsReadFromTheEnvironment(t *testing.T) {
 		t.Run(tt.buildID+" "+tt.deployment, func(t *testing.T) {
 			t.Setenv("WORKER_BUILD_ID", tt.buildID)
 			t.Setenv("WORKER_DEPLOYMENT", tt.deployment)
+			if _, err := loadConfig(true); tt.want.Versioned() && (err == nil || !strings.Contains(err.Error(), "WORKER_BUILD_ID")) {
+				t.Errorf("checkout dev with a build id: %v, want it refused (nothing makes the build current there)", err)
+			}
 			cfg, err := loadConfig(false)
 			switch {
 			case tt.bad == "" && (err != nil || cfg.WorkerBuild != tt.want):
