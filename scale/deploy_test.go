@@ -252,13 +252,20 @@ func (s *shape) settle(apis []*product, bs []*deployBuyer) {
 	wg.Wait()
 }
 
-// status reads the buyer's checkout once.
+// status reads the buyer's checkout, retrying a failed read for up to a minute.
 func (s *shape) status(p *product, b *buyer) shop.Status {
-	var v api.CheckoutView
-	if code, err := s.do(p, http.MethodGet, "/v1/checkouts/"+b.id, nil, &v, api.CheckoutSecretHeader, b.view.CheckoutSecret, forwardedFor, b.addr); err != nil || code != http.StatusOK {
-		s.t.Fatalf("read checkout %s: %d %v", b.id, code, err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var v api.CheckoutView
+		code, err := s.do(p, http.MethodGet, "/v1/checkouts/"+b.id, nil, &v, api.CheckoutSecretHeader, b.view.CheckoutSecret, forwardedFor, b.addr)
+		if err == nil && code == http.StatusOK {
+			return v.Status
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("read checkout %s: %d %v", b.id, code, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return v.Status
 }
 
 // awaitEnds waits until every buyer's checkout has ended, and checks it ended as wanted.
