@@ -96,7 +96,7 @@ func TestAnotherCustomersPostOfACartCancelledInLineIsRefusedOnARealServer(t *tes
 	srv, _ := testenv.DevServerWith(t, testenv.DevServerOptions{ExtraArgs: workflows.DevServerFlags()})
 	tc := srv.Client()
 	h := browserRoom(t, tc)
-	w := worker.New(tc, &activities.Activities{Store: h.inv.Store, Stock: h.inv.Stock, Temporal: tc})
+	w := worker.New(tc, &activities.Activities{Store: h.inv.Store, Stock: h.inv.Stock, Temporal: tc}, worker.Build{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

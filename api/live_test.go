@@ -47,7 +47,7 @@ func newLive(t *testing.T, devServerArgs []string, configure func(*api.Config, *
 // test ends.
 func (l *live) startWorker(t *testing.T) sdkworker.Worker {
 	t.Helper()
-	w := worker.New(l.tc, &activities.Activities{Store: l.inv.Store, Stock: l.inv.Stock, Temporal: l.tc})
+	w := worker.New(l.tc, &activities.Activities{Store: l.inv.Store, Stock: l.inv.Stock, Temporal: l.tc}, worker.Build{})
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}

@@ -139,7 +139,12 @@ func (s *shape) start(command, name string, extraEnv []string, ready func(p *pro
 }
 
 func (s *shape) worker(name string) *product {
-	return s.start("worker", name, nil, func(p *product) error {
+	return s.startWorker(name, nil)
+}
+
+// startWorker starts `checkout worker` with extraEnv and waits until it polls.
+func (s *shape) startWorker(name string, extraEnv []string) *product {
+	return s.start("worker", name, extraEnv, func(p *product) error {
 		if raw, _ := os.ReadFile(p.log); !bytes.Contains(raw, []byte(`"worker started"`)) {
 			return fmt.Errorf("no \"worker started\" in its log yet")
 		}

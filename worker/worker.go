@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/checkout-saga/checkout-saga/activities"
 	"github.com/checkout-saga/checkout-saga/steps"
@@ -18,10 +19,48 @@ import (
 // StopTimeout is how long a stopping worker lets its running steps finish.
 const StopTimeout = 15 * time.Second
 
-// New returns a worker with the Checkout workflow and every activity registered. The caller
-// starts it (Run or Start) and stops it.
-func New(c client.Client, acts *activities.Activities) sdkworker.Worker {
-	w := sdkworker.New(c, workflows.TaskQueue, Options(localActivityLimit(acts)))
+// DefaultDeployment is the worker deployment the checkout workers belong to
+// (WORKER_DEPLOYMENT).
+const DefaultDeployment = "checkout"
+
+// Build is the build a worker runs, for Worker Versioning: a version (ID) of a worker
+// deployment (Deployment). The zero Build is an unversioned worker, which takes the tasks of
+// every saga that no version was made current for.
+//
+// A versioned worker takes only the tasks of its own version: new sagas once an operator made
+// its version the deployment's current one (`checkout deployment set-current`), and every task
+// of a saga that started on it, for the saga's whole life, whatever is current by then (the
+// sagas are pinned, see Register). So a deploy runs the new build beside the old one, makes
+// the new one current, and retires the old one once its sagas have closed; a rollback makes
+// the old one current again (docs/operations.md#a-rolling-deploy-and-a-rollback).
+type Build struct {
+	Deployment string // WORKER_DEPLOYMENT
+	ID         string // WORKER_BUILD_ID; empty: unversioned
+}
+
+// Versioned reports whether the worker opts into Worker Versioning.
+func (b Build) Versioned() bool { return b.ID != "" }
+
+// deploymentOptions are the SDK's options for the build. A versioned worker's sagas are
+// pinned unless they register otherwise: a checkout lives at most MaxHold, so the build it
+// started on can outlive it, and a running checkout then never meets another build's code.
+func (b Build) deploymentOptions() sdkworker.DeploymentOptions {
+	if !b.Versioned() {
+		return sdkworker.DeploymentOptions{}
+	}
+	return sdkworker.DeploymentOptions{
+		UseVersioning:             true,
+		Version:                   sdkworker.WorkerDeploymentVersion{DeploymentName: b.Deployment, BuildID: b.ID},
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
+	}
+}
+
+// New returns a worker of build b with the Checkout workflow and every activity registered.
+// The caller starts it (Run or Start) and stops it.
+func New(c client.Client, acts *activities.Activities, b Build) sdkworker.Worker {
+	opts := Options(localActivityLimit(acts))
+	opts.DeploymentOptions = b.deploymentOptions()
+	w := sdkworker.New(c, workflows.TaskQueue, opts)
 	Register(w, acts)
 	return w
 }
@@ -67,9 +106,15 @@ func localActivityLimit(acts *activities.Activities) int {
 
 // Register adds the saga, its helper workflows and the activities to any registry: a worker, a replayer or the
 // SDK's test environment.
+//
+// On a versioned worker every workflow is pinned to the build it started on (the default of
+// Build's options) except Refund, which auto-upgrades: a refund can wait for support for
+// days, longer than an old build should be kept running, so it moves to the current build at
+// its next task and keeps changing its code only behind workflow.GetVersion
+// (docs/saga-changes.md). An unversioned worker sends no behaviour at all.
 func Register(r sdkworker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.Checkout)
-	r.RegisterWorkflow(workflows.Refund)
+	r.RegisterWorkflowWithOptions(workflows.Refund, workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
 	r.RegisterWorkflow(workflows.ReconcilePayments)
 	r.RegisterWorkflow(workflows.ReconcileStock)
 	r.RegisterWorkflow(workflows.RefundOrphans)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/room"
+	"github.com/checkout-saga/checkout-saga/worker"
 )
 
 // Local-stack secrets. The dev command sets them for itself; `checkout api` refuses them.
@@ -56,16 +57,19 @@ type config struct {
 	// StripeTestMode: STRIPE_TEST_MODE, take Stripe test-mode events as payments (dev: true).
 	StripeTestMode    bool
 	TrustedProxies    []*net.IPNet
-	TemporalUIURL     string        // TEMPORAL_UI_URL: base of the view's temporal_ui link
-	RedisURL          string        // REDIS_URL
-	RedisCluster      bool          // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
-	DatabaseURL       string        // DATABASE_URL
-	APIAddr           string        // API_ADDR
-	WorkerMetricsAddr string        // WORKER_METRICS_ADDR: /metrics of a standalone worker
-	APIMetricsAddr    string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
-	AdminToken        string        // ADMIN_TOKEN
-	WebhookSecrets    []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
-	WebhookTolerance  time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
+	TemporalUIURL     string // TEMPORAL_UI_URL: base of the view's temporal_ui link
+	RedisURL          string // REDIS_URL
+	RedisCluster      bool   // REDIS_CLUSTER: REDIS_URL's one seed is a Redis Cluster
+	DatabaseURL       string // DATABASE_URL
+	APIAddr           string // API_ADDR
+	WorkerMetricsAddr string // WORKER_METRICS_ADDR: /metrics of a standalone worker
+	// WorkerBuild: WORKER_DEPLOYMENT and WORKER_BUILD_ID, the worker's version for Worker
+	// Versioning; without a build id the worker is unversioned (worker.Build)
+	WorkerBuild      worker.Build
+	APIMetricsAddr   string        // API_METRICS_ADDR: /metrics of the API (internal, not API_ADDR)
+	AdminToken       string        // ADMIN_TOKEN
+	WebhookSecrets   []string      // STRIPE_WEBHOOK_SECRET: comma-separated during a rotation
+	WebhookTolerance time.Duration // STRIPE_WEBHOOK_TOLERANCE_SECONDS
 	// StandardSecrets: STANDARD_WEBHOOK_SECRETS, provider=whsec_... pairs (Standard Webhooks)
 	StandardSecrets   map[string][]string
 	StandardTolerance time.Duration // STANDARD_WEBHOOK_TOLERANCE_SECONDS
@@ -130,6 +134,11 @@ func loadConfig(dev bool) (config, error) {
 	}
 	if dev && cfg.usesDevSecrets() && !isLoopback(cfg.APIAddr) {
 		errs = append(errs, fmt.Errorf("API_ADDR=%q is reachable beyond this machine, and the local stack's admin token, webhook secret or checkout secret key (all public) would let anyone set stock, forge payments and read or cancel any checkout there: listen on 127.0.0.1, or set ADMIN_TOKEN, STRIPE_WEBHOOK_SECRET and CHECKOUT_SECRET_KEY", cfg.APIAddr))
+	}
+	if dev && cfg.WorkerBuild.Versioned() {
+		// A versioned worker takes no saga until its build is made current, which the local
+		// stack never does: every checkout would wait.
+		errs = append(errs, fmt.Errorf("WORKER_BUILD_ID=%q: the local stack runs an unversioned worker; unset it (Worker Versioning is for checkout worker, docs/operations.md)", cfg.WorkerBuild.ID))
 	}
 	var err error
 	cfg.TemporalSecurity, err = readTemporalSecurity(cfg.temporalTLS)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/store"
+	"github.com/checkout-saga/checkout-saga/worker"
 )
 
 // TestDevRefusesItsSecretsBeyondLoopback: the local stack's admin token and webhook secret
@@ -282,6 +283,39 @@ func TestCheckoutSecretGraceIsReadInDays(t *testing.T) {
 				t.Errorf("grace %s, %v; want %d days", cfg.CheckoutSecretGrace, err, tt.days)
 			case !tt.ok && (err == nil || !strings.Contains(err.Error(), "CHECKOUT_SECRET_GRACE_DAYS")):
 				t.Errorf("loadConfig = %v, want an error naming CHECKOUT_SECRET_GRACE_DAYS", err)
+			}
+		})
+	}
+}
+
+// WORKER_BUILD_ID turns Worker Versioning on for the worker, as a build of WORKER_DEPLOYMENT
+// (checkout unless set); unset, the worker is unversioned. Names Temporal could not keep in a
+// version string are refused by name.
+func TestWorkerBuildIsReadFromTheEnvironment(t *testing.T) {
+	for _, tt := range []struct {
+		buildID, deployment string
+		want                worker.Build
+		bad                 string // the variable the error must name
+	}{
+		{want: worker.Build{Deployment: "checkout"}},
+		{buildID: "3f2c1ab", want: worker.Build{Deployment: "checkout", ID: "3f2c1ab"}},
+		{buildID: "v1.4.0", deployment: "shop-checkout", want: worker.Build{Deployment: "shop-checkout", ID: "v1.4.0"}},
+		{buildID: "build one", bad: "WORKER_BUILD_ID"},
+		{buildID: strings.Repeat("x", 256), bad: "WORKER_BUILD_ID"},
+		{buildID: "3f2c1ab", deployment: "shop.checkout", bad: "WORKER_DEPLOYMENT"},
+	} {
+		t.Run(tt.buildID+" "+tt.deployment, func(t *testing.T) {
+			t.Setenv("WORKER_BUILD_ID", tt.buildID)
+			t.Setenv("WORKER_DEPLOYMENT", tt.deployment)
+			if _, err := loadConfig(true); tt.want.Versioned() && (err == nil || !strings.Contains(err.Error(), "WORKER_BUILD_ID")) {
+				t.Errorf("checkout dev with a build id: %v, want it refused (nothing makes the build current there)", err)
+			}
+			cfg, err := loadConfig(false)
+			switch {
+			case tt.bad == "" && (err != nil || cfg.WorkerBuild != tt.want):
+				t.Errorf("build %+v, %v; want %+v", cfg.WorkerBuild, err, tt.want)
+			case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)):
+				t.Errorf("loadConfig = %v, want an error naming %s", err, tt.bad)
 			}
 		})
 	}

@@ -6,6 +6,8 @@
 //	checkout dev             the whole product locally: Temporal dev server with its Web UI,
 //	                         migrations, demo stock, API and worker, until Ctrl-C
 //	checkout setup-temporal  register the contract's search attributes on a Temporal cluster
+//	checkout deployment      the workers' deployment (Worker Versioning): describe, set-current,
+//	                         set-ramping: a rolling deploy and a rollback
 //	checkout sign-webhook    send a correctly signed Stripe test event to the API
 //	checkout audit           check the promises across Postgres, Redis and Temporal; exit 1
 //	                         when it finds violations, 2 when it could not check everything
@@ -34,6 +36,7 @@ commands:
   migrate         apply the Postgres migrations
   dev             run the whole product locally until Ctrl-C
   setup-temporal  register the search attributes on a Temporal cluster
+  deployment      the workers' builds: describe, set-current, set-ramping (checkout deployment -h)
   sign-webhook    send a signed Stripe test event (checkout sign-webhook -h)
   audit           check the promises across the stores (checkout audit -h); exit 1 on violations
   check-config C  judge the environment as command C (api, worker, ...) would at start; connect to nothing
@@ -84,6 +87,8 @@ func run(ctx context.Context, command string, args []string) error {
 		return runDev(ctx, cfg)
 	case "setup-temporal":
 		return setupTemporal(ctx, cfg)
+	case "deployment":
+		return runDeployment(ctx, cfg, args, os.Stdout)
 	case "audit":
 		return runAudit(ctx, cfg, args, os.Stdout)
 	}
@@ -100,8 +105,8 @@ func checkConfig(args []string, out io.Writer) error {
 		listSettings(out)
 		return nil
 	}
-	if len(args) != 1 || !slices.Contains([]string{"api", "worker", "migrate", "dev", "setup-temporal", "audit"}, args[0]) {
-		return errors.New("usage: checkout check-config api|worker|migrate|dev|setup-temporal|audit|-list")
+	if len(args) != 1 || !slices.Contains([]string{"api", "worker", "migrate", "dev", "setup-temporal", "audit", "deployment"}, args[0]) {
+		return errors.New("usage: checkout check-config api|worker|migrate|dev|setup-temporal|audit|deployment|-list")
 	}
 	command := args[0]
 	cfg, err := loadConfig(command == "dev")

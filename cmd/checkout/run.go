@@ -291,7 +291,7 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 	if cfg.StripeAPIKey == "" {
 		d.logger.Warn("STRIPE_API_KEY is not set: late or wrong payments cannot be refunded (their refunds wait for support) and missed webhooks are not reconciled")
 	}
-	w := worker.New(d.temporal, acts)
+	w := worker.New(d.temporal, acts, cfg.WorkerBuild)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
@@ -305,7 +305,8 @@ func serveWorker(ctx context.Context, cfg config, d *deps) error {
 	}, d.logger)
 	beating := make(chan struct{})
 	go func() { hb.Run(ctx); close(beating) }()
-	d.logger.Info("worker started", "task_queue", workflows.TaskQueue, "identity", hb.Identity())
+	d.logger.Info("worker started", "task_queue", workflows.TaskQueue, "identity", hb.Identity(),
+		"deployment", cfg.WorkerBuild.Deployment, "build_id", cfg.WorkerBuild.ID)
 	<-ctx.Done()
 	<-beating
 	w.Stop()

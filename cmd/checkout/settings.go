@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/store"
+	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
 
@@ -50,6 +52,8 @@ func settings(cfg *config) []setting {
 		{name: "DATABASE_URL", def: defaultDatabaseURL, doc: "the Postgres of the record", set: absoluteURL(&cfg.DatabaseURL)},
 		{name: "API_ADDR", def: "127.0.0.1:8080", doc: "the API's listen address", set: hostPort(&cfg.APIAddr)},
 		{name: "WORKER_METRICS_ADDR", def: "127.0.0.1:9091", doc: "/metrics of checkout worker", set: hostPort(&cfg.WorkerMetricsAddr)},
+		{name: "WORKER_BUILD_ID", doc: "this worker's build (Worker Versioning): set, its checkouts are pinned to it; empty: unversioned", set: buildID(&cfg.WorkerBuild.ID)},
+		{name: "WORKER_DEPLOYMENT", def: worker.DefaultDeployment, doc: "the worker deployment WORKER_BUILD_ID is a version of", set: buildID(&cfg.WorkerBuild.Deployment)},
 		{name: "API_METRICS_ADDR", def: "127.0.0.1:9090", doc: "/metrics of checkout api (internal, not API_ADDR)", set: hostPort(&cfg.APIMetricsAddr)},
 		{name: "ADMIN_TOKEN", devDef: devAdminToken, doc: "bearer token of /v1/inventory", set: text(&cfg.AdminToken)},
 		{name: "STRIPE_WEBHOOK_SECRET", devDef: devWebhookSecret, doc: "Stripe endpoint signing secrets, comma-separated during a rotation", set: commaList(&cfg.WebhookSecrets)},
@@ -155,6 +159,19 @@ func duration(p *time.Duration, unit time.Duration) func(setting, string) error 
 			return err
 		}
 		*p = time.Duration(n) * unit
+		return nil
+	}
+}
+
+// buildID reads a deployment name or a build id: Temporal keeps them in version strings
+// ("<deployment>.<build id>") and search attributes, so they are short and have no spaces,
+// and a deployment name has no dot.
+func buildID(p *string) func(setting, string) error {
+	return func(s setting, v string) error {
+		*p = v
+		if len(v) > 255 || strings.ContainsAny(v, " \t\n") || (s.name == "WORKER_DEPLOYMENT" && strings.Contains(v, ".")) {
+			return fmt.Errorf("%s=%q: must be at most 255 characters, without spaces (a deployment name also without dots)", s.name, v)
+		}
 		return nil
 	}
 }

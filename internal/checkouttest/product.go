@@ -198,7 +198,7 @@ func (p *Product) StartWorker(t testing.TB) (stop func()) {
 }
 
 func (p *Product) startWorker() (stop func(), err error) {
-	w := worker.New(p.Temporal, &activities.Activities{Store: p.Store, Stock: p.Stock, Temporal: p.Temporal, Payments: p.opts.Payments})
+	w := worker.New(p.Temporal, &activities.Activities{Store: p.Store, Stock: p.Stock, Temporal: p.Temporal, Payments: p.opts.Payments}, worker.Build{})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

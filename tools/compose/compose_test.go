@@ -26,6 +26,9 @@ const composeFile = "docker-compose.yml"
 // searchAttributeJob is the one-shot service that registers the contract's search attributes.
 const searchAttributeJob = "temporal-create-namespace"
 
+// deploymentJob is the one-shot service that makes the workers' build current.
+const deploymentJob = "worker-deployment"
+
 // redisClusterJob is the one-shot service that joins the Redis nodes into a cluster.
 const redisClusterJob = "redis-cluster-create"
 
@@ -299,6 +302,20 @@ func TestComposeFileWiresTheProductionShape(t *testing.T) {
 		for _, name := range workers {
 			if got := env(t, project.Services[name], "WORKER_METRICS_ADDR"); got != "0.0.0.0:9091" {
 				t.Errorf("%s WORKER_METRICS_ADDR = %q, want 0.0.0.0:9091", name, got)
+			}
+		}
+		// Worker Versioning: the job makes current the very build the workers poll as.
+		job, ok := project.Services[deploymentJob]
+		if !ok {
+			t.Fatalf("service %s missing: nothing would make the workers' build current, and every saga would wait", deploymentJob)
+		}
+		if got := strings.Join(job.Command, " "); !strings.HasPrefix(got, "deployment set-current") {
+			t.Errorf("%s command = %q, want deployment set-current", deploymentJob, got)
+		}
+		build := env(t, job, "WORKER_BUILD_ID")
+		for _, name := range workers {
+			if got := env(t, project.Services[name], "WORKER_BUILD_ID"); got == "" || got != build {
+				t.Errorf("%s WORKER_BUILD_ID = %q, want the build %s makes current (%q)", name, got, deploymentJob, build)
 			}
 		}
 		if got := strings.Join(project.Services["migrate"].Command, " "); got != "migrate" {
