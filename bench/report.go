@@ -387,7 +387,7 @@ func (r results) markdown(o options, charts []chart) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Benchmarks\n\n")
 	w("Written by `%s` (`make bench`) on %s; the run took %s. Every figure below comes from that one run on\n", strings.TrimSpace(o.command), r.facts.rows[0][1], r.elapsed.Round(time.Second))
-	w("this machine, against local Redis and Postgres and a Temporal dev server the program started from the pinned CLI.\n")
+	w("this machine, against local Redis and Postgres and a Temporal dev server the program started from the pinned build (tools/temporal).\n")
 	w("Ratios compare figures of the same run. Re-running overwrites this file and `docs/bench/*.png`.\n\n")
 
 	w("## Machine\n\n| fact | value |\n|---|---|\n")
