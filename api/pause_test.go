@@ -14,11 +14,12 @@ import (
 )
 
 // TestAPausedCheckoutIsAnsweredFromPostgres: support pauses a saga (the Web UI's Pause, server
-// 1.30+ with frontend.WorkflowPauseEnabled), and the server then rejects its queries. A GET
+// 1.30+ with frontend.WorkflowPauseEnabled, which workflows.DevServerFlags sets), and the
+// server then rejects its queries. A GET
 // answers at once from the checkout's record in Postgres, awaiting payment with its hold, and
 // says it is paused; once support unpauses it, the saga answers again.
 func TestAPausedCheckoutIsAnsweredFromPostgres(t *testing.T) {
-	l := newLive(t, []string{"--dynamic-config-value", "frontend.WorkflowPauseEnabled=true"}, nil)
+	l := newLive(t, nil, nil)
 	l.startWorker(t)
 	phone := l.stockSKU(t, "PHONE-", 10, 99900, 2, "usd")
 	id := testenv.RandomID("c-")

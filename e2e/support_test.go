@@ -307,6 +307,13 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 		t.Fatalf("short cart: %d %s, want 409 out_of_stock", short.status, short.raw)
 	}
 	h := shop.WorkflowID("h-" + run)
+	// Paused by support in the Web UI (the workflow's Pause).
+	pz := e.start("p-"+run, "u-5-"+run, 600, item(charger, 1))
+	if _, err := e.Temporal.WorkflowService().PauseWorkflowExecution(t.Context(), &workflowservice.PauseWorkflowExecutionRequest{
+		Namespace: "default", WorkflowId: pz.WorkflowID, Identity: "support", Reason: "looking into it", RequestId: testenv.RandomID("pause-"),
+	}); err != nil {
+		t.Fatalf("pause %s: %v", pz.WorkflowID, err)
+	}
 
 	// Closed checkouts are answered by the API from the saga's result, with how they ended.
 	dv := e.waitView(d.CheckoutID, func(v api.CheckoutView) bool { return v.Status.Final() })
@@ -348,6 +355,7 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	e.expectSet("needs-attention", fill(t, queries, "needs-attention"), id(g), refundG)
 	e.expectSet("checkouts-needing-attention", fill(t, queries, "checkouts-needing-attention"), id(g))
 	e.expectSet("refunds-stuck", fill(t, queries, "refunds-stuck"), refundG)
+	e.expectSet("paused", fill(t, queries, "paused"), id(pz))
 	ended := map[shop.Status][]string{
 		shop.StatusExpired: {id(f)}, shop.StatusConfirmed: {id(d)}, shop.StatusCancelled: {id(ca)},
 		shop.StatusOutOfStock: {h}, shop.StatusPaymentFailed: nil, shop.StatusFailed: nil,
@@ -359,7 +367,7 @@ func TestRunbookQueriesFindExactlyTheirCheckouts(t *testing.T) {
 	for name := range queries {
 		switch name {
 		case "holding-sku", "customer-today", "customer-refunds", "expiring-soon", "needs-attention",
-			"checkouts-needing-attention", "refunds-stuck", "ended-as":
+			"checkouts-needing-attention", "refunds-stuck", "ended-as", "paused":
 		default:
 			t.Errorf("docs/support.md has query %q that no test runs", name)
 		}

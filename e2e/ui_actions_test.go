@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	activitypb "go.temporal.io/api/activity/v1"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/checkout-saga/checkout-saga/audit"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
@@ -187,9 +190,12 @@ func (s *payStack) resetToFirstTask(t *testing.T, checkoutID string, reapply enu
 //
 // Temporal is driven with the SDK client and the WorkflowService calls the Web UI makes.
 // The table it logs ("state | action | Temporal answered | left") is what each button does.
+// The activity buttons are pressed where the UI shows them: on a checkout whose ending step
+// (a regular activity) is pending, retrying while Postgres refuses it.
 func TestEveryConsoleActionOnEveryCheckoutStateKeepsThePromises(t *testing.T) {
 	t.Parallel()
 	s := newPayStack(t)
+	s.refuseEnds(t)
 	run := testenv.RandomID("")
 	// The API behind the proxy records a webhook and cannot reach Temporal: a verified payment
 	// whose delivery to the saga is late. It stays cut while the cases act.
@@ -198,6 +204,9 @@ func TestEveryConsoleActionOnEveryCheckoutStateKeepsThePromises(t *testing.T) {
 	var cases []*consoleCase
 	for _, st := range consoleStates {
 		for _, a := range consoleActions() {
+			if a.activity && !st.ending {
+				continue // the UI shows activity buttons only on a pending activity
+			}
 			cases = append(cases, &consoleCase{state: st, action: a,
 				id: fmt.Sprintf("c-con-%s-%s-%s", run, st.short, a.short)})
 		}
@@ -259,12 +268,17 @@ type consoleState struct {
 	name, short string
 	// paid: a verified payment was made before support acted; delivered: it reached the saga.
 	paid, delivered bool
+	// ending: the checkout was cancelled and its first ending step (the outcome record, a
+	// regular activity) is retrying because Postgres refuses it; Postgres takes it again once
+	// support acted.
+	ending bool
 }
 
 var consoleStates = []consoleState{
 	{name: "unpaid", short: "u"},
 	{name: "paid-unconfirmed", short: "pu", paid: true},
 	{name: "paid", short: "p", paid: true, delivered: true},
+	{name: "ending, outcome record retrying", short: "e", ending: true},
 }
 
 // consoleAction is one button of the Web UI, with its input.
@@ -272,7 +286,13 @@ type consoleAction struct {
 	name, short string
 	// ends: the action ends an open checkout on purpose; a payment it meets is refunded.
 	ends bool
-	do   func(t *testing.T, s *payStack, c *consoleCase) error
+	// activity: the button acts on the checkout's pending activity; leavesPaused: it leaves
+	// that activity paused, so the checkout stays open, holding, until support unpauses it.
+	activity, leavesPaused bool
+	do                     func(t *testing.T, s *payStack, c *consoleCase) error
+	// then, if set, is what support does next once the buyer and the provider acted (the
+	// runbook's follow-up, e.g. unpause); the provider then retries every webhook again.
+	then func(t *testing.T, s *payStack, c *consoleCase) error
 }
 
 // consoleCase is one action pressed on one checkout in one state, and what it met.
@@ -286,6 +306,8 @@ type consoleCase struct {
 	payments []string
 	// retries are webhooks the provider sends again once support acted (late ones).
 	retries [][]byte
+	// activityID is the pending activity the activity buttons act on (ending state).
+	activityID string
 }
 
 func consoleActions() []consoleAction {
@@ -339,13 +361,152 @@ func consoleActions() []consoleAction {
 			return h.Get(ctx, nil)
 		}
 	}
-	return append(acts,
+	acts = append(acts,
 		consoleAction{name: "update cancel", short: "ucancel", ends: true, do: update(workflows.UpdateCancel, workflows.CancelRequest{By: "support"})},
 		consoleAction{name: "update extend", short: "uext", do: update(workflows.UpdateExtend, workflows.ExtendRequest{Seconds: 60})},
 		consoleAction{name: "update retry", short: "uretry", do: update(workflows.UpdateRetry, workflows.RetryRequest{})},
 		consoleAction{name: "update acknowledge", short: "uack", do: update(workflows.UpdateAcknowledge, workflows.AcknowledgeRequest{})},
 		consoleAction{name: "update reservation", short: "ures", do: update(workflows.UpdateReservation, workflows.ReservationRequest{RequestID: "support"})},
 	)
+	return append(append(acts, workflowPauseActions()...), activityActions()...)
+}
+
+// workflowPauseActions are the Web UI's Pause and Unpause of the workflow (server 1.30+ with
+// frontend.WorkflowPauseEnabled, which workflows.DevServerFlags sets). While the saga is
+// paused the API answers it from Postgres and says so; support unpauses once the buyer and
+// the provider acted, as the runbook says.
+func workflowPauseActions() []consoleAction {
+	pause := func(t *testing.T, s *payStack, c *consoleCase) error {
+		_, err := s.temporal.WorkflowService().PauseWorkflowExecution(t.Context(), &workflowservice.PauseWorkflowExecutionRequest{
+			Namespace: "default", WorkflowId: shop.WorkflowID(c.id), Identity: "support", Reason: "support pressed Pause",
+			RequestId: testenv.RandomID("pause-"),
+		})
+		if err != nil {
+			return err
+		}
+		// A paused saga answers no query: GET answers what Postgres records, and says so.
+		st, _ := s.pgStatus(t, c.id)
+		if v := s.view(t, c.id); !v.Paused || v.Status.Final() != ended(st) || ended(st) && string(v.Status) != st {
+			t.Errorf("GET of a paused checkout answers %s (paused %v), Postgres records %s", v.Status, v.Paused, st)
+		}
+		return nil
+	}
+	unpause := func(t *testing.T, s *payStack, c *consoleCase) error {
+		_, err := s.temporal.WorkflowService().UnpauseWorkflowExecution(t.Context(), &workflowservice.UnpauseWorkflowExecutionRequest{
+			Namespace: "default", WorkflowId: shop.WorkflowID(c.id), Identity: "support", RequestId: testenv.RandomID("unpause-"),
+		})
+		return err
+	}
+	return []consoleAction{
+		{name: "pause the workflow, unpause it later", short: "wfpause", do: pause, then: unpause},
+		{name: "unpause the workflow", short: "wfunpause", do: unpause},
+	}
+}
+
+// activityActions are the Web UI's buttons on a pending activity (Web UI 2.47+): Pause,
+// Unpause, Reset and Update options, on the checkout's ending step.
+func activityActions() []consoleAction {
+	exec := func(c *consoleCase) *commonpb.WorkflowExecution {
+		return &commonpb.WorkflowExecution{WorkflowId: shop.WorkflowID(c.id)}
+	}
+	pause := func(t *testing.T, s *payStack, c *consoleCase) error {
+		_, err := s.temporal.WorkflowService().PauseActivity(t.Context(), &workflowservice.PauseActivityRequest{
+			Namespace: "default", Execution: exec(c), Identity: "support", Reason: "support pressed Pause",
+			Activity: &workflowservice.PauseActivityRequest_Id{Id: c.activityID},
+		})
+		return err
+	}
+	unpause := func(t *testing.T, s *payStack, c *consoleCase) error {
+		_, err := s.temporal.WorkflowService().UnpauseActivity(t.Context(), &workflowservice.UnpauseActivityRequest{
+			Namespace: "default", Execution: exec(c), Identity: "support",
+			Activity: &workflowservice.UnpauseActivityRequest_Id{Id: c.activityID},
+		})
+		return err
+	}
+	update := func(opts *activitypb.ActivityOptions, paths ...string) func(t *testing.T, s *payStack, c *consoleCase) error {
+		return func(t *testing.T, s *payStack, c *consoleCase) error {
+			_, err := s.temporal.WorkflowService().UpdateActivityOptions(t.Context(), &workflowservice.UpdateActivityOptionsRequest{
+				Namespace: "default", Execution: exec(c), Identity: "support",
+				Activity:        &workflowservice.UpdateActivityOptionsRequest_Id{Id: c.activityID},
+				ActivityOptions: opts, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths},
+			})
+			return err
+		}
+	}
+	return []consoleAction{
+		{name: "pause the activity, unpause it later", short: "apause", activity: true, do: pause, then: unpause},
+		{name: "pause the activity", short: "apauseonly", activity: true, leavesPaused: true, do: pause},
+		{name: "unpause the activity", short: "aunpause", activity: true, do: unpause},
+		{name: "reset the activity", short: "areset", activity: true, do: func(t *testing.T, s *payStack, c *consoleCase) error {
+			_, err := s.temporal.WorkflowService().ResetActivity(t.Context(), &workflowservice.ResetActivityRequest{
+				Namespace: "default", Execution: exec(c), Identity: "support",
+				Activity: &workflowservice.ResetActivityRequest_Id{Id: c.activityID},
+			})
+			return err
+		}},
+		{name: "update activity options: retry every second", short: "aretry1s", activity: true,
+			do: update(&activitypb.ActivityOptions{RetryPolicy: &commonpb.RetryPolicy{InitialInterval: durationpb.New(time.Second), MaximumInterval: durationpb.New(time.Second)}},
+				"retry_policy.initial_interval", "retry_policy.maximum_interval")},
+		{name: "update activity options: one attempt", short: "aonce", activity: true,
+			do: update(&activitypb.ActivityOptions{RetryPolicy: &commonpb.RetryPolicy{MaximumAttempts: 1}}, "retry_policy.maximum_attempts")},
+	}
+}
+
+// refuseEnds makes this stack's Postgres refuse to record the end of a checkout listed in
+// e2e_refused_ends, as an unreachable database would: the saga's outcome record fails and
+// is retried until the checkout leaves the list.
+func (s *payStack) refuseEnds(t *testing.T) {
+	t.Helper()
+	_, err := s.pool.Exec(t.Context(), `
+		CREATE TABLE e2e_refused_ends (checkout_id text PRIMARY KEY);
+		CREATE FUNCTION e2e_refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF EXISTS (SELECT 1 FROM e2e_refused_ends WHERE checkout_id = NEW.checkout_id) THEN
+				RAISE EXCEPTION 'the database refuses the end of checkout %', NEW.checkout_id;
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER e2e_refuse_end BEFORE UPDATE ON checkouts FOR EACH ROW
+			WHEN (OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL) EXECUTE FUNCTION e2e_refuse_end();`)
+	if err != nil {
+		t.Fatalf("install the refusal of ends: %v", err)
+	}
+}
+
+// endRetrying brings the checkout to the ending state: Postgres refuses its end, support's
+// Cancel ends it, and its outcome record, the first ending step, fails and is retried. It
+// returns the id of that pending activity.
+func (s *payStack) endRetrying(t *testing.T, checkoutID string) string {
+	t.Helper()
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO e2e_refused_ends VALUES ($1)`, checkoutID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.temporal.CancelWorkflow(t.Context(), shop.WorkflowID(checkoutID), ""); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	eventually(t, "the outcome record retrying", func() (bool, string) {
+		d, err := s.temporal.DescribeWorkflowExecution(t.Context(), shop.WorkflowID(checkoutID), "")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == steps.RecordOutcome && a.GetAttempt() >= 2 {
+				id = a.GetActivityId()
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d pending activities", len(d.GetPendingActivities()))
+	})
+	return id
+}
+
+// acceptEnds lets Postgres record the checkout's end again.
+func (s *payStack) acceptEnds(t *testing.T, checkoutID string) {
+	t.Helper()
+	if _, err := s.pool.Exec(context.WithoutCancel(t.Context()), `DELETE FROM e2e_refused_ends WHERE checkout_id = $1`, checkoutID); err != nil {
+		t.Error(err)
+	}
 }
 
 // latePayment makes a payment of the outcome at the provider for the checkout and sends its
@@ -397,10 +558,15 @@ func (c *consoleCase) act(t *testing.T, s *payStack) {
 		s.waitClosed(t, c.id)
 	case c.state.paid:
 		c.latePayment(t, s, shop.PaymentSucceeded)
+	case c.state.ending:
+		c.activityID = s.endRetrying(t, c.id)
 	}
 
 	if err := c.action.do(t, s, c); err != nil {
 		c.answer = err.Error()
+	}
+	if c.state.ending {
+		s.acceptEnds(t, c.id) // the database is back
 	}
 
 	for _, ev := range c.retries {
@@ -409,7 +575,17 @@ func (c *consoleCase) act(t *testing.T, s *payStack) {
 	if len(c.payments) == 0 {
 		pi := s.fake.AddIntent(c.id, "succeeded", unitPrice, "usd")
 		c.payments = append(c.payments, pi)
-		s.sendStripe(t, s.api, stripeEvent("evt_pay_"+c.id, "payment_intent.succeeded", c.id, pi, unitPrice))
+		ev := stripeEvent("evt_pay_"+c.id, "payment_intent.succeeded", c.id, pi, unitPrice)
+		c.retries = append(c.retries, ev)
+		s.sendStripe(t, s.api, ev)
+	}
+	if c.action.then != nil && c.answer == "" {
+		if err := c.action.then(t, s, c); err != nil {
+			c.answer = "then refused: " + err.Error()
+		}
+		for _, ev := range c.retries { // the provider retries what was not taken
+			s.sendStripe(t, s.api, ev)
+		}
 	}
 }
 
@@ -420,7 +596,8 @@ func (c *consoleCase) check(t *testing.T, s *payStack) string {
 	for i, pi := range c.payments {
 		// The first payment was made in time under the 201: it is the order, unless the
 		// action ended the checkout on purpose (before a payment that was late to reach it).
-		promised := i == 0 && (c.state.delivered || !c.action.ends)
+		// A payment made after the checkout ended (the ending state) is refunded.
+		promised := i == 0 && (c.state.delivered || !c.action.ends) && !c.state.ending
 		want := "one order or one refund"
 		if promised {
 			want = "its order"
@@ -443,7 +620,14 @@ func (c *consoleCase) check(t *testing.T, s *payStack) string {
 		}
 	}
 	st, orders := s.pgStatus(t, c.id)
-	final := shop.Status(st).Final()
+	final := ended(st)
+	switch {
+	case !final && !c.action.leavesPaused:
+		t.Errorf("the checkout is still %q in Postgres after the repairs", st)
+	case !final && c.answer == "":
+		// Its ending step waits for support, who find it by the runbook's query.
+		s.listedAsPaused(t, c.id)
+	}
 	if final && s.holds(t, c.id) {
 		t.Errorf("the checkout ended %s in Postgres and still holds %s", st, s.sku)
 	}
@@ -464,6 +648,26 @@ func (c *consoleCase) check(t *testing.T, s *payStack) string {
 	}
 	return fmt.Sprintf("%s | %s | %s | postgres %s, %d orders, GET %s; %s",
 		c.state.name, c.action.name, answer, st, orders, v.Status, strings.Join(left, ", "))
+}
+
+// ended reports whether Postgres's status of a checkout is an end ("" is no record, and
+// shop.RecordOpen one whose saga has not recorded its end).
+func ended(st string) bool {
+	return st != "" && st != shop.RecordOpen && shop.Status(st).Final()
+}
+
+// listedAsPaused checks that the runbook's list of paused checkouts (docs/support.md, query
+// paused) finds the checkout.
+func (s *payStack) listedAsPaused(t *testing.T, checkoutID string) {
+	t.Helper()
+	query := fmt.Sprintf(`WorkflowId = %q AND %s`, shop.WorkflowID(checkoutID), fill(t, runbookQueries(t), "paused"))
+	eventually(t, "the checkout listed by "+query, func() (bool, string) {
+		resp, err := s.temporal.ListWorkflow(t.Context(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: query})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(resp.GetExecutions()) == 1, fmt.Sprintf("%d listed", len(resp.GetExecutions()))
+	})
 }
 
 // shortError is the first clause of a Temporal error, for the table.

@@ -44,11 +44,11 @@ var (
 // periodic monitor (package ops): every API process counts and audits on its own, so each
 // exports the same picture; read them with max(), never sum().
 var (
-	// WorkflowsNeedingAttention is the number of running workflows flagged NeedsAttention,
-	// by workflow type: Checkout (a stuck step, a wrong payment) and Refund (a refund waiting
-	// for support). It is counted from Temporal's visibility store, not kept by the workers,
+	// WorkflowsNeedingAttention is the number of open workflows flagged NeedsAttention or
+	// paused by support (ops.AttentionQueries), by workflow type: Checkout (a stuck step, a
+	// wrong payment, a paused step) and Refund (a refund waiting for support). It is counted from Temporal's visibility store, not kept by the workers,
 	// so it is right after any restart and whichever worker flagged the workflow.
-	WorkflowsNeedingAttention = gaugeVec("checkout_workflows_needing_attention", "Running workflows flagged NeedsAttention = true in Temporal, by workflow type (Checkout, Refund).", "workflow_type")
+	WorkflowsNeedingAttention = gaugeVec("checkout_workflows_needing_attention", "Open workflows flagged NeedsAttention = true, or paused, in Temporal, by workflow type (Checkout, Refund).", "workflow_type")
 
 	// AuditViolations is what the last periodic audit found, by check (package audit).
 	AuditViolations = gaugeVec("checkout_audit_violations", "Broken promises the last periodic audit found, by check (run `checkout audit` for the ids).", "check")

@@ -42,14 +42,16 @@ const (
 )
 
 // AttentionQueries are the visibility queries behind checkout_workflows_needing_attention,
-// by workflow type. Only running workflows count: a person can act on those (support's retry
+// by workflow type. Only open workflows count: a person can act on those (support's retry
 // and acknowledge updates clear the flag), while a closed workflow keeps its last flag until
 // Temporal's retention drops it, which would hold an alert firing for days with nothing left
 // to do. Closed checkouts that need a look are the failed ones
-// (checkout_outcomes_total{status="failed"}).
+// (checkout_outcomes_total{status="failed"}). A workflow support paused in the Web UI, or
+// one with a paused step (TemporalPauseInfo), counts too: it waits for a person to unpause it,
+// and a checkout's paused ending step keeps its units held.
 var AttentionQueries = map[string]string{
-	"Checkout": `WorkflowType = "Checkout" AND NeedsAttention = true AND ExecutionStatus = "Running"`,
-	"Refund":   `WorkflowType = "Refund" AND NeedsAttention = true AND ExecutionStatus = "Running"`,
+	"Checkout": `WorkflowType = "Checkout" AND (NeedsAttention = true OR TemporalPauseInfo IS NOT NULL) AND (ExecutionStatus = "Running" OR ExecutionStatus = "Paused")`,
+	"Refund":   `WorkflowType = "Refund" AND (NeedsAttention = true OR TemporalPauseInfo IS NOT NULL) AND (ExecutionStatus = "Running" OR ExecutionStatus = "Paused")`,
 }
 
 // Auditor runs the product's audit (audit.Auditor).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -17,8 +18,8 @@ import (
 )
 
 // checkout_workflows_needing_attention counts running Checkout and Refund workflows flagged
-// NeedsAttention on a real dev server: not unflagged ones, not closed ones. No worker runs,
-// so the workflows stay exactly as started.
+// NeedsAttention, and those support paused, on a real dev server: not unflagged ones, not
+// closed ones. No worker runs, so the workflows stay exactly as started.
 func TestCountAttentionCountsRunningFlaggedWorkflows(t *testing.T) {
 	srv := testenv.DevServer(t, workflows.DevServerFlags()...)
 	c := srv.Client()
@@ -43,6 +44,14 @@ func TestCountAttentionCountsRunningFlaggedWorkflows(t *testing.T) {
 	start(workflows.Refund, workflows.RefundInput{}, true)
 	start(workflows.Refund, workflows.RefundInput{}, true)
 	start(workflows.Refund, workflows.RefundInput{}, false)
+	for _, wf := range []any{workflows.Checkout, workflows.Refund} { // paused in the Web UI, not flagged
+		run := start(wf, nil, false)
+		if _, err := c.WorkflowService().PauseWorkflowExecution(t.Context(), &workflowservice.PauseWorkflowExecutionRequest{
+			Namespace: "default", WorkflowId: run.GetID(), Identity: "support", Reason: "test", RequestId: testenv.RandomID("pause-"),
+		}); err != nil {
+			t.Fatalf("pause %s: %v", run.GetID(), err)
+		}
+	}
 
 	m := &ops.Monitor{Temporal: c}
 	metrics.MonitorLastSuccess.WithLabelValues(ops.MonitorAttention).Set(0)
@@ -54,11 +63,11 @@ func TestCountAttentionCountsRunningFlaggedWorkflows(t *testing.T) {
 		if err := m.CountAttention(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if testutil.ToFloat64(checkouts) == 1 && testutil.ToFloat64(refunds) == 2 {
+		if testutil.ToFloat64(checkouts) == 2 && testutil.ToFloat64(refunds) == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("needing attention: Checkout %v, Refund %v; want 1 and 2",
+			t.Fatalf("needing attention: Checkout %v, Refund %v; want 2 and 3",
 				testutil.ToFloat64(checkouts), testutil.ToFloat64(refunds))
 		}
 		time.Sleep(200 * time.Millisecond)

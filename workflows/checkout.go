@@ -346,6 +346,9 @@ func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) 
 	c.closing = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ending as %s: releasing holds", status))
+	var w endingWatch
+	workflow.Go(dctx, func(ctx workflow.Context) { c.refundWhileEnding(ctx, &w) })
+	defer w.stop(dctx)
 	var earlier *shop.CheckoutRecord
 	recordOutcome := func(ctx workflow.Context) {
 		c.undoStep(ctx, "Record outcome "+string(status), steps.RecordOutcome, steps.RecordOutcomeInput{
@@ -378,6 +381,33 @@ func (c *checkout) end(ctx workflow.Context, status shop.Status, reason string) 
 	}
 	c.setState(dctx, status, reason)
 	workflow.SetCurrentDetails(dctx, fmt.Sprintf("Ended as %s: %s", status, reason))
+}
+
+// refundWhileEnding takes the payments that arrive while the ending steps run, until ended:
+// the end is chosen, so each is refunded (or ignored) at once. The steps may wait for a long
+// time: a store that is down, or a step support paused in the Web UI, which retries nothing
+// until it is unpaused. Money is never kept meanwhile. Sagas that met such a payment before
+// this change took it only once the end was recorded: they replay that, and only sagas that
+// meet one carry the marker.
+func (c *checkout) refundWhileEnding(ctx workflow.Context, w *endingWatch) {
+	for {
+		_ = workflow.Await(ctx, func() bool { return w.ended || c.payments.Len() > 0 })
+		if w.ended || workflow.GetVersion(ctx, refundWhileEndingChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return
+		}
+		w.busy = true
+		c.drainPayments(ctx)
+		w.busy = false
+	}
+}
+
+// endingWatch is refundWhileEnding's state: ended once the ending steps are done; busy while
+// it handles a payment, which the saga lets finish before it goes on (and closes).
+type endingWatch struct{ ended, busy bool }
+
+func (w *endingWatch) stop(ctx workflow.Context) {
+	w.ended = true
+	_ = workflow.Await(ctx, func() bool { return !w.busy })
 }
 
 // adoptRecordedEnd answers the end Postgres recorded before this run chose another: the run

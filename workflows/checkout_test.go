@@ -710,3 +710,42 @@ func TestReservationOfAnotherBodyIsRefusedBeforeTheHistory(t *testing.T) {
 		}
 	}
 }
+
+// A payment that arrives while the checkout's ending steps wait (a store is down, or support
+// paused the step in the Web UI, which stops its retries until someone unpauses it) cannot
+// be kept: the checkout has chosen its end. It is refunded at once, not once the end is
+// recorded, however long that takes.
+func TestAPaymentWhileTheEndIsStuckIsRefundedAtOnce(t *testing.T) {
+	f := newRealFixture(t)
+	var refundedAt time.Time
+	f.env.OnWorkflow(workflows.Refund, mock.Anything, mock.Anything).Return(
+		func(ctx workflow.Context, in workflows.RefundInput) (workflows.RefundView, error) {
+			f.refunds = append(f.refunds, in)
+			refundedAt = workflow.Now(ctx)
+			return workflows.RefundView{RefundInput: in, Status: workflows.RefundRefunded}, nil
+		})
+	phone := f.sku(10, 99_900, 2)
+	in := input(shop.Item{SKU: phone, Quantity: 1})
+	in.PaymentTimeoutSeconds = 600
+	recordedAfter := f.env.Now().Add(10*time.Minute + 3*time.Hour)
+	f.env.OnActivity(f.acts.RecordOutcome, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in steps.RecordOutcomeInput) (*shop.CheckoutRecord, error) {
+			if f.env.Now().Before(recordedAfter) {
+				return nil, errors.New("record outcome: dial tcp 127.0.0.1:5432: connect: connection refused")
+			}
+			return f.acts.RecordOutcome(ctx, in)
+		})
+	f.payAt(11*time.Minute, paid("evt_late", 99_900))
+
+	v := f.run(in)
+
+	if v.Status != shop.StatusExpired {
+		t.Fatalf("status %s, want expired", v.Status)
+	}
+	if len(f.refunds) != 1 || f.refunds[0].PaymentRef != "pi_evt_late" {
+		t.Fatalf("refunds %+v, want the late payment refunded once", f.refunds)
+	}
+	if !refundedAt.Before(recordedAfter) {
+		t.Errorf("the late payment was refunded at %s, once the end was recorded (%s): want it at once", refundedAt, recordedAfter)
+	}
+}

@@ -31,14 +31,18 @@ func PartitionConfig(n int) []string {
 // And eager activities (system.enableActivityEagerExecution, off in Temporal's defaults): the
 // steps that end a checkout unpaid are regular activities, which then start in the answer to
 // the workflow task that scheduled them, without a trip through matching (an out-of-stock
-// saga's state transitions fell from 82.8 to 51.8 in e2e/cost_test.go).
+// saga's state transitions fell from 82.8 to 51.8 in e2e/cost_test.go). And the Web UI's
+// workflow Pause (frontend.WorkflowPauseEnabled, off in Temporal's defaults), which support
+// meets in production: the API answers a paused checkout from Postgres (api.CheckoutView's
+// Paused), and e2e's console test presses it on every state.
 func DevServerFlags() []string {
 	var flags []string
 	for _, k := range SearchAttributes {
 		// The type's String is the CLI's name for it: Keyword, KeywordList, Int, Datetime, Bool.
 		flags = append(flags, "--search-attribute", k.GetName()+"="+k.GetValueType().String())
 	}
-	for _, kv := range append(PartitionConfig(TaskQueuePartitions), "system.forceSearchAttributesCacheRefreshOnRead=false", "system.enableActivityEagerExecution=true") {
+	for _, kv := range append(PartitionConfig(TaskQueuePartitions), "system.forceSearchAttributesCacheRefreshOnRead=false", "system.enableActivityEagerExecution=true",
+		"frontend.WorkflowPauseEnabled=true") {
 		flags = append(flags, "--dynamic-config-value", kv)
 	}
 	return flags

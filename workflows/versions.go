@@ -46,6 +46,12 @@ const (
 	// asked for only then, so only sagas that met that race carry its marker.
 	refundsChange = "refunds-outlive-cancellation"
 
+	// refundWhileEndingChange names the change that takes the payments arriving while a
+	// checkout's ending steps run (refundWhileEnding), refunding them at once. Before it, they
+	// waited in the channel until the end was recorded: for as long as a step support paused
+	// stayed paused, the money was kept. It is asked for only when such a payment arrives.
+	refundWhileEndingChange = "refund-while-ending"
+
 	// The ReconcileStock workflow.
 
 	// reconcileStockRefunds names the change that starts, in the run that settled them, the

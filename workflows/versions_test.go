@@ -29,6 +29,7 @@ var recordedChangeIDs = map[string]string{
 	"reconcileKeepsOrderPayments": "reconcile-keeps-order-payments",
 	"reconcileSkipsRefunding":     "reconcile-skips-refunding",
 	"reconcileStockRefunds":       "reconcile-stock-starts-refunds",
+	"refundWhileEndingChange":     "refund-while-ending",
 }
 
 // TestChangeIDsAreListedOnceAndKeepTheirValues reads versions.go: every constant it declares

@@ -272,6 +272,10 @@ func TestComposeFileWiresTheProductionShape(t *testing.T) {
 		if vs := dc["system.enableActivityEagerExecution"]; len(vs) != 1 || vs[0].Value != true {
 			t.Errorf("system.enableActivityEagerExecution = %+v, want true", vs)
 		}
+		// Support's workflow Pause in the Web UI (workflows.DevServerFlags).
+		if vs := dc["frontend.WorkflowPauseEnabled"]; len(vs) != 1 || vs[0].Value != true {
+			t.Errorf("frontend.WorkflowPauseEnabled = %+v, want true", vs)
+		}
 	})
 
 	t.Run("app environment", func(t *testing.T) {
