@@ -98,15 +98,7 @@ func (h *harness) postAs(t *testing.T, addr, auth, cart string) *httptest.Respon
 	if auth != "" {
 		header[echo.HeaderAuthorization] = auth
 	}
-	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts", strings.NewReader(cart))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	req.RemoteAddr = addr + ":40000"
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec
+	return h.serveFrom(addr+":40000", request{method: http.MethodPost, path: "/v1/checkouts", body: strings.NewReader(cart), header: header})
 }
 
 // Browser direct: a token the login did not sign, or signed for someone else, or no longer

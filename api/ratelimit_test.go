@@ -30,13 +30,13 @@ func limitedHarness(t *testing.T, limits api.RateLimits) *harness {
 // addr for customer, and returns the answer.
 func (h *harness) postFrom(t *testing.T, addr, customer, cart string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-		body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart)))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	req.RemoteAddr = addr + ":40000"
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec
+	return h.serveFrom(addr+":40000", unknownSKUCart(customer, cart, nil))
+}
+
+// unknownSKUCart is a POST of cart for customer, of one unit of an unknown SKU, with header.
+func unknownSKUCart(customer, cart string, header map[string]string) request {
+	return request{method: http.MethodPost, path: "/v1/checkouts", header: header,
+		body: body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart))}
 }
 
 // A script that invents 50 customers from one address gets the address's share of
@@ -88,11 +88,7 @@ func TestACheckoutPastItsAddressShareIsRefusedBeforeItsBodyIsRead(t *testing.T) 
 			addr := fmt.Sprintf("10.%d.%d.%d:40000", rand.N(256), rand.N(256), rand.N(254)+1)
 			answers := map[int]int{}
 			for range 8 {
-				req := httptest.NewRequest(http.MethodPost, "/v1/checkouts", body(`{"cart_id": not json`))
-				req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-				req.RemoteAddr = addr
-				rec := httptest.NewRecorder()
-				h.e.ServeHTTP(rec, req)
+				rec := h.serveFrom(addr, request{method: http.MethodPost, path: "/v1/checkouts", body: body(`{"cart_id": not json`)})
 				answers[rec.Code]++
 			}
 			if answers[http.StatusBadRequest] != 3 || answers[http.StatusTooManyRequests] != 5 {
@@ -125,13 +121,9 @@ func TestAForgedForwardedForBuysNoFreshBudget(t *testing.T) {
 	peer := "198.18.0." + strconv.Itoa(int(time.Now().UnixNano()%250)+1) + ":1"
 	limited := 0
 	for i := range 10 {
-		req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-			body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i)))
-		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.9.%d.1", i))
-		req.RemoteAddr = peer
-		rec := httptest.NewRecorder()
-		h.e.ServeHTTP(rec, req)
+		rec := h.serveFrom(peer, request{method: http.MethodPost, path: "/v1/checkouts",
+			header: map[string]string{"X-Forwarded-For": fmt.Sprintf("10.9.%d.1", i)},
+			body:   body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i))})
 		if rec.Code == http.StatusTooManyRequests {
 			limited++
 		}
@@ -153,10 +145,7 @@ func TestReadsAndCancelsCountAgainstTheAddress(t *testing.T) {
 		if i%2 == 1 {
 			method, path = http.MethodPost, "/v1/checkouts/c-"+run+"/cancel"
 		}
-		req := httptest.NewRequest(method, path, nil)
-		req.RemoteAddr = addr
-		rec := httptest.NewRecorder()
-		h.e.ServeHTTP(rec, req)
+		rec := h.serveFrom(addr, request{method: method, path: path})
 		answers[rec.Code]++
 		if rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
 			t.Errorf("429 without Retry-After")
@@ -182,14 +171,9 @@ func TestOnlyTheNamedProxiesAreBelievedInForwardedFor(t *testing.T) {
 	run := testenv.RandomID("")
 	client := fmt.Sprintf("10.%d.%d.5", time.Now().UnixNano()%250+1, time.Now().UnixNano()/7%250+1)
 	post := func(i int, xff string) int {
-		req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-			body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i)))
-		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		req.Header.Set("X-Forwarded-For", xff)
-		req.RemoteAddr = "127.0.0.1:40000" // the load balancer
-		rec := httptest.NewRecorder()
-		h.e.ServeHTTP(rec, req)
-		return rec.Code
+		return h.serveFrom("127.0.0.1:40000", request{method: http.MethodPost, path: "/v1/checkouts", // from the load balancer
+			header: map[string]string{"X-Forwarded-For": xff},
+			body:   body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i))}).Code
 	}
 	limited := 0
 	for i := range 10 { // the balancer appends the peer it saw to what the client wrote
@@ -281,17 +265,11 @@ const shopToken = "token-of-the-shop-0001"
 // limits) from peer, naming the buyer's address in X-Forwarded-For when buyer is set.
 func (h *harness) postFromBackend(t *testing.T, peer, buyer, customer, cart string) int {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-		body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart)))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	req.Header.Set(echo.HeaderAuthorization, "Bearer "+shopToken)
+	header := map[string]string{echo.HeaderAuthorization: "Bearer " + shopToken}
 	if buyer != "" {
-		req.Header.Set(echo.HeaderXForwardedFor, buyer)
+		header[echo.HeaderXForwardedFor] = buyer
 	}
-	req.RemoteAddr = peer + ":40000"
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec.Code
+	return h.serveFrom(peer+":40000", unknownSKUCart(customer, cart, header)).Code
 }
 
 // In server mode the shop's backend is one address for every buyer: with the default limits

@@ -46,12 +46,7 @@ func awaitingPayment(t *testing.T, tc *mocks.Client, cart string) {
 
 // waitFrom is a buyer's GET ?wait=10 of cart from addr.
 func (h *harness) waitFrom(addr, cart string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodGet, "/v1/checkouts/"+cart+"?wait=10", nil)
-	req.Header.Set(api.CheckoutSecretHeader, api.CheckoutSecret(api.DevCheckoutSecretKey, cart))
-	req.RemoteAddr = addr
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec
+	return h.serveFrom(addr, buyerGet(cart, "?wait=10"))
 }
 
 // Concurrent waits are bounded per address (an IPv6 /64 is one) and per process: a wait
