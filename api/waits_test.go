@@ -22,16 +22,29 @@ import (
 // status query answers awaiting_payment.
 func heldPolls(t *testing.T, tc *mocks.Client, entered chan<- string, release <-chan struct{}, carts ...string) {
 	for _, cart := range carts {
-		run := mocks.NewWorkflowRun(t)
-		run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		longPolls(t, tc, cart, func(ctx context.Context) {
 			entered <- cart
-			select {
-			case <-release:
-			case <-args.Get(0).(context.Context).Done():
-			}
-		}).Return(context.DeadlineExceeded).Maybe()
-		tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Maybe()
+			holdUntil(ctx, release)
+		})
 		awaitingPayment(t, tc, cart)
+	}
+}
+
+// longPolls makes each long poll of cart's saga run poll with the poll's context, and then
+// end without a result, as Temporal's does when its wait runs out.
+func longPolls(t *testing.T, tc *mocks.Client, cart string, poll func(ctx context.Context)) {
+	run := mocks.NewWorkflowRun(t)
+	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		poll(args.Get(0).(context.Context))
+	}).Return(context.DeadlineExceeded).Maybe()
+	tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Maybe()
+}
+
+// holdUntil returns once release is closed or ctx ends.
+func holdUntil(ctx context.Context, release <-chan struct{}) {
+	select {
+	case <-release:
+	case <-ctx.Done():
 	}
 }
 
