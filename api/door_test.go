@@ -252,14 +252,7 @@ func TestTheSecondOfTwoFirstPostsWithAnotherBodyIsRefused(t *testing.T) {
 // and no cart overtakes the carts in line. (It was admitted as if the line were empty.)
 func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
 	rdb := redis.NewClient(testenv.Redis(t).Options())
-	room := lua.NewRoom(rdb, testenv.RandomID("room"))
-	t.Cleanup(func() { deleteRoom(t, room) })
-	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		cfg.Room.MaxStarting = 1
-		cfg.Room.Size = 100
-		deps.Room = room
-	}), room: room}
-	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")
+	h := emptyRoomHarness(t, rdb, 5, 100, nil)
 	if err := rdb.Close(); err != nil {
 		t.Fatal(err)
 	}
