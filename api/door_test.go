@@ -270,7 +270,7 @@ func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
 // out_of_stock to everyone behind them, though the saga would refuse 40 of their 50 carts.)
 func TestACustomersCartsInLineCountAtMostTheirLimit(t *testing.T) {
 	h := newRoomHarness(t, 7, 1, 100, nil)
-	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 7, PriceCents: 500, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 7, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	post := func(cart, customer string) *httptest.ResponseRecorder {

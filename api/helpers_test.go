@@ -77,7 +77,7 @@ func (h *harness) stockSKU(t *testing.T, prefix string, onHand, priceCents, maxP
 	t.Helper()
 	sku := h.sku(t, prefix)
 	if _, err := h.inv.Set(t.Context(), shop.Product{
-		SKU: sku, OnHand: onHand, PriceCents: priceCents, Currency: currency, MaxPerOrder: maxPerOrder,
+		SKU: sku, OnHand: onHand, SaleTerms: shop.SaleTerms{PriceCents: priceCents, Currency: currency, MaxPerOrder: maxPerOrder},
 	}); err != nil {
 		t.Fatalf("stock %s: %v", sku, err)
 	}

@@ -311,7 +311,7 @@ func TestMaxPerCustomerCountsTheTokensSubject(t *testing.T) {
 	l := newLive(t, nil, func(cfg *api.Config, _ *api.Deps) { cfg.IdentityTokens = hmacIdentity(t) })
 	l.startWorker(t)
 	sku := l.sku(t, "LIMIT-")
-	if _, err := l.inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 99900, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+	if _, err := l.inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, SaleTerms: shop.SaleTerms{PriceCents: 99900, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	alice, bob := testenv.RandomID("alice-"), testenv.RandomID("bob-")

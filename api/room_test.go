@@ -169,7 +169,7 @@ func TestAWaitingCartWhoseSKUSoldOutIsAnsweredByItsSaga(t *testing.T) {
 	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
 	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
 	// The operator takes the SKU off sale while the carts wait.
-	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 0, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
@@ -270,7 +270,7 @@ func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
 			}
 			switch redisKnows {
 			case "nothing, sold out":
-				if _, err := h.inv.Set(ctx, shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+				if _, err := h.inv.Set(ctx, shop.Product{SKU: h.sku, OnHand: 0, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 5}}); err != nil {
 					t.Fatal(err)
 				}
 			case "the cart started":
