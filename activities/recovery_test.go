@@ -56,7 +56,7 @@ func (f *recoveryFixture) checkout(qty int64) string {
 // most maxPerOrder per order.
 func (f *recoveryFixture) stock(onHand, priceCents, maxPerOrder int64) {
 	f.t.Helper()
-	if _, err := f.inv.Set(f.t.Context(), shop.Product{SKU: f.sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder}); err != nil {
+	if _, err := f.inv.Set(f.t.Context(), shop.Product{SKU: f.sku, OnHand: onHand, SaleTerms: shop.SaleTerms{PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder}}); err != nil {
 		f.t.Fatal(err)
 	}
 }

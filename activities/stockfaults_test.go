@@ -154,7 +154,7 @@ func TestInventorySetHoldsNoRowLockAcrossRedis(t *testing.T) {
 	inv := &inventory.Inventory{Store: f.acts.Store, Stock: lua.New(slow)}
 	setDone := make(chan error, 1)
 	go func() {
-		_, err := inv.Set(context.Background(), shop.Product{SKU: f.sku, OnHand: 12, PriceCents: 100, Currency: "usd", MaxPerOrder: 5})
+		_, err := inv.Set(context.Background(), shop.Product{SKU: f.sku, OnHand: 12, SaleTerms: shop.SaleTerms{PriceCents: 100, Currency: "usd", MaxPerOrder: 5}})
 		setDone <- err
 	}()
 	select {

@@ -252,14 +252,7 @@ func TestTheSecondOfTwoFirstPostsWithAnotherBodyIsRefused(t *testing.T) {
 // and no cart overtakes the carts in line. (It was admitted as if the line were empty.)
 func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
 	rdb := redis.NewClient(testenv.Redis(t).Options())
-	room := lua.NewRoom(rdb, testenv.RandomID("room"))
-	t.Cleanup(func() { deleteRoom(t, room) })
-	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		cfg.Room.MaxStarting = 1
-		cfg.Room.Size = 100
-		deps.Room = room
-	}), room: room}
-	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")
+	h := emptyRoomHarness(t, rdb, 5, 100, nil)
 	if err := rdb.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +270,7 @@ func TestANewCartDoesNotPassARoomThatCannotBeAsked(t *testing.T) {
 // out_of_stock to everyone behind them, though the saga would refuse 40 of their 50 carts.)
 func TestACustomersCartsInLineCountAtMostTheirLimit(t *testing.T) {
 	h := newRoomHarness(t, 7, 1, 100, nil)
-	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 7, PriceCents: 500, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 7, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	post := func(cart, customer string) *httptest.ResponseRecorder {

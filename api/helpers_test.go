@@ -77,7 +77,7 @@ func (h *harness) stockSKU(t *testing.T, prefix string, onHand, priceCents, maxP
 	t.Helper()
 	sku := h.sku(t, prefix)
 	if _, err := h.inv.Set(t.Context(), shop.Product{
-		SKU: sku, OnHand: onHand, PriceCents: priceCents, Currency: currency, MaxPerOrder: maxPerOrder,
+		SKU: sku, OnHand: onHand, SaleTerms: shop.SaleTerms{PriceCents: priceCents, Currency: currency, MaxPerOrder: maxPerOrder},
 	}); err != nil {
 		t.Fatalf("stock %s: %v", sku, err)
 	}
@@ -102,8 +102,8 @@ type request struct {
 	header       map[string]string
 }
 
-func (h *harness) do(t *testing.T, r request) *httptest.ResponseRecorder {
-	t.Helper()
+// httpRequest is r as the API receives it: a body is JSON.
+func (r request) httpRequest() *http.Request {
 	req := httptest.NewRequest(r.method, r.path, r.body)
 	if r.body != nil {
 		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
@@ -111,10 +111,26 @@ func (h *harness) do(t *testing.T, r request) *httptest.ResponseRecorder {
 	for k, v := range r.header {
 		req.Header.Set(k, v)
 	}
+	return req
+}
+
+func (h *harness) do(t *testing.T, r request) *httptest.ResponseRecorder {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	// Every exchange is checked against api/openapi.json: an answer it does not describe fails
 	// the test.
-	openapitest.Handler(t, h.e).ServeHTTP(rec, req)
+	openapitest.Handler(t, h.e).ServeHTTP(rec, r.httpRequest())
+	return rec
+}
+
+// serveFrom sends r from the client address addr (host:port) straight to Echo, for the tests
+// that count answers per caller (limits, request log, waits), without do's check of each
+// answer against api/openapi.json.
+func (h *harness) serveFrom(addr string, r request) *httptest.ResponseRecorder {
+	req := r.httpRequest()
+	req.RemoteAddr = addr
+	rec := httptest.NewRecorder()
+	h.e.ServeHTTP(rec, req)
 	return rec
 }
 

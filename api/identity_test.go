@@ -98,15 +98,7 @@ func (h *harness) postAs(t *testing.T, addr, auth, cart string) *httptest.Respon
 	if auth != "" {
 		header[echo.HeaderAuthorization] = auth
 	}
-	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts", strings.NewReader(cart))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	req.RemoteAddr = addr + ":40000"
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec
+	return h.serveFrom(addr+":40000", request{method: http.MethodPost, path: "/v1/checkouts", body: strings.NewReader(cart), header: header})
 }
 
 // Browser direct: a token the login did not sign, or signed for someone else, or no longer
@@ -319,7 +311,7 @@ func TestMaxPerCustomerCountsTheTokensSubject(t *testing.T) {
 	l := newLive(t, nil, func(cfg *api.Config, _ *api.Deps) { cfg.IdentityTokens = hmacIdentity(t) })
 	l.startWorker(t)
 	sku := l.sku(t, "LIMIT-")
-	if _, err := l.inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 99900, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+	if _, err := l.inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, SaleTerms: shop.SaleTerms{PriceCents: 99900, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	alice, bob := testenv.RandomID("alice-"), testenv.RandomID("bob-")

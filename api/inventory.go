@@ -85,8 +85,7 @@ func (s *Server) putInventory(c echo.Context) error {
 		return invalid("invalid_request", errs...)
 	}
 	p := shop.Product{
-		SKU: sku, OnHand: *req.OnHand, PriceCents: *req.PriceCents,
-		Currency: strings.ToLower(*req.Currency), MaxPerOrder: *req.MaxPerOrder,
+		SKU: sku, OnHand: *req.OnHand, SaleTerms: shop.SaleTerms{PriceCents: *req.PriceCents, Currency: strings.ToLower(*req.Currency), MaxPerOrder: *req.MaxPerOrder},
 	}
 	if req.MaxPerCustomer != nil {
 		p.MaxPerCustomer = *req.MaxPerCustomer

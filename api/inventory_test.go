@@ -112,7 +112,7 @@ func TestPutThenGetInventory(t *testing.T) {
 	problemOf(t, rec, http.StatusNotFound, "not_found")
 
 	put := h.putInventory(t, sku, `{"on_hand": 100, "price_cents": 99900, "currency": "USD", "max_per_order": 2}`)
-	want := shop.InventoryView{SKU: sku, OnHand: 100, Available: 100, PriceCents: 99900, Currency: "usd", MaxPerOrder: 2}
+	want := shop.InventoryView{SKU: sku, OnHand: 100, Available: 100, SaleTerms: shop.SaleTerms{PriceCents: 99900, Currency: "usd", MaxPerOrder: 2}}
 	if put != want {
 		t.Errorf("PUT view = %+v, want %+v", put, want)
 	}

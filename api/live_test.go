@@ -55,6 +55,18 @@ func (l *live) startWorker(t *testing.T) sdkworker.Worker {
 	return w
 }
 
+// openPhoneCheckout stocks a phone (10 units at $999.00, 2 an order) and opens a checkout of
+// one of them for u-1, which must answer 201; it returns the phone's SKU and the cart id.
+func (l *live) openPhoneCheckout(t *testing.T) (phone, id string) {
+	t.Helper()
+	phone = l.stockSKU(t, "PHONE-", 10, 99900, 2, "usd")
+	id = testenv.RandomID("c-")
+	if code, got := l.post(t, cart(id, "u-1", phone, 1), nil); code != http.StatusCreated {
+		t.Fatalf("the buyer's POST of cart %s = %d %s, want 201", id, code, got)
+	}
+	return phone, id
+}
+
 func (l *live) post(t *testing.T, body string, header map[string]string) (int, string) {
 	t.Helper()
 	rec := l.do(t, request{method: http.MethodPost, path: "/v1/checkouts", body: strings.NewReader(body), header: header})

@@ -21,11 +21,7 @@ import (
 func TestAPausedCheckoutIsAnsweredFromPostgres(t *testing.T) {
 	l := newLive(t, nil, nil)
 	l.startWorker(t)
-	phone := l.stockSKU(t, "PHONE-", 10, 99900, 2, "usd")
-	id := testenv.RandomID("c-")
-	if code, got := l.post(t, cart(id, "u-1", phone, 1), nil); code != http.StatusCreated {
-		t.Fatalf("POST = %d %s, want 201", code, got)
-	}
+	phone, id := l.openPhoneCheckout(t)
 	get := func() (int, api.CheckoutView, time.Duration) {
 		start := time.Now()
 		rec := l.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + id, header: buyerOf(id)})

@@ -128,6 +128,33 @@ var rejections = map[string]struct {
 		"this customer already has the most open checkouts allowed; pay for or cancel one, then start again with a new cart_id"},
 }
 
+// rejectCode is the refusal a reservation answers with: the saga's code, or for a retry of a
+// cart whose saga already ended refused (no code, status out_of_stock) the same refusal as
+// the first time.
+func rejectCode(code string, v shop.View) string {
+	if code != "" || v.Status != shop.StatusOutOfStock {
+		return code
+	}
+	if v.Reason != nil && (*v.Reason == shop.RejectCustomerLimit || *v.Reason == shop.RejectTooManyOpen) {
+		return *v.Reason
+	}
+	return shop.RejectOutOfStock
+}
+
+// failedProblem is the answer of a checkout that failed for good: a 500 with a stable code,
+// its reason kept for the log only.
+func failedProblem(v shop.View) *Problem {
+	detail := "the checkout could not be completed and nothing is held; start again with a new cart_id"
+	if v.Reason != nil && *v.Reason == shop.ReasonUnsettled {
+		detail = "the checkout could not be completed; what it holds is being released; start again with a new cart_id"
+	}
+	p := problem(http.StatusInternalServerError, "checkout_failed", detail)
+	if v.Reason != nil {
+		p.cause = errors.New(*v.Reason) // for the log; clients get the stable code
+	}
+	return p
+}
+
 // answerReservation maps the saga's reservation outcome to the contract's responses. The
 // checkout's secret goes to the request that created it and to retries under its
 // Idempotency-Key: the same body under another key knows the cart, which is not enough.
@@ -136,32 +163,18 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	if !res.Created && res.RejectCode == "" && !v.Status.Final() {
 		v = s.withRecordedEnd(c.Request().Context(), v) // a run reset to before its end
 	}
-	if res.RejectCode == "" && v.Status == shop.StatusOutOfStock {
-		// A retry of a cart whose saga already ended refused: the same answer as the first time.
-		res.RejectCode = shop.RejectOutOfStock
-		if v.Reason != nil && (*v.Reason == shop.RejectCustomerLimit || *v.Reason == shop.RejectTooManyOpen) {
-			res.RejectCode = *v.Reason
-		}
-	}
-	if res.RejectCode == shop.RejectOutOfStock {
+	reject := rejectCode(res.RejectCode, v)
+	if reject == shop.RejectOutOfStock {
 		metrics.SoldOut.Inc()
 		p := problem(http.StatusConflict, "out_of_stock", "some items cannot be held; nothing was held")
 		p.Shortages = v.Shortages
 		return p
 	}
-	if r, ok := rejections[res.RejectCode]; ok {
+	if r, ok := rejections[reject]; ok {
 		return problem(r.status, r.code, r.detail)
 	}
 	if v.Status == shop.StatusFailed {
-		detail := "the checkout could not be completed and nothing is held; start again with a new cart_id"
-		if v.Reason != nil && *v.Reason == shop.ReasonUnsettled {
-			detail = "the checkout could not be completed; what it holds is being released; start again with a new cart_id"
-		}
-		p := problem(http.StatusInternalServerError, "checkout_failed", detail)
-		if v.Reason != nil {
-			p.cause = errors.New(*v.Reason) // for the log; clients get the stable code
-		}
-		return p
+		return failedProblem(v)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/checkouts/"+v.CheckoutID)
 	status := http.StatusOK

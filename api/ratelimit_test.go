@@ -30,13 +30,23 @@ func limitedHarness(t *testing.T, limits api.RateLimits) *harness {
 // addr for customer, and returns the answer.
 func (h *harness) postFrom(t *testing.T, addr, customer, cart string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-		body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart)))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	req.RemoteAddr = addr + ":40000"
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec
+	return h.serveFrom(addr+":40000", unknownSKUCart(customer, cart, nil))
+}
+
+// answersTo sends n requests, send(0) to send(n-1), one after the other, and counts their
+// answers by status.
+func answersTo(n int, send func(i int) int) map[int]int {
+	answers := map[int]int{}
+	for i := range n {
+		answers[send(i)]++
+	}
+	return answers
+}
+
+// unknownSKUCart is a POST of cart for customer, of one unit of an unknown SKU, with header.
+func unknownSKUCart(customer, cart string, header map[string]string) request {
+	return request{method: http.MethodPost, path: "/v1/checkouts", header: header,
+		body: body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart))}
 }
 
 // A script that invents 50 customers from one address gets the address's share of
@@ -88,11 +98,7 @@ func TestACheckoutPastItsAddressShareIsRefusedBeforeItsBodyIsRead(t *testing.T) 
 			addr := fmt.Sprintf("10.%d.%d.%d:40000", rand.N(256), rand.N(256), rand.N(254)+1)
 			answers := map[int]int{}
 			for range 8 {
-				req := httptest.NewRequest(http.MethodPost, "/v1/checkouts", body(`{"cart_id": not json`))
-				req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-				req.RemoteAddr = addr
-				rec := httptest.NewRecorder()
-				h.e.ServeHTTP(rec, req)
+				rec := h.serveFrom(addr, request{method: http.MethodPost, path: "/v1/checkouts", body: body(`{"cart_id": not json`)})
 				answers[rec.Code]++
 			}
 			if answers[http.StatusBadRequest] != 3 || answers[http.StatusTooManyRequests] != 5 {
@@ -106,13 +112,10 @@ func TestACheckoutPastItsAddressShareIsRefusedBeforeItsBodyIsRead(t *testing.T) 
 func TestOneCustomerFromManyAddressesGetsItsShareOnly(t *testing.T) {
 	h := limitedHarness(t, api.RateLimits{PerCustomer: shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}})
 	run := testenv.RandomID("")
-	passed := 0
-	for i := range 20 {
-		if rec := h.postFrom(t, fmt.Sprintf("192.0.2.%d", i+1), "u-"+run, fmt.Sprintf("c-%s-%d", run, i)); rec.Code == http.StatusUnprocessableEntity {
-			passed++
-		}
-	}
-	if passed != 3 {
+	answers := answersTo(20, func(i int) int {
+		return h.postFrom(t, fmt.Sprintf("192.0.2.%d", i+1), "u-"+run, fmt.Sprintf("c-%s-%d", run, i)).Code
+	})
+	if passed := answers[http.StatusUnprocessableEntity]; passed != 3 {
 		t.Errorf("one customer from 20 addresses: %d reached the catalog, want 3", passed)
 	}
 }
@@ -123,20 +126,12 @@ func TestAForgedForwardedForBuysNoFreshBudget(t *testing.T) {
 	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: shop.RateLimit{Rate: 2, Burst: 2, Period: time.Minute}})
 	run := testenv.RandomID("")
 	peer := "198.18.0." + strconv.Itoa(int(time.Now().UnixNano()%250)+1) + ":1"
-	limited := 0
-	for i := range 10 {
-		req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-			body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i)))
-		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.9.%d.1", i))
-		req.RemoteAddr = peer
-		rec := httptest.NewRecorder()
-		h.e.ServeHTTP(rec, req)
-		if rec.Code == http.StatusTooManyRequests {
-			limited++
-		}
-	}
-	if limited != 8 {
+	answers := answersTo(10, func(i int) int {
+		return h.serveFrom(peer, request{method: http.MethodPost, path: "/v1/checkouts",
+			header: map[string]string{"X-Forwarded-For": fmt.Sprintf("10.9.%d.1", i)},
+			body:   body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i))}).Code
+	})
+	if limited := answers[http.StatusTooManyRequests]; limited != 8 {
 		t.Errorf("10 checkouts with forged X-Forwarded-For from one peer: %d limited, want 8", limited)
 	}
 }
@@ -153,10 +148,7 @@ func TestReadsAndCancelsCountAgainstTheAddress(t *testing.T) {
 		if i%2 == 1 {
 			method, path = http.MethodPost, "/v1/checkouts/c-"+run+"/cancel"
 		}
-		req := httptest.NewRequest(method, path, nil)
-		req.RemoteAddr = addr
-		rec := httptest.NewRecorder()
-		h.e.ServeHTTP(rec, req)
+		rec := h.serveFrom(addr, request{method: method, path: path})
 		answers[rec.Code]++
 		if rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
 			t.Errorf("429 without Retry-After")
@@ -182,22 +174,14 @@ func TestOnlyTheNamedProxiesAreBelievedInForwardedFor(t *testing.T) {
 	run := testenv.RandomID("")
 	client := fmt.Sprintf("10.%d.%d.5", time.Now().UnixNano()%250+1, time.Now().UnixNano()/7%250+1)
 	post := func(i int, xff string) int {
-		req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-			body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i)))
-		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		req.Header.Set("X-Forwarded-For", xff)
-		req.RemoteAddr = "127.0.0.1:40000" // the load balancer
-		rec := httptest.NewRecorder()
-		h.e.ServeHTTP(rec, req)
-		return rec.Code
+		return h.serveFrom("127.0.0.1:40000", request{method: http.MethodPost, path: "/v1/checkouts", // from the load balancer
+			header: map[string]string{"X-Forwarded-For": xff},
+			body:   body(fmt.Sprintf(`{"cart_id":"c-%s-%d","customer_id":"u-%s-%d","items":[{"sku":"NOPE","quantity":1}]}`, run, i, run, i))}).Code
 	}
-	limited := 0
-	for i := range 10 { // the balancer appends the peer it saw to what the client wrote
-		if post(i, fmt.Sprintf("203.0.113.%d, %s", i+1, client)) == http.StatusTooManyRequests {
-			limited++
-		}
-	}
-	if limited != 8 {
+	answers := answersTo(10, func(i int) int { // the balancer appends the peer it saw to what the client wrote
+		return post(i, fmt.Sprintf("203.0.113.%d, %s", i+1, client))
+	})
+	if limited := answers[http.StatusTooManyRequests]; limited != 8 {
 		t.Errorf("10 checkouts from %s, each with a forged address before it: %d limited, want 8", client, limited)
 	}
 	// Distinct clients behind the balancer each have their own share.
@@ -216,10 +200,9 @@ func TestAnIPv6ClientCountsPerPrefix(t *testing.T) {
 	h := limitedHarness(t, api.RateLimits{CheckoutsPerAddress: shop.RateLimit{Rate: 3, Burst: 3, Period: time.Minute}})
 	run := testenv.RandomID("")
 	net64 := fmt.Sprintf("2001:db8:%x:%x", rand.N(0xffff)+1, rand.N(0xffff)+1)
-	answers := map[int]int{}
-	for i := range 8 { // ::1 .. ::8, each a new address of one /64
-		answers[h.postFrom(t, fmt.Sprintf("[%s::%x]", net64, i+1), fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i)).Code]++
-	}
+	answers := answersTo(8, func(i int) int { // ::1 .. ::8, each a new address of one /64
+		return h.postFrom(t, fmt.Sprintf("[%s::%x]", net64, i+1), fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i)).Code
+	})
 	if answers[http.StatusUnprocessableEntity] != 3 || answers[http.StatusTooManyRequests] != 5 {
 		t.Errorf("8 checkouts from 8 addresses of %s::/64 with 3 to spend: %v; want 3 x 422 and 5 x 429", net64, answers)
 	}
@@ -281,17 +264,11 @@ const shopToken = "token-of-the-shop-0001"
 // limits) from peer, naming the buyer's address in X-Forwarded-For when buyer is set.
 func (h *harness) postFromBackend(t *testing.T, peer, buyer, customer, cart string) int {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/v1/checkouts",
-		body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":"NOPE-%s","quantity":1}]}`, cart, customer, cart)))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	req.Header.Set(echo.HeaderAuthorization, "Bearer "+shopToken)
+	header := map[string]string{echo.HeaderAuthorization: "Bearer " + shopToken}
 	if buyer != "" {
-		req.Header.Set(echo.HeaderXForwardedFor, buyer)
+		header[echo.HeaderXForwardedFor] = buyer
 	}
-	req.RemoteAddr = peer + ":40000"
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec.Code
+	return h.serveFrom(peer+":40000", unknownSKUCart(customer, cart, header)).Code
 }
 
 // In server mode the shop's backend is one address for every buyer: with the default limits
@@ -301,17 +278,15 @@ func TestAShopBackendIsLimitedPerClientNotAsOneAddress(t *testing.T) {
 	h := serverMode(t)
 	run := testenv.RandomID("")
 	backend := fmt.Sprintf("10.%d.%d.%d", rand.N(256), rand.N(256), rand.N(254)+1)
-	answers := map[int]int{}
-	for i := range 30 {
-		answers[h.postFromBackend(t, backend, "", fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i))]++
-	}
+	answers := answersTo(30, func(i int) int {
+		return h.postFromBackend(t, backend, "", fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i))
+	})
 	if answers[http.StatusUnprocessableEntity] != 30 {
 		t.Errorf("30 customers' checkouts from the shop's backend: %v; want 30 x 422, none limited", answers)
 	}
-	answers = map[int]int{}
-	for i := range api.DefaultRatePerCustomer + 1 {
-		answers[h.postFromBackend(t, backend, "", "u-one-"+run, fmt.Sprintf("c-one-%s-%d", run, i))]++
-	}
+	answers = answersTo(api.DefaultRatePerCustomer+1, func(i int) int {
+		return h.postFromBackend(t, backend, "", "u-one-"+run, fmt.Sprintf("c-one-%s-%d", run, i))
+	})
 	if answers[http.StatusUnprocessableEntity] != api.DefaultRatePerCustomer || answers[http.StatusTooManyRequests] != 1 {
 		t.Errorf("%d checkouts of one customer through the backend: %v; want the customer's %d and one 429",
 			api.DefaultRatePerCustomer+1, answers, api.DefaultRatePerCustomer)
@@ -326,10 +301,9 @@ func TestTheBuyersAddressABackendForwardsIsCounted(t *testing.T) {
 	h := serverMode(t, backend+"/32")
 	run := testenv.RandomID("")
 	buyer := fmt.Sprintf("2001:db8:%x:%x::1", rand.N(0xffff)+1, rand.N(0xffff)+1)
-	answers := map[int]int{}
-	for i := range api.DefaultCheckoutsPerAddress + 2 {
-		answers[h.postFromBackend(t, backend, buyer, fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i))]++
-	}
+	answers := answersTo(api.DefaultCheckoutsPerAddress+2, func(i int) int {
+		return h.postFromBackend(t, backend, buyer, fmt.Sprintf("u-%s-%d", run, i), fmt.Sprintf("c-%s-%d", run, i))
+	})
 	if answers[http.StatusUnprocessableEntity] != api.DefaultCheckoutsPerAddress || answers[http.StatusTooManyRequests] != 2 {
 		t.Errorf("%d checkouts forwarded for buyer %s: %v; want %d x 422 and 2 x 429", api.DefaultCheckoutsPerAddress+2, buyer, answers, api.DefaultCheckoutsPerAddress)
 	}

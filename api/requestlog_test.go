@@ -142,12 +142,5 @@ func TestRequestLogLineNamesTheAddressAndTheCaller(t *testing.T) {
 // send is a request from addr with header, no body.
 func (h *harness) send(t *testing.T, addr, method, path string, header map[string]string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(method, path, nil)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	req.RemoteAddr = net.JoinHostPort(addr, "40000")
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec
+	return h.serveFrom(net.JoinHostPort(addr, "40000"), request{method: method, path: path, header: header})
 }

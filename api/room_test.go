@@ -36,7 +36,26 @@ type roomHarness struct {
 
 func newRoomHarness(t *testing.T, onHand, blockerQty, size int64, configure func(*api.Config, *api.Deps)) *roomHarness {
 	t.Helper()
-	room := lua.NewRoom(testenv.Redis(t), testenv.RandomID("room"))
+	h := emptyRoomHarness(t, testenv.Redis(t), onHand, size, configure)
+	h.enterBlocker(t, blockerQty, size)
+	return h
+}
+
+// enterBlocker puts the blocker's cart of quantity units of the SKU in line, in the room of size.
+func (h *roomHarness) enterBlocker(t *testing.T, quantity, size int64) {
+	t.Helper()
+	blocker := shop.RoomEntry{CartID: "blocker", CustomerID: "u-0", Items: []shop.CartLine{{SKU: h.sku, Quantity: quantity}},
+		TimeoutSeconds: 900, IdempotencyKey: "blocker", RequestHash: "h"}
+	if a, err := h.room.Enter(t.Context(), blocker, false, size, 0); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("the blocker enters the room: %+v %v", a, err)
+	}
+}
+
+// emptyRoomHarness is a harness whose room of size, on rdb, starts one saga at a time and
+// has no cart in line yet; its SKU has onHand units.
+func emptyRoomHarness(t *testing.T, rdb *redis.Client, onHand, size int64, configure func(*api.Config, *api.Deps)) *roomHarness {
+	t.Helper()
+	room := lua.NewRoom(rdb, testenv.RandomID("room"))
 	t.Cleanup(func() { deleteRoom(t, room) })
 	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
 		cfg.Room.MaxStarting = 1
@@ -46,13 +65,7 @@ func newRoomHarness(t *testing.T, onHand, blockerQty, size int64, configure func
 			configure(cfg, deps)
 		}
 	})
-	sku := h.stockSKU(t, "ROOM", onHand, 500, 5, "usd")
-	blocker := shop.RoomEntry{CartID: "blocker", CustomerID: "u-0", Items: []shop.CartLine{{SKU: sku, Quantity: blockerQty}},
-		TimeoutSeconds: 900, IdempotencyKey: "blocker", RequestHash: "h"}
-	if a, err := room.Enter(t.Context(), blocker, false, size, 0); err != nil || a.Outcome != shop.RoomQueued {
-		t.Fatalf("the blocker enters the room: %+v %v", a, err)
-	}
-	return &roomHarness{harness: h, room: room, sku: sku}
+	return &roomHarness{harness: h, room: room, sku: h.stockSKU(t, "ROOM", onHand, 500, 5, "usd")}
 }
 
 // deleteRoom removes the room's keys (all on its hash tag).
@@ -156,7 +169,7 @@ func TestAWaitingCartWhoseSKUSoldOutIsAnsweredByItsSaga(t *testing.T) {
 	h := newRoomHarness(t, 5, 1, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
 	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
 	// The operator takes the SKU off sale while the carts wait.
-	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 0, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.Gate = lua.NewSoldOutFlag(h.stock, time.Millisecond)
@@ -257,7 +270,7 @@ func TestARetryOfACartWithASagaGoesToItsSagaNotTheRoom(t *testing.T) {
 			}
 			switch redisKnows {
 			case "nothing, sold out":
-				if _, err := h.inv.Set(ctx, shop.Product{SKU: h.sku, OnHand: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+				if _, err := h.inv.Set(ctx, shop.Product{SKU: h.sku, OnHand: 0, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 5}}); err != nil {
 					t.Fatal(err)
 				}
 			case "the cart started":
@@ -322,19 +335,8 @@ func TestACartWhoseStartTimedOutIsTakenAgainAtOnce(t *testing.T) {
 // would send its buyer to POST it again as new.
 func TestAWaitingGetThatLosesRedisKeepsTheCartsPlace(t *testing.T) {
 	rdb := redis.NewClient(testenv.Redis(t).Options()) // the room's own client, closed mid-wait
-	room := lua.NewRoom(rdb, testenv.RandomID("room"))
-	t.Cleanup(func() { deleteRoom(t, room) })
-	h := &roomHarness{harness: newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		cfg.Room.MaxStarting = 1
-		cfg.Room.Size = 100
-		deps.Room = room
-	}), room: room}
-	h.sku = h.stockSKU(t, "ROOM", 5, 500, 5, "usd")
-	blocker := shop.RoomEntry{CartID: "blocker", CustomerID: "u-0", Items: []shop.CartLine{{SKU: h.sku, Quantity: 1}},
-		TimeoutSeconds: 900, IdempotencyKey: "blocker", RequestHash: "h"}
-	if a, err := room.Enter(t.Context(), blocker, false, 100, 0); err != nil || a.Outcome != shop.RoomQueued {
-		t.Fatalf("the blocker enters the room: %+v %v", a, err)
-	}
+	h := emptyRoomHarness(t, rdb, 5, 100, nil)
+	h.enterBlocker(t, 1, 100)
 	v := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)
 
 	// Closed once the GET waits (its first lookup comes at once), well before its wait ends.

@@ -198,6 +198,34 @@ const (
 	webhookBodyLimit  = "256K"
 )
 
+// withDefaults is cfg with each setting left unset given its default. A timeout, a bound or
+// a retention of zero or less is unset, except RequestTimeout, which only zero leaves unset.
+func (cfg Config) withDefaults() Config {
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if len(cfg.CheckoutSecretKeys) == 0 {
+		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}
+	}
+	cfg.Room = cfg.Room.WithDefaults()
+	positiveOr(&cfg.IPv6Prefix, DefaultIPv6Prefix)
+	positiveOr(&cfg.IdempotencyKeyRetention, DefaultIdempotencyKeyRetention)
+	positiveOr(&cfg.CheckoutSecretGrace, DefaultCheckoutSecretGrace)
+	positiveOr(&cfg.MaxWaitsPerAddress, DefaultMaxWaitsPerAddress)
+	positiveOr(&cfg.MaxWaits, DefaultMaxWaits)
+	return cfg
+}
+
+// positiveOr sets *v to def unless it is above zero.
+func positiveOr[T ~int | ~int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // New builds the Echo server with every route of the contract.
 func New(cfg Config, deps Deps) *echo.Echo { return NewServer(cfg, deps).Handler() }
 
@@ -207,29 +235,11 @@ func (s *Server) Handler() *echo.Echo { return s.e }
 // NewServer builds the server; Handler serves it, and RunWaitingRoom starts the sagas of the
 // carts that wait in its room (Deps.Room).
 func NewServer(cfg Config, deps Deps) *Server {
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = "default"
-	}
+	cfg = cfg.withDefaults()
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
 	cfg.IdentityTokens.useLogger(deps.Logger)
-	cfg.Room = cfg.Room.WithDefaults()
-	if cfg.IPv6Prefix <= 0 {
-		cfg.IPv6Prefix = DefaultIPv6Prefix
-	}
-	if cfg.IdempotencyKeyRetention <= 0 {
-		cfg.IdempotencyKeyRetention = DefaultIdempotencyKeyRetention
-	}
-	if cfg.CheckoutSecretGrace <= 0 {
-		cfg.CheckoutSecretGrace = DefaultCheckoutSecretGrace
-	}
-	if len(cfg.CheckoutSecretKeys) == 0 {
-		cfg.CheckoutSecretKeys = []string{DevCheckoutSecretKey}
-	}
 	s := &Server{cfg: cfg, Deps: deps, admission: room.NewBound(int(cfg.Room.MaxStarting), cfg.Room.Target),
 		standard: newStandardVerifiers(cfg.StandardWebhookSecrets), secrets: checkoutSecrets(cfg.CheckoutSecretKeys)}
 	if deps.Room != nil {
@@ -237,12 +247,6 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if deps.Workers != nil {
 		s.workers = &workerCheck{workers: deps.Workers}
-	}
-	if cfg.MaxWaitsPerAddress <= 0 {
-		cfg.MaxWaitsPerAddress = DefaultMaxWaitsPerAddress
-	}
-	if cfg.MaxWaits <= 0 {
-		cfg.MaxWaits = DefaultMaxWaits
 	}
 	s.waits = newWaitPlaces(cfg.MaxWaitsPerAddress, cfg.MaxWaits)
 	s.ends = newEndWatches(s.pollEnd)

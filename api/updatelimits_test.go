@@ -80,11 +80,7 @@ func TestTotalUpdateLimitIsNotA500(t *testing.T) {
 func TestOtherBodiesSpendNoneOfTheSagasUpdates(t *testing.T) {
 	l := newLive(t, []string{"--dynamic-config-value", "history.maxTotalUpdates=3"}, nil)
 	l.startWorker(t)
-	phone := l.stockSKU(t, "PHONE-", 10, 99900, 2, "usd")
-	id := testenv.RandomID("c-")
-	if code, got := l.post(t, cart(id, "u-1", phone, 1), nil); code != http.StatusCreated {
-		t.Fatalf("the buyer's POST = %d %s, want 201", code, got)
-	}
+	phone, id := l.openPhoneCheckout(t)
 	for i := range 10 {
 		code, got := l.post(t, cart(id, fmt.Sprintf("bot-%d", i), phone, 2), map[string]string{"Idempotency-Key": testenv.RandomID("junk-")})
 		if code != http.StatusConflict || !strings.Contains(got, `"checkout_exists"`) {

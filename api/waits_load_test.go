@@ -17,12 +17,10 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/checkout-saga/checkout-saga/api"
 	"github.com/checkout-saga/checkout-saga/internal/testenv"
-	"github.com/checkout-saga/checkout-saga/shop"
 )
 
 // 2,000 waits at once on one checkout from 5 addresses, on a real HTTP server behind a
@@ -42,18 +40,13 @@ func TestTwoThousandWaitsHoldABoundedNumberOfPolls(t *testing.T) {
 	cart := testenv.RandomID("w-")
 	var polls, maxPolls atomic.Int64
 	release := make(chan struct{})
-	run := mocks.NewWorkflowRun(t)
-	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+	longPolls(t, tc, cart, func(ctx context.Context) {
 		n := polls.Add(1)
 		for m := maxPolls.Load(); n > m && !maxPolls.CompareAndSwap(m, n); m = maxPolls.Load() {
 		}
 		defer polls.Add(-1)
-		select {
-		case <-release:
-		case <-args.Get(0).(context.Context).Done():
-		}
-	}).Return(context.DeadlineExceeded).Maybe()
-	tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Maybe()
+		holdUntil(ctx, release)
+	})
 	awaitingPayment(t, tc, cart)
 	srv := httptest.NewServer(h.e)
 	defer srv.Close()

@@ -22,16 +22,29 @@ import (
 // status query answers awaiting_payment.
 func heldPolls(t *testing.T, tc *mocks.Client, entered chan<- string, release <-chan struct{}, carts ...string) {
 	for _, cart := range carts {
-		run := mocks.NewWorkflowRun(t)
-		run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		longPolls(t, tc, cart, func(ctx context.Context) {
 			entered <- cart
-			select {
-			case <-release:
-			case <-args.Get(0).(context.Context).Done():
-			}
-		}).Return(context.DeadlineExceeded).Maybe()
-		tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Maybe()
+			holdUntil(ctx, release)
+		})
 		awaitingPayment(t, tc, cart)
+	}
+}
+
+// longPolls makes each long poll of cart's saga run poll with the poll's context, and then
+// end without a result, as Temporal's does when its wait runs out.
+func longPolls(t *testing.T, tc *mocks.Client, cart string, poll func(ctx context.Context)) {
+	run := mocks.NewWorkflowRun(t)
+	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		poll(args.Get(0).(context.Context))
+	}).Return(context.DeadlineExceeded).Maybe()
+	tc.On("GetWorkflow", mock.Anything, shop.WorkflowID(cart), "").Return(run).Maybe()
+}
+
+// holdUntil returns once release is closed or ctx ends.
+func holdUntil(ctx context.Context, release <-chan struct{}) {
+	select {
+	case <-release:
+	case <-ctx.Done():
 	}
 }
 
@@ -46,12 +59,7 @@ func awaitingPayment(t *testing.T, tc *mocks.Client, cart string) {
 
 // waitFrom is a buyer's GET ?wait=10 of cart from addr.
 func (h *harness) waitFrom(addr, cart string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodGet, "/v1/checkouts/"+cart+"?wait=10", nil)
-	req.Header.Set(api.CheckoutSecretHeader, api.CheckoutSecret(api.DevCheckoutSecretKey, cart))
-	req.RemoteAddr = addr
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return rec
+	return h.serveFrom(addr, buyerGet(cart, "?wait=10"))
 }
 
 // Concurrent waits are bounded per address (an IPv6 /64 is one) and per process: a wait

@@ -57,8 +57,7 @@ func (s *stack) benchDrop(ctx context.Context, sz sizes) (dropResult, error) {
 	r := dropResult{sku: s.sku("DROP"), units: sz.dropUnits, buyers: sz.dropBuyers, spread: sz.dropSpread, lead: sz.dropLead}
 	t0 := time.Now()
 	startsAt := t0.Add(r.lead).UTC().Truncate(time.Millisecond)
-	if _, err := s.inv.Set(ctx, shop.Product{SKU: r.sku, OnHand: int64(r.units), PriceCents: 1_999, Currency: "usd",
-		MaxPerOrder: 1, SaleStartsAt: &startsAt}); err != nil {
+	if _, err := s.inv.Set(ctx, shop.Product{SKU: r.sku, OnHand: int64(r.units), SaleTerms: shop.SaleTerms{PriceCents: 1_999, Currency: "usd", MaxPerOrder: 1, SaleStartsAt: &startsAt}}); err != nil {
 		return r, fmt.Errorf("set drop %s: %w", r.sku, err)
 	}
 	prefix := "d-" + s.runID + "-"

@@ -125,7 +125,7 @@ func do(ctx context.Context, hc *http.Client, method, url string, body []byte, h
 }
 
 func (s *stack) setStock(ctx context.Context, sku string, units int64, maxPerOrder int64) error {
-	_, err := s.inv.Set(ctx, shop.Product{SKU: sku, OnHand: units, PriceCents: 1_999, Currency: "usd", MaxPerOrder: maxPerOrder})
+	_, err := s.inv.Set(ctx, shop.Product{SKU: sku, OnHand: units, SaleTerms: shop.SaleTerms{PriceCents: 1_999, Currency: "usd", MaxPerOrder: maxPerOrder}})
 	return err
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/checkout-saga/checkout-saga/internal/testenv"
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -19,13 +18,10 @@ import (
 // waiting, and its buyer's own verified payment, before expires_at, confirms it.
 func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
 	t.Parallel()
-	s := newPayStack(t)
+	s, id := payStackWithCheckout(t, "c-forged-")
 	ctx := t.Context()
-	id := "c-forged-" + testenv.RandomID("")
-	s.openCheckout(t, id, 600)
 	// A real payment of another buyer, which the forger names.
-	victim := "c-victim-" + testenv.RandomID("")
-	s.openCheckout(t, victim, 600)
+	victim := s.openNew(t, "c-victim-", 600)
 	pi := s.fake.AddIntent(victim, "succeeded", unitPrice, "usd")
 	s.sendStripe(t, s.api, stripeEvent("evt_"+victim, "payment_intent.succeeded", victim, pi, unitPrice))
 
@@ -77,10 +73,8 @@ func TestAPaymentSignalSentWithTheTemporalCLIDoesNotConfirm(t *testing.T) {
 // the checkout confirms; the webhook, when it comes, changes nothing and refunds nothing.
 func TestSupportPushesALatePaymentThroughWithReconciliation(t *testing.T) {
 	t.Parallel()
-	s := newPayStack(t)
+	s, id := payStackWithCheckout(t, "c-push-")
 	ctx := t.Context()
-	id := "c-push-" + testenv.RandomID("")
-	s.openCheckout(t, id, 600)
 	pi := s.fake.AddIntent(id, "succeeded", unitPrice, "usd")
 	if err := s.temporal.SignalWorkflow(ctx, shop.WorkflowID(id), "", workflows.SignalPayment, shop.Payment{Provider: "stripe",
 		EventID: "evt_support_" + id, Outcome: shop.PaymentSucceeded, PaymentRef: pi, AmountCents: unitPrice, Currency: "usd"}); err != nil {

@@ -22,7 +22,7 @@ func TestOneCustomerThousandConcurrentCheckoutsHoldExactlyTheLimit(t *testing.T)
 	t.Parallel()
 	p := checkouttest.Start(t, checkouttest.Options{API: api.Config{DefaultPaymentTimeoutSeconds: 600}})
 	sku := testenv.RandomID("LIMIT-")
-	if _, err := p.Inventory.Set(t.Context(), shop.Product{SKU: sku, OnHand: 500, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}); err != nil {
+	if _, err := p.Inventory.Set(t.Context(), shop.Product{SKU: sku, OnHand: 500, SaleTerms: shop.SaleTerms{PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 2}}); err != nil {
 		t.Fatalf("stock %s: %v", sku, err)
 	}
 	customer, run := testenv.RandomID("u-"), testenv.RandomID("")
@@ -87,7 +87,7 @@ func TestClientTokensKeepCartsApartEndToEnd(t *testing.T) {
 	hs := httptest.NewServer(api.New(cfg, deps))
 	t.Cleanup(hs.Close)
 	sku := testenv.RandomID("CLIENT-")
-	if _, err := p.Inventory.Set(t.Context(), shop.Product{SKU: sku, OnHand: 5, PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}); err != nil {
+	if _, err := p.Inventory.Set(t.Context(), shop.Product{SKU: sku, OnHand: 5, SaleTerms: shop.SaleTerms{PriceCents: unitPrice, Currency: "usd", MaxPerOrder: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	cart := testenv.RandomID("cart-")

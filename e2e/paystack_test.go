@@ -102,9 +102,16 @@ func newPayStack(t *testing.T) *payStack {
 func payStackWithCheckout(t *testing.T, prefix string) (*payStack, string) {
 	t.Helper()
 	s := newPayStack(t)
+	return s, s.openNew(t, prefix, 600)
+}
+
+// openNew opens a checkout of one unit with a new id starting with prefix (see openCheckout)
+// and returns the id.
+func (s *payStack) openNew(t *testing.T, prefix string, timeoutSeconds int64) string {
+	t.Helper()
 	id := prefix + testenv.RandomID("")
-	s.openCheckout(t, id, 600)
-	return s, id
+	s.openCheckout(t, id, timeoutSeconds)
+	return id
 }
 
 // post sends a body with headers to base+path, once, and returns the status and the

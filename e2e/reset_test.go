@@ -21,8 +21,7 @@ func TestAResetWithoutSignalsLeavesAConfirmedCheckoutConfirmed(t *testing.T) {
 	t.Parallel()
 	s := newPayStack(t)
 	ctx := t.Context()
-	id := "c-reset-" + testenv.RandomID("")
-	s.openCheckout(t, id, 6)
+	id := s.openNew(t, "c-reset-", 6)
 	failed := s.fake.AddIntent(id, "requires_payment_method", unitPrice, "usd")
 	s.sendStripe(t, s.api, stripeEvent("evt_f_"+id, "payment_intent.payment_failed", id, failed, unitPrice))
 	// The reset point: the workflow task completed after the failed card's signal, before the

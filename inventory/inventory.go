@@ -239,7 +239,6 @@ func (inv *Inventory) Get(ctx context.Context, sku string) (shop.InventoryView, 
 func viewOf(p shop.Product, level lua.Level) shop.InventoryView {
 	return shop.InventoryView{
 		SKU: p.SKU, OnHand: p.OnHand, Available: level.Available, Held: level.Held, Sold: p.Sold,
-		PriceCents: p.PriceCents, Currency: p.Currency, MaxPerOrder: p.MaxPerOrder, MaxPerCustomer: p.MaxPerCustomer,
-		SaleStartsAt: p.SaleStartsAt, ETag: shop.ETag(p.Version),
+		SaleTerms: p.SaleTerms, ETag: shop.ETag(p.Version),
 	}
 }

@@ -29,11 +29,11 @@ func TestSetPublishesAndChangesNothingWhenRedisRefuses(t *testing.T) {
 		_ = rdb.Del(ctx, lua.StockKey(sku), lua.HoldsKey(sku), lua.HoldEndsKey(sku)).Err()
 	})
 
-	view, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 500, Currency: "usd", MaxPerOrder: 3})
+	view, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 3}})
 	if err != nil {
 		t.Fatalf("set new sku: %v", err)
 	}
-	want := shop.InventoryView{SKU: sku, OnHand: 10, Available: 10, Held: 0, Sold: 0, PriceCents: 500, Currency: "usd", MaxPerOrder: 3, ETag: view.ETag}
+	want := shop.InventoryView{SKU: sku, OnHand: 10, Available: 10, Held: 0, Sold: 0, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 3}, ETag: view.ETag}
 	if view != want || view.ETag == "" {
 		t.Errorf("set new sku = %+v, want %+v", view, want)
 	}
@@ -48,7 +48,7 @@ func TestSetPublishesAndChangesNothingWhenRedisRefuses(t *testing.T) {
 		t.Errorf("ledger after first set: %+v, want one row of +10", s)
 	}
 
-	if _, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 15, PriceCents: 500, Currency: "usd", MaxPerOrder: 3}); err != nil {
+	if _, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 15, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 3}}); err != nil {
 		t.Fatalf("raise on_hand: %v", err)
 	}
 	var lastDelta int64
@@ -73,7 +73,7 @@ func TestSetPublishesAndChangesNothingWhenRedisRefuses(t *testing.T) {
 
 	// Below what is held: Redis refuses, so Postgres (stock, price and ledger) is not changed.
 	before := testenv.ReadSKU(t, pool, sku)
-	_, err = inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 2, PriceCents: 1, Currency: "usd", MaxPerOrder: 3})
+	_, err = inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 2, SaleTerms: shop.SaleTerms{PriceCents: 1, Currency: "usd", MaxPerOrder: 3}})
 	if !errors.Is(err, shop.ErrOnHandBelowHeld) {
 		t.Fatalf("set on_hand 2 with 3 held: err = %v, want shop.ErrOnHandBelowHeld", err)
 	}
@@ -118,14 +118,14 @@ func TestSetReachesTheCachedCatalogAtOnce(t *testing.T) {
 	if got, _ := cache.Products(t.Context(), []string{sku}); len(got) != 0 {
 		t.Fatalf("catalog %+v before the SKU exists", got)
 	}
-	view, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 500, Currency: "usd", MaxPerOrder: 3})
+	view, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := cache.Products(t.Context(), []string{sku}); got[sku].MaxPerOrder != 3 {
 		t.Fatalf("catalog %+v after the SKU was created, want it with max_per_order 3", got)
 	}
-	if _, err := inv.SetIfMatch(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 500, Currency: "usd", MaxPerOrder: 1}, view.ETag); err != nil {
+	if _, err := inv.SetIfMatch(t.Context(), shop.Product{SKU: sku, OnHand: 10, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 1}}, view.ETag); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := cache.Products(t.Context(), []string{sku}); got[sku].MaxPerOrder != 1 {

@@ -26,7 +26,7 @@ func newChangeFixture(t *testing.T) *changeFixture {
 	rdb := testenv.Redis(t)
 	f := &changeFixture{t: t, inv: &Inventory{Store: store.New(pool), Stock: lua.New(rdb)}, sku: testenv.RandomID("CHG-")}
 	t.Cleanup(func() { rdb.Del(t.Context(), lua.StockKey(f.sku), lua.HoldsKey(f.sku)) })
-	if _, err := f.inv.Set(t.Context(), shop.Product{SKU: f.sku, OnHand: 10, PriceCents: 100, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if _, err := f.inv.Set(t.Context(), shop.Product{SKU: f.sku, OnHand: 10, SaleTerms: shop.SaleTerms{PriceCents: 100, Currency: "usd", MaxPerOrder: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	return f

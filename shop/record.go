@@ -7,19 +7,27 @@ import (
 
 // Product is one SKU's catalog row.
 type Product struct {
-	SKU         string `json:"sku"`
-	OnHand      int64  `json:"on_hand"`
-	Sold        int64  `json:"sold"`
+	SKU    string `json:"sku"`
+	OnHand int64  `json:"on_hand"`
+	Sold   int64  `json:"sold"`
+	SaleTerms
+	// Version changes whenever any field above changes (a sale too); see ETag.
+	Version int64 `json:"-"`
+}
+
+// SaleTerms are what an operator sets about how a SKU sells, beside its stock: the catalog
+// row keeps them (Product) and the operators' view shows them (InventoryView). Embedded in
+// both, their fields are the row's and the view's own, in JSON too.
+type SaleTerms struct {
 	PriceCents  int64  `json:"price_cents"`
 	Currency    string `json:"currency"`
 	MaxPerOrder int64  `json:"max_per_order"`
 	// MaxPerCustomer is the units one customer may hold and buy across their open and
-	// confirmed checkouts (0: no limit).
+	// confirmed checkouts (0: no limit; omitted then).
 	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
-	// SaleStartsAt is the SKU's scheduled drop: nothing of it sells before (nil: on sale).
+	// SaleStartsAt is the SKU's scheduled drop: nothing of it sells before (nil: on sale
+	// now; omitted then).
 	SaleStartsAt *time.Time `json:"sale_starts_at,omitempty"`
-	// Version changes whenever any field above changes (a sale too); see ETag.
-	Version int64 `json:"-"`
 }
 
 // CheckoutRecord is a checkout as Postgres knows it.
@@ -69,18 +77,12 @@ type IdempotencyClaim struct {
 // InventoryView is one SKU as operators see it: Postgres's on_hand and sold beside Redis's
 // available and held.
 type InventoryView struct {
-	SKU         string `json:"sku"`
-	OnHand      int64  `json:"on_hand"`
-	Available   int64  `json:"available"`
-	Held        int64  `json:"held"`
-	Sold        int64  `json:"sold"`
-	PriceCents  int64  `json:"price_cents"`
-	Currency    string `json:"currency"`
-	MaxPerOrder int64  `json:"max_per_order"`
-	// MaxPerCustomer is omitted when the SKU has no per-customer limit.
-	MaxPerCustomer int64 `json:"max_per_customer,omitempty"`
-	// SaleStartsAt is omitted when the SKU is on sale without a scheduled start.
-	SaleStartsAt *time.Time `json:"sale_starts_at,omitempty"`
+	SKU       string `json:"sku"`
+	OnHand    int64  `json:"on_hand"`
+	Available int64  `json:"available"`
+	Held      int64  `json:"held"`
+	Sold      int64  `json:"sold"`
+	SaleTerms
 	// ETag is the strong entity tag of the SKU's Postgres row (see ETag): sent as a header,
 	// not in the body.
 	ETag string `json:"-"`

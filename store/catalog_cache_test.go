@@ -170,7 +170,7 @@ func (r *catalogOf) Products(_ context.Context, skus []string) (map[string]shop.
 // from memory (read once) however many made-up names came after it.
 func TestCatalogCacheForgetsTheLeastRecentUnknownSKUsPastItsSize(t *testing.T) {
 	const size, lookups = 1_000, 100_000
-	reader := &catalogOf{products: map[string]shop.Product{"PHONE": {SKU: "PHONE", PriceCents: 100, Currency: "usd", MaxPerOrder: 2}}, reads: map[string]int{}}
+	reader := &catalogOf{products: map[string]shop.Product{"PHONE": {SKU: "PHONE", SaleTerms: shop.SaleTerms{PriceCents: 100, Currency: "usd", MaxPerOrder: 2}}}, reads: map[string]int{}}
 	c := NewCatalogCache(reader, time.Hour, size)
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
 	c.now = clock.now

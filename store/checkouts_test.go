@@ -220,7 +220,7 @@ func storeWithSKU(t *testing.T) (*store.Store, *pgxpool.Pool, string) {
 	_, pool := testenv.Postgres(t)
 	s := store.New(pool)
 	sku := testenv.RandomID("SKU-")
-	if err := s.CreateProduct(t.Context(), shop.Product{SKU: sku, OnHand: 5, PriceCents: 500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if err := s.CreateProduct(t.Context(), shop.Product{SKU: sku, OnHand: 5, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	return s, pool, sku

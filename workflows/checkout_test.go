@@ -96,7 +96,7 @@ func newFixtureOn(t *testing.T, pool *pgxpool.Pool, stock *lua.Stock) *fixture {
 func (f *fixture) sku(onHand, priceCents, maxPerOrder int64) string {
 	sku := testenv.RandomID("SKU-")
 	_, err := f.inv.Set(context.Background(), shop.Product{
-		SKU: sku, OnHand: onHand, PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder,
+		SKU: sku, OnHand: onHand, SaleTerms: shop.SaleTerms{PriceCents: priceCents, Currency: "usd", MaxPerOrder: maxPerOrder},
 	})
 	if err != nil {
 		f.t.Fatalf("stock %s: %v", sku, err)

@@ -24,9 +24,9 @@ import (
 // demoStock is what a fresh local stack sells. SKUs that already exist keep their stock, so
 // restarting the stack never resets what was sold.
 var demoStock = []shop.Product{
-	{SKU: "PHONE-X", OnHand: 100, PriceCents: 99_900, Currency: "usd", MaxPerOrder: 2},
-	{SKU: "CASE-X", OnHand: 500, PriceCents: 2_900, Currency: "usd", MaxPerOrder: 5},
-	{SKU: "CHARGER-X", OnHand: 250, PriceCents: 3_900, Currency: "usd", MaxPerOrder: 3},
+	{SKU: "PHONE-X", OnHand: 100, SaleTerms: shop.SaleTerms{PriceCents: 99_900, Currency: "usd", MaxPerOrder: 2}},
+	{SKU: "CASE-X", OnHand: 500, SaleTerms: shop.SaleTerms{PriceCents: 2_900, Currency: "usd", MaxPerOrder: 5}},
+	{SKU: "CHARGER-X", OnHand: 250, SaleTerms: shop.SaleTerms{PriceCents: 3_900, Currency: "usd", MaxPerOrder: 3}},
 }
 
 // runDev runs the whole product on this machine: the pinned Temporal dev server (with its

@@ -72,7 +72,7 @@ func TestOneCheckoutIsOneTrace(t *testing.T) {
 
 	sku := testenv.RandomID("TRACE-")
 	inv := &inventory.Inventory{Store: d.store, Stock: d.stock}
-	if _, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, PriceCents: 1500, Currency: "usd", MaxPerOrder: 5}); err != nil {
+	if _, err := inv.Set(t.Context(), shop.Product{SKU: sku, OnHand: 10, SaleTerms: shop.SaleTerms{PriceCents: 1500, Currency: "usd", MaxPerOrder: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + cfg.APIAddr

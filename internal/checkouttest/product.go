@@ -336,7 +336,7 @@ func CheckInvariants(ctx context.Context, a *audit.Auditor) (shop.AuditReport, e
 
 // SetStock sets a SKU's stock through the operator inventory, at 1,999 cents (usd).
 func (p *Product) SetStock(ctx context.Context, sku string, onHand, maxPerOrder int64) error {
-	_, err := p.Inventory.Set(ctx, shop.Product{SKU: sku, OnHand: onHand, PriceCents: UnitPrice, Currency: "usd", MaxPerOrder: maxPerOrder})
+	_, err := p.Inventory.Set(ctx, shop.Product{SKU: sku, OnHand: onHand, SaleTerms: shop.SaleTerms{PriceCents: UnitPrice, Currency: "usd", MaxPerOrder: maxPerOrder}})
 	if err != nil {
 		return fmt.Errorf("stock %s: %w", sku, err)
 	}
