@@ -81,16 +81,37 @@ func (keys checkoutSecrets) verify(cartID string, version int64, secret string) 
 // only revoked checkouts, on every request that carries a Checkout-Secret and every answer
 // that hands one out; Postgres unreachable is 503, since a secret that may be revoked must
 // not open its checkout.
+//
+// Requests on one checkout at the same time share one read (a buyer's tabs, a crowd of long
+// polls, a hostile client): one each would queue for the pool's few connections, and 2,000
+// polls of one checkout starved every other request of them (TestTwoThousandWaits...). A
+// request that joins a read started before a revocation committed can still be let in by the
+// old secret; the read's snapshot is taken when it runs, so that is the same race as two
+// requests without sharing, and the replica that revokes forgets its read (supportRevokeSecret).
 func (s *Server) secretVersion(ctx context.Context, cartID string) (int64, error) {
 	if s.Records == nil {
 		return 0, nil
 	}
-	v, err := s.Records.SecretVersion(ctx, cartID)
-	if err != nil {
-		return 0, unavailable("postgres", err)
+	read := s.secretReads.DoChan(cartID, func() (any, error) {
+		// The read outlives the request that started it, for the others waiting on it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
+		defer cancel()
+		return s.Records.SecretVersion(rctx, cartID)
+	})
+	select {
+	case r := <-read:
+		if r.Err != nil {
+			return 0, unavailable("postgres", r.Err)
+		}
+		return r.Val.(int64), nil
+	case <-ctx.Done():
+		return 0, unavailable("postgres", ctx.Err())
 	}
-	return v, nil
 }
+
+// sharedReadTimeout bounds a read that several requests share: longer than a primary-key
+// read waits for a pool connection under load, shorter than a request's own timeout.
+const sharedReadTimeout = 10 * time.Second
 
 // signSecret is cartID's secret at its current version, for the answer to its creator.
 func (s *Server) signSecret(ctx context.Context, cartID string) (string, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -184,9 +185,12 @@ type Server struct {
 	workers   *workerCheck   // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
-	waits     *waitPlaces // the GETs that wait (?wait=N) at once
-	ends      *endWatches // their long polls, one per checkout
-	e         *echo.Echo
+	// secretReads shares one read of a checkout's secret version among the requests on it
+	// at the same time (checkout_secret.go)
+	secretReads singleflight.Group
+	waits       *waitPlaces // the GETs that wait (?wait=N) at once
+	ends        *endWatches // their long polls, one per checkout
+	e           *echo.Echo
 	// readyCache answers /readyz from one round of checks a second (ops.go)
 	readyCache readyCache
 }
