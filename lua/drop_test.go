@@ -194,9 +194,9 @@ func TestACartInLineWaitsForAStartMovedIntoTheFuture(t *testing.T) {
 }
 
 // A start an operator clears, or moves earlier, no longer holds the carts that wait for it:
-// both the cart sent back from the line for the start and the one that came before it are
-// taken at once when it is cleared, and at the new start when it moves earlier, not at the
-// old start.
+// the cart sent back from the line for the start, the one that came before it, and one sent
+// by a replica whose catalog cache still has the old start are taken at once when it is
+// cleared, and at the new start when it moves earlier, not at the old start.
 func TestClearingOrMovingAStartEarlierReleasesTheCartsWaitingForIt(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -226,7 +226,13 @@ func TestClearingOrMovingAStartEarlierReleasesTheCartsWaitingForIt(t *testing.T)
 			if err := r.SetSaleStart(ctx, sku, start); err != nil {
 				t.Fatal(err)
 			}
-			for _, cart := range []string{"c-line", "c-early"} {
+			// A replica whose catalog cache still has the old start cannot hold a new cart
+			// for it either: the operator's word wins.
+			stale, err := r.Enter(ctx, earlyEntry("c-stale", sku, 1, later), false, 100, 0)
+			if err != nil || start == nil && stale.Outcome != shop.RoomQueued || start != nil && stale.Outcome != shop.RoomEarly {
+				t.Fatalf("a cart entering with the old start: %+v %v, want it in line (cleared) or waiting for the new start", stale, err)
+			}
+			for _, cart := range []string{"c-line", "c-early", "c-stale"} {
 				place, err := r.Lookup(ctx, cart)
 				if err != nil || place.Entry == nil || start != nil && place.Entry.StartsAt != start.UnixMilli() {
 					t.Fatalf("%s after the start moved to %v: %+v %v, want it waiting for the new start", cart, start, place, err)
@@ -245,7 +251,7 @@ func TestClearingOrMovingAStartEarlierReleasesTheCartsWaitingForIt(t *testing.T)
 				}
 				took = append(took, e.CartID)
 			}
-			if slices.Sort(took); !slices.Equal(took, []string{"c-early", "c-line"}) {
+			if slices.Sort(took); !slices.Equal(took, []string{"c-early", "c-line", "c-stale"}) {
 				t.Fatalf("took %v once the start was %s, want both carts that waited for the old start", took, tc.name)
 			}
 		})

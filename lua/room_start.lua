@@ -9,11 +9,9 @@
 -- Returns the number of carts moved.
 local starts, early, carts, drop_skus = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local sku, new = ARGV[1], ARGV[2]
-if new == '0' then
-  redis.call('HDEL', starts, sku)
-else
-  redis.call('HSET', starts, sku, new)
-end
+-- On sale is kept as "0", not forgotten: the door takes the operators' word for a SKU they
+-- named over the start a replica's catalog cache read a moment before (room_enter.lua).
+redis.call('HSET', starts, sku, new)
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 
@@ -23,7 +21,7 @@ local function start_of(e)
   local latest
   for _, it in ipairs(e.items) do
     local s = redis.call('HGET', starts, it.sku)
-    if s and (not latest or tonumber(s) > tonumber(latest)) then
+    if s and tonumber(s) > 0 and (not latest or tonumber(s) > tonumber(latest)) then
       latest = s
     end
   end
