@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -112,4 +113,39 @@ func TestMovingAStartIntoTheFutureStopsTheCartsInLine(t *testing.T) {
 		t.Fatalf("the cart in line: %+v %v, want it waiting for the sale", place, err)
 	}
 	h.assertUntouched(t, h.sku, 10)
+}
+
+// An operator who clears a SKU's start (a PUT without sale_starts_at) releases the carts that
+// waited for it at once: the carts sent back from the line for the start are taken at the
+// next turn, not at the old start.
+func TestClearingAStartReleasesTheCartsWaitingForIt(t *testing.T) {
+	h := newRoomHarness(t, 10, 1, 100, nil)
+	queued(t, h.post(t, "c-in-line", 1, ""), http.StatusAccepted)
+	put := func(startsAt string) {
+		t.Helper()
+		rec := h.do(t, request{method: http.MethodPut, path: "/v1/inventory/" + h.sku, header: admin(), body: body(
+			`{"on_hand": 10, "price_cents": 500, "currency": "usd", "max_per_order": 5` + startsAt + `}`)})
+		if rec.Code != http.StatusOK {
+			t.Fatalf("PUT %s: %d %s", startsAt, rec.Code, rec.Body)
+		}
+	}
+	put(fmt.Sprintf(`, "sale_starts_at": %q`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)))
+	if e, ok, err := h.room.Pop(t.Context()); err != nil || ok {
+		t.Fatalf("took %s (%v) from the line before its SKU's start", e.CartID, err)
+	}
+	put("")
+	var took []string
+	for {
+		e, ok, err := h.room.Pop(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		took = append(took, e.CartID)
+	}
+	if slices.Sort(took); !slices.Equal(took, []string{"blocker", "c-in-line"}) {
+		t.Fatalf("took %v once the start was cleared, want the two carts that waited for it", took)
+	}
 }

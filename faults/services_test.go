@@ -7,7 +7,8 @@
 // the postgres user when the test runs as root) and Temporal dev server (file-backed) on spare
 // loopback ports, so stopping them never disturbs the machine's services or other tests. The
 // worker runs as a separate process built from cmd/checkout, so it can be SIGKILLed; the API
-// runs in the test binary behind its own TCP proxy to Temporal.
+// runs in the test binary behind its own TCP proxy to Temporal, and as two processes of its
+// own for the replica fault (replicas_test.go).
 package faults
 
 import (

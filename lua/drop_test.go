@@ -192,3 +192,68 @@ func TestACartInLineWaitsForAStartMovedIntoTheFuture(t *testing.T) {
 		t.Fatalf("a cart entering with no start known to its replica: %+v %v, want it waiting for the start", a, err)
 	}
 }
+
+// A start an operator clears, or moves earlier, no longer holds the carts that wait for it:
+// the cart sent back from the line for the start, the one that came before it, and one sent
+// by a replica whose catalog cache still has the old start are taken at once when it is
+// cleared, and at the new start when it moves earlier, not at the old start.
+func TestClearingOrMovingAStartEarlierReleasesTheCartsWaitingForIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		now  func(now time.Time) *time.Time // the new start, from Redis's clock; nil: cleared
+	}{
+		{"cleared", func(time.Time) *time.Time { return nil }},
+		{"moved earlier", func(now time.Time) *time.Time { return new(now.Add(time.Second)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, _, sku := testRoom(t, 4)
+			ctx := t.Context()
+			if a := enter(t, r, roomEntry("c-line", sku, 1), 100); a.Outcome != shop.RoomQueued {
+				t.Fatalf("a cart enters on sale: %+v", a)
+			}
+			later := redisNow(t, r).Add(time.Hour)
+			if err := r.SetSaleStart(ctx, sku, &later); err != nil {
+				t.Fatal(err)
+			}
+			if e, ok := pop(t, r); ok {
+				t.Fatalf("took %s before its SKU's start", e.CartID)
+			}
+			if a := enter(t, r, earlyEntry("c-early", sku, 1, later), 100); a.Outcome != shop.RoomEarly {
+				t.Fatalf("a cart before the start: %+v, want early", a)
+			}
+
+			start := tc.now(redisNow(t, r))
+			if err := r.SetSaleStart(ctx, sku, start); err != nil {
+				t.Fatal(err)
+			}
+			// A replica whose catalog cache still has the old start cannot hold a new cart
+			// for it either: the operator's word wins.
+			stale, err := r.Enter(ctx, earlyEntry("c-stale", sku, 1, later), false, 100, 0)
+			if err != nil || start == nil && stale.Outcome != shop.RoomQueued || start != nil && stale.Outcome != shop.RoomEarly {
+				t.Fatalf("a cart entering with the old start: %+v %v, want it in line (cleared) or waiting for the new start", stale, err)
+			}
+			for _, cart := range []string{"c-line", "c-early", "c-stale"} {
+				place, err := r.Lookup(ctx, cart)
+				if err != nil || place.Entry == nil || start != nil && place.Entry.StartsAt != start.UnixMilli() {
+					t.Fatalf("%s after the start moved to %v: %+v %v, want it waiting for the new start", cart, start, place, err)
+				}
+			}
+			if start != nil {
+				for redisNow(t, r).Before(*start) {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			var took []string
+			for {
+				e, ok := pop(t, r)
+				if !ok {
+					break
+				}
+				took = append(took, e.CartID)
+			}
+			if slices.Sort(took); !slices.Equal(took, []string{"c-early", "c-line", "c-stale"}) {
+				t.Fatalf("took %v once the start was %s, want both carts that waited for the old start", took, tc.name)
+			}
+		})
+	}
+}

@@ -61,6 +61,7 @@ var (
 	roomPopScript     = redis.NewScript(source("room_common") + source("room_pop"))
 	roomEndScript     = redis.NewScript(source("room_common") + source("room_end"))
 	roomReleaseScript = redis.NewScript(source("room_common") + source("room_release"))
+	roomStartScript   = redis.NewScript(source("room_common") + source("room_start"))
 )
 
 // RefusalTTL is how long the refusal of a cart that waited for a sale and found its units
@@ -385,15 +386,16 @@ func (r *Room) Hold(ctx context.Context, held bool) error {
 // SetSaleStart tells the room a SKU's sale start (nil: on sale), as an operator set it.
 // A cart in line with a SKU whose start is ahead, on Redis's clock, is not taken: it goes
 // back to wait for the start with the carts that came before it, and is placed by a draw
-// (room_pop.lua), so no cart sells before its SKUs' start.
+// (room_pop.lua), so no cart sells before its SKUs' start. The carts waiting for a sale of
+// the SKU wait for its new start: at once, when it is cleared or moved into the past
+// (room_start.lua).
 func (r *Room) SetSaleStart(ctx context.Context, sku string, startsAt *time.Time) error {
-	var err error
+	var ms int64
 	if startsAt != nil {
-		err = r.rdb.HSet(ctx, r.key("starts"), sku, startsAt.UnixMilli()).Err()
-	} else {
-		err = r.rdb.HDel(ctx, r.key("starts"), sku).Err()
+		ms = startsAt.UnixMilli()
 	}
-	if err != nil {
+	keys := []string{r.key("starts"), r.key("early"), r.key("carts"), r.key("drop_skus")}
+	if err := roomStartScript.Run(ctx, r.rdb, keys, sku, ms).Err(); err != nil {
 		return fmt.Errorf("set the sale start of %s in the waiting room: %w", sku, err)
 	}
 	return nil

@@ -9,8 +9,8 @@
 --       cart pass), early (zset cart -> the start of its drop, ms: carts that came before
 --       it), draws (hash cart -> its random draw, 16 hex digits), drop_skus (hash start ->
 --       the SKUs of its early carts, space-separated), starts (hash sku -> its sale start,
---       ms, as an operator set it: it wins over starts_at, which the caller's catalog cache
---       may have read a moment before)
+--       ms, as an operator set it, 0: on sale; it wins over starts_at, which the caller's
+--       catalog cache may have read a moment before)
 -- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
 --       size (the line's capacity), customer, per_customer (the most carts one customer may
 --       have in the room; 0: no cap), starts_at (ms: the latest sale start of the cart's
@@ -26,13 +26,21 @@ local line, carts, demand, seq, leaving, customers, units, control, early, draws
 local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local customer, per_customer = ARGV[5], tonumber(ARGV[6])
 local start, draw = ARGV[7], ARGV[8] -- start as sent: a hash field and a score
-local starts_at = tonumber(start)
+-- The operators' starts win: all of them when they name every SKU of the cart (0: on sale),
+-- a later one otherwise.
+local named, latest = true, '0'
 for i = 9, #ARGV, 4 do
   local set = redis.call('HGET', KEYS[12], ARGV[i])
-  if set and tonumber(set) > starts_at then
-    start, starts_at = set, tonumber(set)
+  if not set then
+    named = false
+  elseif tonumber(set) > tonumber(latest) then
+    latest = set
   end
 end
+if named or tonumber(latest) > tonumber(start) then
+  start = latest
+end
+local starts_at = tonumber(start)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 

@@ -11,7 +11,7 @@
 --       control (hash: held "1", pace carts a second, second and taken: the current
 --       second of the pace and the carts taken in it), early, draws and drop_skus (see
 --       room_enter.lua), refused and refusals (see room_release.lua), starts (hash sku ->
---       its sale start, ms, as an operator set it)
+--       its sale start, ms, as an operator set it; 0: on sale)
 -- ARGV: now (ms), lease (ms), seed (16 hex digits, random: the draws of carts sent back to
 --       wait for their sale)
 -- Returns the entry (JSON) of the cart taken, false when the line is empty, held, or past

@@ -38,7 +38,8 @@ type Line interface {
 	Forget(ctx context.Context, cartID string) (gone bool, err error)
 	Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error)
 	// SetSaleStart tells the line a SKU's sale start (nil: on sale), as an operator set it:
-	// a cart in line for a SKU whose start is ahead is not taken before it.
+	// a cart in line for a SKU whose start is ahead is not taken before it, and the carts
+	// waiting for the SKU's sale wait for the new start (none, when it is cleared).
 	SetSaleStart(ctx context.Context, sku string, startsAt *time.Time) error
 	// Hold, SetPace and Status are the operators' controls.
 	Hold(ctx context.Context, held bool) error
