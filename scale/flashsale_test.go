@@ -151,30 +151,12 @@ func TestFlashSaleOnPostgresTemporal(t *testing.T) {
 		}
 	}
 
-	var inv shop.InventoryView
-	if code, err := s.do(apis[1], http.MethodGet, "/v1/inventory/"+sku, nil, &inv, "Authorization", "Bearer "+adminToken); err != nil || code != http.StatusOK {
-		t.Fatalf("read stock: %d %v", code, err)
-	}
-	// on_hand is what is left to sell: the sold units leave it, the cancelled ones came back.
-	if inv.Sold != int64(paid) || inv.Held != 0 || inv.OnHand != units-int64(paid) || inv.Available != inv.OnHand {
-		t.Errorf("stock after the sale: %+v; want sold %d, held 0, on_hand and available %d", inv, paid, units-paid)
-	}
-
-	// The operator's audit, across Postgres, the Redis Cluster and Temporal on Postgres.
-	pool, err := pgxpool.New(t.Context(), s.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	tc, err := client.Dial(client.Options{HostPort: s.temporal.HostPort, Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	report, err := audit.New(pool, s.rdb, tc, audit.Options{Grace: -1}).Run(ctx(t, time.Minute))
-	if err != nil || !report.Clean() {
-		t.Errorf("audit after the sale: %v; violations %+v", err, report.Violations)
-	}
+	report := s.soldAsPaid(apis[1], tc, sku, units, int64(paid), "the sale")
 	t.Logf("%d buyers, %d units: burst %s (%d retried 503s and 429s), %d winners, %d paid, %d cancelled; audit: %d checks, %d violations",
 		buyers, units, burst.Round(time.Millisecond), shed.Load(), len(winners), paid, len(winners)-paid, len(report.Checks), len(report.Violations))
 
@@ -229,4 +211,30 @@ func (s *shape) payment(p *product, b *buyer) (int, error) {
 	})
 	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
 	return s.do(p, http.MethodPost, "/v1/webhooks/stripe", body, nil, "Stripe-Signature", signed.Header)
+}
+
+// soldAsPaid checks, once a sale is over, that the SKU sold exactly the paid units and holds
+// none (on_hand is what is left to sell: the sold units leave it, the cancelled ones came
+// back), and that the operator's audit across Postgres, the Redis Cluster and Temporal on
+// Postgres is clean. It returns the audit's report.
+func (s *shape) soldAsPaid(p *product, tc client.Client, sku string, units, paid int64, after string) shop.AuditReport {
+	s.t.Helper()
+	t := s.t
+	var inv shop.InventoryView
+	if code, err := s.do(p, http.MethodGet, "/v1/inventory/"+sku, nil, &inv, "Authorization", "Bearer "+adminToken); err != nil || code != http.StatusOK {
+		t.Fatalf("read stock: %d %v", code, err)
+	}
+	if inv.Sold != paid || inv.Held != 0 || inv.OnHand != units-paid || inv.Available != inv.OnHand {
+		t.Errorf("stock after %s: %+v; want sold %d, held 0, on_hand and available %d", after, inv, paid, units-paid)
+	}
+	pool, err := pgxpool.New(t.Context(), s.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	report, err := audit.New(pool, s.rdb, tc, audit.Options{Grace: -1}).Run(ctx(t, time.Minute))
+	if err != nil || !report.Clean() {
+		t.Errorf("audit after %s: %v; violations %+v", after, err, report.Violations)
+	}
+	return report
 }
