@@ -44,16 +44,18 @@ run: $(TEMPORAL) build
 #   - the saga explorer's 10,000 seeds without -race. The -race run above explores the
 #     first EXPLORE_RACE_SEEDS of them: the race detector needs a few schedules, the search
 #     needs many, and -race makes each three times slower (docs/testing.md);
-#   - tools/compose, a module of its own.
+#   - tools/compose and tools/temporal, modules of their own (the latter's test checks our dev
+#     server's store; -vet=off: vet would analyse every server package first, minutes cold).
 EXPLORE_RACE_SEEDS := 1000
 TEST_ENV := TEMPORAL_CLI=$(CURDIR)/$(TEMPORAL) STRIPE_MOCK=$(CURDIR)/$(STRIPE_MOCK)
 
 test: tools vet
-	@echo "go test -race ./... (EXPLORE_SEEDS=$(EXPLORE_RACE_SEEDS)), the explorer's 10,000 seeds and tools/compose, at once"
+	@echo "go test -race ./... (EXPLORE_SEEDS=$(EXPLORE_RACE_SEEDS)), the explorer's 10,000 seeds, tools/compose and tools/temporal, at once"
 	@$(TEST_ENV) EXPLORE_SEEDS=$(EXPLORE_RACE_SEEDS) go test -count=1 -race -timeout 30m ./... & race=$$!; \
 	$(TEST_ENV) go test -count=1 -timeout 30m -run '^TestExploreSagaInterleavings$$' ./workflows/ & explore=$$!; \
 	(cd tools/compose && go test -count=1 ./...) & compose=$$!; \
-	status=0; for job in $$race $$explore $$compose; do wait $$job || status=1; done; exit $$status
+	(cd tools/temporal && go test -count=1 -vet=off ./...) & devserver=$$!; \
+	status=0; for job in $$race $$explore $$compose $$devserver; do wait $$job || status=1; done; exit $$status
 
 # workflowcheck (the SDK's contrib tool, pinned) fails on non-deterministic calls in workflow
 # code: time.Now, goroutines, map iteration, I/O. About 20 s.

@@ -8,21 +8,27 @@
 //	    [--http-port N] [--metrics-port N] [--db-filename FILE] [--namespace NS]...
 //	    [--search-attribute NAME=TYPE]... [--dynamic-config-value KEY=JSON]...
 //	    [--log-level debug|info|warn|error] [--log-format json|pretty]
+//	    [--all-visibility-indexes]
 //	temporal --version
 //
 // Like the CLI it creates the `default` namespace (and every --namespace) with the search
 // attributes registered, keeps its state in memory unless --db-filename names a file, and
 // stops cleanly on SIGINT or SIGTERM. It is no Temporal client: tests use the Go SDK, and
 // support installs the Temporal CLI of their choice (docs/runbook.md).
+//
+// Unlike the CLI, it keeps one index of the visibility table (trimVisibilityIndexes), unless
+// --all-visibility-indexes.
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -92,6 +98,7 @@ type startDevOptions struct {
 	port, uiPort, httpPort          int
 	metricsPort                     int
 	headless                        bool
+	allVisibilityIndexes            bool
 	namespaces                      []string
 	searchAttributes                map[string]enumspb.IndexedValueType
 	dynamicConfig                   map[string]any
@@ -112,6 +119,7 @@ func parseStartDev(args []string) (startDevOptions, error) {
 	fs.IntVar(&o.httpPort, "http-port", 0, "frontend HTTP API port (default: none)")
 	fs.IntVar(&o.metricsPort, "metrics-port", 0, "Prometheus /metrics port (default: none)")
 	fs.BoolVar(&o.headless, "headless", false, "do not serve the Web UI")
+	fs.BoolVar(&o.allVisibilityIndexes, "all-visibility-indexes", false, "keep every index of the SQLite visibility table (default: only the list's own, trimVisibilityIndexes)")
 	fs.StringVar(&o.dbFile, "db-filename", "", "SQLite file to keep the state in (default: in memory, lost on exit)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "server log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or pretty")
@@ -313,7 +321,61 @@ func sqliteConfig(o startDevOptions) (*config.SQL, error) {
 	if err := sqliteschema.CreateNamespaces(conf, nss...); err != nil {
 		return nil, fmt.Errorf("create namespaces: %w", err)
 	}
+	if !o.allVisibilityIndexes {
+		if err := trimVisibilityIndexes(conf); err != nil {
+			return nil, err
+		}
+	}
 	return conf, nil
+}
+
+// keptVisibilityIndex is the one index of the visibility table the dev server keeps: the
+// order of the Web UI's list, and of every list and count without a filter.
+const keptVisibilityIndex = "default_idx"
+
+// trimVisibilityIndexes drops every index of the SQLite visibility table but
+// keptVisibilityIndex. Server 1.32's schema has 58, one per searchable column, each ending
+// with an expression of close_time; every visibility write (a start, each search-attribute
+// upsert, a close) rewrites all of them. In a flash sale on 2 cores that was half of the dev
+// server's CPU (docs/performance.md). A query by any other column reads the whole table
+// instead, which a dev server's few thousand rows make cheap, and answers the same: an index
+// never changes a result. The scale profile and compose run the full server and its schema.
+func trimVisibilityIndexes(conf *config.SQL) error {
+	// The store's database, as the server's SQLite plugin names it: with mode=memory and
+	// cache=shared, this connection and the plugin's share the one in-memory database,
+	// which the plugin keeps open from CreateNamespaces on.
+	attrs := url.Values{}
+	for k, v := range conf.ConnectAttributes {
+		attrs.Set(k, v)
+	}
+	db, err := sql.Open("sqlite", "file:"+conf.DatabaseName+"?"+attrs.Encode())
+	if err != nil {
+		return fmt.Errorf("open the store to trim its visibility indexes: %w", err)
+	}
+	defer db.Close()
+	var names []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master
+		WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL AND name <> ?`, keptVisibilityIndex)
+	if err != nil {
+		return fmt.Errorf("list the visibility indexes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return fmt.Errorf("list the visibility indexes: %w", err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list the visibility indexes: %w", err)
+	}
+	for _, name := range names {
+		if _, err := db.Exec(`DROP INDEX IF EXISTS "` + name + `"`); err != nil {
+			return fmt.Errorf("drop visibility index %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 const clusterName = "active"
