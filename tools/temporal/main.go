@@ -341,41 +341,62 @@ const keptVisibilityIndex = "default_idx"
 // instead, which a dev server's few thousand rows make cheap, and answers the same: an index
 // never changes a result. The scale profile and compose run the full server and its schema.
 func trimVisibilityIndexes(conf *config.SQL) error {
-	// The store's database, as the server's SQLite plugin names it: with mode=memory and
-	// cache=shared, this connection and the plugin's share the one in-memory database,
-	// which the plugin keeps open from CreateNamespaces on.
+	db, err := openStore(conf)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	names, err := visibilityIndexes(db)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if name == keptVisibilityIndex {
+			continue
+		}
+		if _, err := db.Exec(`DROP INDEX IF EXISTS "` + name + `"`); err != nil {
+			return fmt.Errorf("drop visibility index %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// openStore opens the store's database as the server's SQLite plugin names it: with
+// mode=memory and cache=shared, this connection and the plugin's share the one in-memory
+// database, which the plugin keeps open from CreateNamespaces on.
+func openStore(conf *config.SQL) (*sql.DB, error) {
 	attrs := url.Values{}
 	for k, v := range conf.ConnectAttributes {
 		attrs.Set(k, v)
 	}
 	db, err := sql.Open("sqlite", "file:"+conf.DatabaseName+"?"+attrs.Encode())
 	if err != nil {
-		return fmt.Errorf("open the store to trim its visibility indexes: %w", err)
+		return nil, fmt.Errorf("open the dev server's store: %w", err)
 	}
-	defer db.Close()
-	var names []string
+	return db, nil
+}
+
+// visibilityIndexes names the indexes of the visibility table (those of its own schema, not
+// the primary key's).
+func visibilityIndexes(db *sql.DB) ([]string, error) {
 	rows, err := db.Query(`SELECT name FROM sqlite_master
-		WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL AND name <> ?`, keptVisibilityIndex)
+		WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL`)
 	if err != nil {
-		return fmt.Errorf("list the visibility indexes: %w", err)
+		return nil, fmt.Errorf("list the visibility indexes: %w", err)
 	}
 	defer rows.Close()
+	var names []string
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return fmt.Errorf("list the visibility indexes: %w", err)
+			return nil, fmt.Errorf("list the visibility indexes: %w", err)
 		}
 		names = append(names, name)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("list the visibility indexes: %w", err)
+		return nil, fmt.Errorf("list the visibility indexes: %w", err)
 	}
-	for _, name := range names {
-		if _, err := db.Exec(`DROP INDEX IF EXISTS "` + name + `"`); err != nil {
-			return fmt.Errorf("drop visibility index %s: %w", name, err)
-		}
-	}
-	return nil
+	return names, nil
 }
 
 const clusterName = "active"

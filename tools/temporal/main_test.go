@@ -1,8 +1,6 @@
 package main
 
 import (
-	"database/sql"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,33 +8,17 @@ import (
 	"go.temporal.io/server/common/config"
 )
 
-// visibilityIndexes lists the indexes of the visibility table in the store conf names, as a
+// indexesOf names the indexes of the visibility table in the store conf names, as a
 // connection of the server's SQLite plugin sees it.
-func visibilityIndexes(t *testing.T, conf *config.SQL) []string {
+func indexesOf(t *testing.T, conf *config.SQL) []string {
 	t.Helper()
-	attrs := url.Values{}
-	for k, v := range conf.ConnectAttributes {
-		attrs.Set(k, v)
-	}
-	db, err := sql.Open("sqlite", "file:"+conf.DatabaseName+"?"+attrs.Encode())
+	db, err := openStore(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions_visibility' AND sql IS NOT NULL`)
+	names, err := visibilityIndexes(db)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, name)
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return names
@@ -60,7 +42,7 @@ func TestTheStoreKeepsOneVisibilityIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visibilityIndexes(t, memory); !slices.Equal(got, []string{keptVisibilityIndex}) {
+	if got := indexesOf(t, memory); !slices.Equal(got, []string{keptVisibilityIndex}) {
 		t.Errorf("in memory: visibility indexes %q, want only %s", got, keptVisibilityIndex)
 	}
 
@@ -70,7 +52,7 @@ func TestTheStoreKeepsOneVisibilityIndex(t *testing.T) {
 		if err != nil {
 			t.Fatalf("start %d: %v", start+1, err)
 		}
-		if got := visibilityIndexes(t, conf); !slices.Equal(got, []string{keptVisibilityIndex}) {
+		if got := indexesOf(t, conf); !slices.Equal(got, []string{keptVisibilityIndex}) {
 			t.Errorf("file, start %d: visibility indexes %q, want only %s", start+1, got, keptVisibilityIndex)
 		}
 	}
@@ -79,7 +61,7 @@ func TestTheStoreKeepsOneVisibilityIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visibilityIndexes(t, all); len(got) < 10 || !slices.Contains(got, keptVisibilityIndex) {
+	if got := indexesOf(t, all); len(got) < 10 || !slices.Contains(got, keptVisibilityIndex) {
 		t.Errorf("--all-visibility-indexes: %d indexes %q, want the schema's own", len(got), got)
 	}
 }
