@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/server/common/config"
 )
 
-// indexesOf names the indexes of the visibility table in the store conf names, as a
-// connection of the server's SQLite plugin sees it.
+// indexesOf names the indexes of the visibility table in the store conf names, opened by
+// that name as the trim opens it (the same name is the same in-memory database).
 func indexesOf(t *testing.T, conf *config.SQL) []string {
 	t.Helper()
 	db, err := openStore(conf)
@@ -35,8 +35,8 @@ func startOptions(t *testing.T, args ...string) startDevOptions {
 
 // The store the server opens keeps only the list's index of the visibility table, in memory
 // (the tests' dev servers) and in a file (make run's, opened again at every start), unless
-// --all-visibility-indexes. The server's schema has many; a count of zero would mean the
-// trim reached another database than the server's.
+// --all-visibility-indexes. The server's schema has many; a name that reached another,
+// empty database (a wrong DSN) would list none, and fail the test as a missed trim does.
 func TestTheStoreKeepsOneVisibilityIndex(t *testing.T) {
 	memory, err := sqliteConfig(startOptions(t))
 	if err != nil {
