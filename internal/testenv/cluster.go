@@ -102,6 +102,9 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
 	waitFor(t, "the cluster client to see every master", func() error {
+		// ForEachMaster reads the client's cached slots, which a first read taken while the
+		// cluster still converged leaves short of a master: ask for them again each time.
+		rdb.ReloadState(context.Background())
 		var n atomic.Int32 // ForEachMaster runs fn on every master at once
 		err := rdb.ForEachMaster(context.Background(), func(context.Context, *redis.Client) error { n.Add(1); return nil })
 		if err == nil && int(n.Load()) != masters {
