@@ -85,9 +85,18 @@ func (r *Room) WithLease(lease time.Duration) *Room {
 
 func (r *Room) key(part string) string { return "room:{" + r.name + "}:" + part }
 
+// roomKeys name the room's keys, in the order room_common.lua reads them (its comment says
+// what each holds); the cart's left marker comes last.
+var roomKeys = []string{"line", "carts", "demand", "seq", "leaving", "served", "customers", "units", "control", "early",
+	"draws", "drop_skus", "starts", "refused", "refusals"}
+
+// keys are every key of the room, for a script about cartID ("" when it is about none).
 func (r *Room) keys(cartID string) []string {
-	return []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.leftKey(cartID), r.key("customers"), r.key("units"),
-		r.key("early"), r.key("draws")}
+	keys := make([]string, 0, len(roomKeys)+1)
+	for _, k := range roomKeys {
+		keys = append(keys, r.key(k))
+	}
+	return append(keys, r.leftKey(cartID))
 }
 
 func (r *Room) leftKey(cartID string) string { return r.key("left:" + cartID) }
@@ -119,22 +128,9 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 	for _, it := range e.Items {
 		args = append(args, it.SKU, it.Quantity, available[it.SKU], e.MaxPerCustomer[it.SKU])
 	}
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("leaving"), r.key("customers"), r.key("units"),
-		r.key("control"), r.key("early"), r.key("draws"), r.key("drop_skus"), r.key("starts")}
-	var res []any
-	for range maxReleases {
-		if res, err = roomEnterScript.Run(ctx, r.rdb, keys, args...).Slice(); err != nil {
-			return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
-		}
-		if res[0].(string) != "due" {
-			break
-		}
-		if err := r.release(ctx, res[1].(string)); err != nil {
-			return shop.RoomAnswer{}, err
-		}
-	}
-	if res[0].(string) == "due" {
-		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: drops still due after %d releases", e.CartID, maxReleases)
+	res, err := r.runReleasing(ctx, roomEnterScript, args...)
+	if err != nil {
+		return shop.RoomAnswer{}, fmt.Errorf("enter the waiting room, cart %s: %w", e.CartID, err)
 	}
 	a, err := roomAnswer(res)
 	if err != nil {
@@ -144,7 +140,11 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 }
 
 // roomAnswer reads room_enter.lua's reply.
-func roomAnswer(res []any) (shop.RoomAnswer, error) {
+func roomAnswer(reply any) (shop.RoomAnswer, error) {
+	res, _ := reply.([]any)
+	if len(res) == 0 {
+		return shop.RoomAnswer{}, fmt.Errorf("reply %v", reply)
+	}
 	a := shop.RoomAnswer{Outcome: res[0].(string)}
 	switch a.Outcome {
 	case shop.RoomQueued, shop.RoomEarly:
@@ -163,6 +163,23 @@ func roomAnswer(res []any) (shop.RoomAnswer, error) {
 // maxReleases bounds the drops one call releases before it gives up (each is released once,
 // by whichever call meets it first).
 const maxReleases = 8
+
+// runReleasing runs room_enter.lua or room_pop.lua. Either answers {"due", start} when a
+// drop's start has come and its early carts are not in line yet: then it releases the drop
+// (release) and runs the script again.
+func (r *Room) runReleasing(ctx context.Context, script *redis.Script, args ...any) (any, error) {
+	for range maxReleases {
+		res, err := script.Run(ctx, r.rdb, r.keys(""), args...).Result()
+		due, ok := res.([]any)
+		if err != nil || !ok || due[0] != "due" {
+			return res, err
+		}
+		if err := r.release(ctx, due[1].(string)); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("drops still due after %d releases", maxReleases)
+}
 
 // newDraw is a cart's random draw for its place in a drop: 16 hex digits from the system's
 // cryptographic source, so no client can predict or repeat a place.
@@ -191,9 +208,7 @@ func (r *Room) release(ctx context.Context, start string) error {
 	for sku, n := range available {
 		args = append(args, sku, n)
 	}
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("seq"), r.key("early"), r.key("draws"), r.key("drop_skus"),
-		r.key("customers"), r.key("units"), r.key("refused"), r.key("refusals")}
-	if err := roomReleaseScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
+	if err := roomReleaseScript.Run(ctx, r.rdb, r.keys(""), args...).Err(); err != nil {
 		return fmt.Errorf("release the drop at %s: %w", start, err)
 	}
 	return nil
@@ -227,29 +242,14 @@ func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string
 // Pop takes the head of the line under a lease, first putting back in line the carts whose
 // lease ran out. It reports false when the line is empty.
 func (r *Room) Pop(ctx context.Context) (shop.RoomEntry, bool, error) {
-	keys := []string{r.key("line"), r.key("carts"), r.key("demand"), r.key("leaving"), r.key("served"), r.key("customers"), r.key("units"),
-		r.key("control"), r.key("early"), r.key("refused"), r.key("refusals"), r.key("draws"), r.key("drop_skus"), r.key("starts")}
-	var raw string
-	for range maxReleases {
-		res, err := roomPopScript.Run(ctx, r.rdb, keys, r.now().UnixMilli(), r.lease.Milliseconds(), r.draw()).Result()
-		if errors.Is(err, redis.Nil) {
-			return shop.RoomEntry{}, false, nil
-		}
-		if err != nil {
-			return shop.RoomEntry{}, false, fmt.Errorf("take from the waiting room: %w", err)
-		}
-		if due, ok := res.([]any); ok { // {"due", start}
-			if err := r.release(ctx, due[1].(string)); err != nil {
-				return shop.RoomEntry{}, false, err
-			}
-			continue
-		}
-		raw = res.(string)
-		break
-	}
-	if raw == "" {
+	res, err := r.runReleasing(ctx, roomPopScript, r.now().UnixMilli(), r.lease.Milliseconds(), r.draw())
+	if errors.Is(err, redis.Nil) {
 		return shop.RoomEntry{}, false, nil
 	}
+	if err != nil {
+		return shop.RoomEntry{}, false, fmt.Errorf("take from the waiting room: %w", err)
+	}
+	raw, _ := res.(string)
 	var e shop.RoomEntry
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
 		return e, false, fmt.Errorf("waiting room entry %q: %w", raw, err)
@@ -394,8 +394,7 @@ func (r *Room) SetSaleStart(ctx context.Context, sku string, startsAt *time.Time
 	if startsAt != nil {
 		ms = startsAt.UnixMilli()
 	}
-	keys := []string{r.key("starts"), r.key("early"), r.key("carts"), r.key("drop_skus")}
-	if err := roomStartScript.Run(ctx, r.rdb, keys, sku, ms).Err(); err != nil {
+	if err := roomStartScript.Run(ctx, r.rdb, r.keys(""), sku, ms).Err(); err != nil {
 		return fmt.Errorf("set the sale start of %s in the waiting room: %w", sku, err)
 	}
 	return nil

@@ -1,8 +1,6 @@
 -- Ends a cart's stay in the waiting room (see room.go). The room keeps no ends: a cart that
 -- ends without a saga (cancelled while it waited) is recorded in Postgres before it leaves.
 --
--- KEYS: line, carts, demand, leaving, left (the cart's left marker), customers, units,
---       early, draws (see room_enter.lua)
 -- ARGV: cart, how, answer (for how = "leave"), left_ttl (s)
 --   how = "leave":  its saga started; the room forgets it, but for a short-lived marker
 --                   that lets a GET ?wait sent just after answer at once (answer: the saga's
@@ -12,8 +10,6 @@
 --   how = "forget": its end is recorded (cancelled while in line); only a cart still in line
 --                   is forgotten: one being started goes on to its saga, which adopts the end.
 -- Returns "ok", or for forget "leaving" (its saga is being started) or "none" (not in line).
-local line, carts, demand, leaving, left, customers, units, early, draws =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local cart, how = ARGV[1], ARGV[2]
 
 -- forget removes the cart from the room wherever it is: taken, or back in line (a start that
@@ -24,8 +20,8 @@ local function forget()
   local raw = redis.call('HGET', carts, cart)
   if redis.call('ZREM', line, cart) == 1 and raw then
     local e = cjson.decode(raw)
-    speak_for(demand, e, -1)
-    count_customer(customers, units, e, -1)
+    speak_for(e, -1)
+    count_customer(e, -1)
   end
   redis.call('HDEL', carts, cart)
 end
@@ -47,7 +43,7 @@ elseif how == 'forget' then
     -- Waiting for its sale: it spoke for no units yet, only for its customer's.
     local raw = redis.call('HGET', carts, cart)
     if raw then
-      count_customer(customers, units, cjson.decode(raw), -1)
+      count_customer(cjson.decode(raw), -1)
     end
     redis.call('HDEL', carts, cart)
     redis.call('HDEL', draws, cart)

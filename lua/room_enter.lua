@@ -1,16 +1,5 @@
--- The waiting room's door (see room.go). One cart asks to enter; every key is the room's
--- (one hash tag, one Cluster slot), so the order of arrival is one order for every API
--- replica, and Redis's clock is the one clock of a scheduled drop.
+-- The waiting room's door (see room.go): one cart asks to enter.
 --
--- KEYS: line (zset cart -> ticket), carts (hash cart -> entry), demand (hash sku -> units
---       asked by carts in line), seq (ticket counter), leaving (zset cart -> lease deadline),
---       customers (hash customer -> carts in the room), units (hash customer NUL sku -> units
---       the customer's carts in the room ask for), control (the operators': held "1" lets no
---       cart pass), early (zset cart -> the start of its drop, ms: carts that came before
---       it), draws (hash cart -> its random draw, 16 hex digits), drop_skus (hash start ->
---       the SKUs of its early carts, space-separated), starts (hash sku -> its sale start,
---       ms, as an operator set it, 0: on sale; it wins over starts_at, which the caller's
---       catalog cache may have read a moment before)
 -- ARGV: cart, entry (JSON), may_pass ("1": the caller has a place to start the saga now),
 --       size (the line's capacity), customer, per_customer (the most carts one customer may
 --       have in the room; 0: no cap), starts_at (ms: the latest sale start of the cart's
@@ -21,8 +10,6 @@
 -- carts in the room already), {"limit", sku} (the customer's carts would ask for more of the
 -- SKU than its max_per_customer) or {"due", start} (a drop's start has come and its early
 -- carts are not in line yet: the caller releases them, room_release.lua, and asks again).
-local line, carts, demand, seq, leaving, customers, units, control, early, draws, drop_skus =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local customer, per_customer = ARGV[5], tonumber(ARGV[6])
 local start, draw = ARGV[7], ARGV[8] -- start as sent: a hash field and a score
@@ -30,7 +17,7 @@ local start, draw = ARGV[7], ARGV[8] -- start as sent: a hash field and a score
 -- a later one otherwise.
 local named, latest = true, '0'
 for i = 9, #ARGV, 4 do
-  local set = redis.call('HGET', KEYS[12], ARGV[i])
+  local set = redis.call('HGET', starts, ARGV[i])
   if not set then
     named = false
   elseif tonumber(set) > tonumber(latest) then
@@ -41,8 +28,7 @@ if named or tonumber(latest) > tonumber(start) then
   start = latest
 end
 local starts_at = tonumber(start)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 
 -- A cart already in the room (a retried POST) keeps its place.
 if redis.call('ZSCORE', early, cart) then
@@ -93,9 +79,9 @@ if before_sale then
   -- Waiting for its sale: it holds nothing and speaks for no units yet (who came first must
   -- not matter), and gets its place at the start, by its draw (room_release.lua).
   for i = 9, #ARGV, 4 do
-    list_drop_sku(drop_skus, start, ARGV[i])
+    list_drop_sku(start, ARGV[i])
   end
-  count_customer(customers, units, e, 1)
+  count_customer(e, 1)
   e.starts_at, e.early = starts_at, true
   entry = cjson.encode(e)
   redis.call('ZADD', early, start, cart)
@@ -122,8 +108,8 @@ if #short > 1 then
   return short
 end
 
-speak_for(demand, e, 1)
-count_customer(customers, units, e, 1)
+speak_for(e, 1)
+count_customer(e, 1)
 e.ticket = redis.call('INCR', seq)
 entry = cjson.encode(e)
 redis.call('ZADD', line, e.ticket, cart)

@@ -7,22 +7,13 @@
 -- nobody leaves it; with a pace, at most that many carts leave it in each second of Redis's
 -- clock, across every replica.
 --
--- KEYS: line, carts, demand, leaving, served (counter of carts taken), customers, units,
---       control (hash: held "1", pace carts a second, second and taken: the current
---       second of the pace and the carts taken in it), early, draws and drop_skus (see
---       room_enter.lua), refused and refusals (see room_release.lua), starts (hash sku ->
---       its sale start, ms, as an operator set it; 0: on sale)
 -- ARGV: now (ms), lease (ms), seed (16 hex digits, random: the draws of carts sent back to
 --       wait for their sale)
 -- Returns the entry (JSON) of the cart taken, false when the line is empty, held, or past
 -- its pace for this second, or {"due", start} when a drop's start has come and its early
 -- carts are not in line yet (the caller releases them and takes again).
-local line, carts, demand, leaving, served, customers, units, control, early, refused, refusals =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local draws, drop_skus, starts = KEYS[12], KEYS[13], KEYS[14]
 local now, lease, seed = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local t = redis.call('TIME')
-local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local clock = now_ms()
 
 -- Refusals of a drop are kept a while for their buyers' GETs, then forgotten, a few a take.
 for _, cart in ipairs(redis.call('ZRANGEBYSCORE', refused, '-inf', clock, 'LIMIT', 0, 100)) do
@@ -32,8 +23,8 @@ end
 
 -- ask counts (sign 1) or stops counting (-1) what a cart in line speaks for.
 local function ask(entry, sign)
-  speak_for(demand, entry, sign)
-  count_customer(customers, units, entry, sign)
+  speak_for(entry, sign)
+  count_customer(entry, sign)
 end
 
 for _, cart in ipairs(redis.call('ZRANGEBYSCORE', leaving, '-inf', now)) do
@@ -82,9 +73,9 @@ end
 -- (room_enter.lua): it speaks for no units, still counts for its customer, and gets its
 -- place at the start by a draw no client can predict.
 local function wait_for_sale(cart, e, start)
-  speak_for(demand, e, -1)
+  speak_for(e, -1)
   for _, it in ipairs(e.items) do
-    list_drop_sku(drop_skus, start, it.sku)
+    list_drop_sku(start, it.sku)
   end
   e.starts_at, e.early, e.ticket = tonumber(start), true, nil
   redis.call('ZADD', early, start, cart)

@@ -4,18 +4,12 @@
 -- or released before it) already speak for is refused, holding nothing, and its refusal is
 -- kept a while for its buyer's GET. The reserve script stays the judge of every hold.
 --
--- KEYS: line, carts, demand, seq, early, draws, drop_skus, customers, units,
---       refused (zset cart -> when its refusal may be forgotten, ms), refusals (hash cart ->
---       its shortages, JSON)
 -- ARGV: start (ms, as the door returned it), refusal_ttl (ms), then per SKU of the drop:
 --       sku, available (read just before)
 -- Returns {"released", carts put in line, carts refused} (none of either when the drop was
 -- released already), or {"not_due"} when its start has not come.
-local line, carts, demand, seq, early, draws, drop_skus, customers, units, refused, refusals =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local start, ttl = ARGV[1], tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if tonumber(start) > now then
   return {'not_due'}
 end
@@ -49,13 +43,13 @@ for _, o in ipairs(order) do
       end
     end
     if #short == 0 then
-      speak_for(demand, e, 1)
+      speak_for(e, 1)
       e.early, e.ticket = nil, redis.call('INCR', seq)
       redis.call('HSET', carts, o.cart, cjson.encode(e))
       redis.call('ZADD', line, e.ticket, o.cart)
       released = released + 1
     else
-      count_customer(customers, units, e, -1)
+      count_customer(e, -1)
       redis.call('HDEL', carts, o.cart)
       redis.call('ZADD', refused, now + ttl, o.cart)
       redis.call('HSET', refusals, o.cart, cjson.encode(short))

@@ -4,16 +4,13 @@
 -- whose SKUs are all on sale waits for now, and the next take or entry releases it by its
 -- draw, ahead of every later cart, as at any drop's start.
 --
--- KEYS: starts (hash sku -> its sale start, ms), early, carts, drop_skus (see room_enter.lua)
 -- ARGV: sku, start (ms; "0": on sale)
 -- Returns the number of carts moved.
-local starts, early, carts, drop_skus = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local sku, new = ARGV[1], ARGV[2]
 -- On sale is kept as "0", not forgotten: the door takes the operators' word for a SKU they
 -- named over the start a replica's catalog cache read a moment before (room_enter.lua).
 redis.call('HSET', starts, sku, new)
-local t = redis.call('TIME')
-local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local now = string.format('%d', now_ms())
 
 -- start_of is the latest start of cart e's SKUs as operators set them (as stored: a hash
 -- field and a score), now when every SKU is on sale.
@@ -38,7 +35,7 @@ for _, old in ipairs(redis.call('HKEYS', drop_skus)) do
       local start = e and start_of(e)
       if start and tonumber(start) ~= tonumber(old) then
         for _, it in ipairs(e.items) do
-          list_drop_sku(drop_skus, start, it.sku)
+          list_drop_sku(start, it.sku)
         end
         e.starts_at = tonumber(start)
         redis.call('ZADD', early, start, cart)
