@@ -311,7 +311,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if answered {
 		return err
 	}
-	if place.InLine() || place.Left {
+	if place.InLine() || place.State == shop.PlaceLeft {
 		wait = 0 // it waited for the room already
 	}
 	if wait > 0 {
@@ -327,9 +327,9 @@ func (s *Server) getCheckout(c echo.Context) error {
 	if err != nil {
 		return s.unknownToSaga(c, err, place, roomErr)
 	}
-	if place.Leaving && v.Status == shop.StatusReserving && place.Entry != nil {
+	if place.State == shop.PlaceLeaving && v.Status == shop.StatusReserving {
 		// Taken from the line, its reservation not answered yet: it has not left the room.
-		return s.answerQueued(c, shop.RoomPlace{Leaving: true, Entry: place.Entry}, "", http.StatusOK)
+		return s.answerQueued(c, place, "", http.StatusOK)
 	}
 	return c.JSON(http.StatusOK, s.present(s.withRecordedEnd(ctx, v)))
 }
@@ -342,21 +342,21 @@ func (s *Server) getCheckout(c echo.Context) error {
 func (s *Server) getFromRoom(c echo.Context, id string, wait time.Duration) (place shop.RoomPlace, roomErr error, answered bool, err error) {
 	ctx := c.Request().Context()
 	place, roomErr = s.lookupRoom(ctx, id)
-	if place.Queued || place.Early {
+	if place.Waiting() {
 		if place, err = s.unrecordedPlace(ctx, id, place); err != nil {
 			return place, roomErr, true, err
 		}
 	}
-	if place.Refused != nil || place.Early && place.Entry != nil {
+	switch place.State {
+	case shop.PlaceNone:
+		return place, roomErr, false, nil
+	case shop.PlaceEarly, shop.PlaceRefused:
 		// Its place comes at the start: the client asks again after refresh_after_ms.
 		_, err := s.answerRoomGet(c, place)
 		return place, roomErr, true, err
 	}
-	if !place.InLine() && !place.Left {
-		return place, roomErr, false, nil
-	}
 	// A waiting cart: ?wait waits for it to leave the room, not for its end.
-	waited := place.Queued || place.Leaving
+	waited := place.State != shop.PlaceLeft
 	place, roomErr = s.awaitRoom(ctx, id, place, wait)
 	if answered, err := s.answerRoomGet(c, place); answered {
 		return place, roomErr, true, err
@@ -364,7 +364,7 @@ func (s *Server) getFromRoom(c echo.Context, id string, wait time.Duration) (pla
 	// The cart left while this GET waited: the saga's answer to its start, which the replica
 	// that started it kept in the room, is the saga's view of this moment.
 	var v shop.View
-	if waited && place.Left && json.Unmarshal(place.Answer, &v) == nil && v.CheckoutID == id {
+	if waited && place.State == shop.PlaceLeft && json.Unmarshal(place.Answer, &v) == nil && v.CheckoutID == id {
 		return place, roomErr, true, c.JSON(http.StatusOK, s.present(v))
 	}
 	return place, roomErr, false, nil
@@ -542,7 +542,7 @@ func (s *Server) cancelCheckout(c echo.Context) error {
 	case err == nil:
 	case workflows.IsErrorType(err, shop.ErrTypeAlreadyPaid):
 		return problem(http.StatusConflict, "already_confirmed", "checkout "+id+" is paid and cannot be cancelled")
-	case isNotFound(err) && place.Leaving:
+	case isNotFound(err) && place.State == shop.PlaceLeaving:
 		return checkoutStarting()
 	case isNotFound(err):
 		if v, err = s.finishedView(ctx, id); err != nil {

@@ -10,8 +10,8 @@ func TestTheDoorDecidesFromEachOwnersWord(t *testing.T) {
 	alice := shop.Fingerprint{RequestHash: "h", IdempotencyKey: "k", Caller: "customer/alice"}
 	bob := shop.Fingerprint{RequestHash: "h-bob", IdempotencyKey: "k", Caller: "customer/bob"}
 	aliceOtherBody := shop.Fingerprint{RequestHash: "h2", IdempotencyKey: "k", Caller: "customer/alice"}
-	inLine := shop.RoomPlace{Queued: true, Position: 3, Entry: &shop.RoomEntry{CartID: "c"}}
-	starting := shop.RoomPlace{Leaving: true, Entry: &shop.RoomEntry{CartID: "c"}}
+	inLine := shop.RoomPlace{State: shop.PlaceQueued, Position: 3, Entry: &shop.RoomEntry{CartID: "c"}}
+	starting := shop.RoomPlace{State: shop.PlaceLeaving, Entry: &shop.RoomEntry{CartID: "c"}}
 	short := []shop.Shortage{{SKU: "S", Requested: 1}}
 	for _, tc := range []struct {
 		name  string
@@ -31,7 +31,7 @@ func TestTheDoorDecidesFromEachOwnersWord(t *testing.T) {
 		{"the creator's retry of a cart being started", doorFacts{place: starting, creator: alice}, alice, doorInLine},
 		{"a cart in line, posted by another caller", doorFacts{place: inLine, creator: alice}, bob, doorOtherRequest},
 		{"a cart in line, the creator's key with another body", doorFacts{place: inLine, creator: alice}, aliceOtherBody, doorKeyReused},
-		{"a cart that just left the line for its saga", doorFacts{place: shop.RoomPlace{Left: true}, seen: true}, alice, doorToSaga},
+		{"a cart that just left the line for its saga", doorFacts{place: shop.RoomPlace{State: shop.PlaceLeft}, seen: true}, alice, doorToSaga},
 	} {
 		if got := decideDoor(tc.facts, tc.req); got != tc.want {
 			t.Errorf("%s: decideDoor = %d, want %d", tc.name, got, tc.want)

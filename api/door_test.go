@@ -141,7 +141,7 @@ func TestACancelledCartStaysCancelledAfterRedisGoesBackInTime(t *testing.T) {
 		t.Fatalf("cancel = %+v, want cancelled, priced from the catalog", got)
 	}
 	restoreRoom(t, h.room, before)
-	if place, err := h.room.Lookup(t.Context(), "c-1"); err != nil || !place.Queued {
+	if place, err := h.room.Lookup(t.Context(), "c-1"); err != nil || place.State != shop.PlaceQueued {
 		t.Fatalf("the restored room: %+v %v, want c-1 back in line", place, err)
 	}
 

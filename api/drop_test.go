@@ -109,7 +109,7 @@ func TestMovingAStartIntoTheFutureStopsTheCartsInLine(t *testing.T) {
 		}
 	}
 	place, err := h.room.Lookup(t.Context(), "c-in-line")
-	if err != nil || !place.Early {
+	if err != nil || place.State != shop.PlaceEarly {
 		t.Fatalf("the cart in line: %+v %v, want it waiting for the sale", place, err)
 	}
 	h.assertUntouched(t, h.sku, 10)

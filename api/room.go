@@ -88,7 +88,10 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules) 
 			return nil, true, checkoutExists(in.CheckoutID)
 		}
 		s.runner.Ring()
-		place := shop.RoomPlace{Queued: a.Outcome == shop.RoomQueued, Early: a.Outcome == shop.RoomEarly, Position: a.Position, Entry: &a.Entry}
+		place := shop.RoomPlace{State: shop.PlaceQueued, Position: a.Position, Entry: &a.Entry}
+		if a.Outcome == shop.RoomEarly {
+			place.State = shop.PlaceEarly
+		}
 		return nil, true, s.answerQueued(c, place, in.IdempotencyKey, http.StatusAccepted)
 	case shop.RoomShort:
 		return nil, true, outOfStock(a.Shortages)
@@ -123,7 +126,7 @@ func (s *Server) answerQueued(c echo.Context, place shop.RoomPlace, key string, 
 		EstimatedWaitMS: wait, RefreshAfterMS: refreshAfter(wait),
 		Links: QueuedLinks{Self: "/v1/checkouts/" + e.CartID},
 	}
-	if place.Early {
+	if place.State == shop.PlaceEarly {
 		// Waiting for its sale: its place comes at the start, drawn at random.
 		starts := time.UnixMilli(e.StartsAt).UTC()
 		wait = max(time.Until(starts).Milliseconds(), 0)
@@ -251,8 +254,8 @@ func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, 
 		return err
 	}
 	switch {
-	case place.Leaving && place.Entry != nil:
-		return s.answerQueued(c, shop.RoomPlace{Leaving: true, Entry: place.Entry}, "", http.StatusOK)
+	case place.State == shop.PlaceLeaving:
+		return s.answerQueued(c, place, "", http.StatusOK)
 	case roomErr != nil:
 		return unavailable("redis", roomErr)
 	}
@@ -266,7 +269,7 @@ func (s *Server) unknownToSaga(c echo.Context, err error, place shop.RoomPlace, 
 // for one that does not exist.
 func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPlace, d time.Duration) (shop.RoomPlace, error) {
 	deadline := time.Now().Add(d)
-	for (place.Queued || place.Leaving) && time.Now().Before(deadline) {
+	for (place.State == shop.PlaceQueued || place.State == shop.PlaceLeaving) && time.Now().Before(deadline) {
 		if !s.runner.UntilMoved(ctx, place, deadline) {
 			return place, nil
 		}
@@ -285,9 +288,9 @@ func (s *Server) awaitRoom(ctx context.Context, cartID string, place shop.RoomPl
 // started: the saga is the truth).
 func (s *Server) answerRoomGet(c echo.Context, place shop.RoomPlace) (bool, error) {
 	switch {
-	case (place.Queued || place.Early) && place.Entry != nil:
+	case place.Waiting():
 		return true, s.answerQueued(c, place, "", http.StatusOK)
-	case place.Refused != nil:
+	case place.State == shop.PlaceRefused:
 		return true, outOfStock(place.Refused)
 	}
 	return false, nil
@@ -337,12 +340,12 @@ func refreshAfter(estimatedWaitMS int64) int64 {
 // cancelInRoom cancels a cart that waits in line, for its buyer or support (by): its end is
 // recorded in Postgres first, then the cart leaves the line, and the answer is Postgres's.
 // answered is false when the saga must answer: the room does not have the cart in line, is
-// starting its saga (place.Leaving), could not be asked (roomErr), or Postgres recorded the
+// starting its saga (shop.PlaceLeaving), could not be asked (roomErr), or Postgres recorded the
 // cart for a saga.
 func (s *Server) cancelInRoom(c echo.Context, cartID, by string) (place shop.RoomPlace, roomErr error, answered bool, err error) {
 	ctx := c.Request().Context()
 	place, roomErr = s.lookupRoom(ctx, cartID)
-	if roomErr != nil || !(place.Queued || place.Early) || place.Entry == nil {
+	if roomErr != nil || !place.Waiting() {
 		return place, roomErr, false, nil
 	}
 	status, err := s.recordRoomEnd(ctx, *place.Entry, by)

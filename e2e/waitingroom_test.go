@@ -366,7 +366,7 @@ func endsSurviveRollback(t *testing.T, onSaleFirst bool) {
 		eventually(t, id+" taken again and its saga answered", func() (bool, string) {
 			answersItsEnd(id)
 			place, err := room.Lookup(ctx, id)
-			return err == nil && !place.Queued && !place.Leaving, fmt.Sprintf("%+v %v", place, err)
+			return err == nil && place.State != shop.PlaceQueued && place.State != shop.PlaceLeaving, fmt.Sprintf("%+v %v", place, err)
 		})
 	}
 	if !onSaleFirst {

@@ -118,7 +118,7 @@ func TestAReplicaKilledWhileCartsWaitForgetsNoCart(t *testing.T) {
 		t.Errorf("the room after the sale: %+v (%v), want it empty", st2, err)
 	}
 	for _, c := range sl.carts {
-		if place, err := room.Lookup(ctx, c.id); err != nil || place.InLine() || place.Leaving || place.Entry != nil {
+		if place, err := room.Lookup(ctx, c.id); err != nil || place.InLine() || place.State == shop.PlaceLeaving || place.Entry != nil {
 			t.Errorf("cart %s is still in the room after the sale: %+v (%v)", c.id, place, err)
 		}
 	}

@@ -61,7 +61,7 @@ func TestADropReleasesItsEarlyCartsByTheirDrawsAheadOfLaterOnes(t *testing.T) {
 	if e, ok := pop(t, r); ok {
 		t.Fatalf("took %s before its sale started", e.CartID)
 	}
-	if place, err := r.Lookup(ctx, "e2"); err != nil || !place.Early || !place.InLine() || place.Entry.StartsAt != start.UnixMilli() {
+	if place, err := r.Lookup(ctx, "e2"); err != nil || place.State != shop.PlaceEarly || !place.InLine() || place.Entry.StartsAt != start.UnixMilli() {
 		t.Fatalf("an early cart: %+v %v", place, err)
 	}
 	if st, err := r.Status(ctx); err != nil || st.BeforeSale != 5 || st.Waiting != 0 || st.SpokenFor[sku] != 0 {
@@ -104,7 +104,7 @@ func TestAnEarlyCartCanBeForgotten(t *testing.T) {
 	if gone, err := r.Forget(t.Context(), "e"); err != nil || !gone {
 		t.Fatalf("forget an early cart: %v %v", gone, err)
 	}
-	if place, err := r.Lookup(t.Context(), "e"); err != nil || place.Early || place.Entry != nil {
+	if place, err := r.Lookup(t.Context(), "e"); err != nil || place.State == shop.PlaceEarly || place.Entry != nil {
 		t.Fatalf("after the forget: %+v %v", place, err)
 	}
 	if st, err := r.Status(t.Context()); err != nil || st.Waiting != 0 || st.BeforeSale != 0 {
@@ -180,7 +180,7 @@ func TestACartInLineWaitsForAStartMovedIntoTheFuture(t *testing.T) {
 		t.Fatalf("took %s before its SKU's start", e.CartID)
 	}
 	place, err := r.Lookup(ctx, "c-drop")
-	if err != nil || !place.Early || place.Entry == nil || place.Entry.StartsAt != start.UnixMilli() {
+	if err != nil || place.State != shop.PlaceEarly || place.Entry == nil || place.Entry.StartsAt != start.UnixMilli() {
 		t.Fatalf("the cart whose start moved: %+v %v, want it waiting for the start", place, err)
 	}
 	if st, err := r.Status(ctx); err != nil || st.BeforeSale != 1 || st.SpokenFor[sku] != 0 {

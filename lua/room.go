@@ -309,24 +309,33 @@ func (r *Room) Lookup(ctx context.Context, cartID string) (shop.RoomPlace, error
 	if err != nil {
 		return shop.RoomPlace{}, fmt.Errorf("look up cart %s in the waiting room: %w", cartID, err)
 	}
-	p := shop.RoomPlace{Leaving: lease.Err() == nil, Early: early.Err() == nil}
-	if rank.Err() == nil {
-		p.Queued, p.Position = true, rank.Val()+1
-	}
-	if answer, err := left.Result(); err == nil {
-		p.Left = true
-		if answer != "1" {
+	var p shop.RoomPlace
+	hasEntry := entry.Err() == nil // a cart in line without its entry: only keys restored by hand
+	switch {
+	case hasEntry && lease.Err() == nil:
+		p.State = shop.PlaceLeaving
+	case hasEntry && rank.Err() == nil:
+		p.State, p.Position = shop.PlaceQueued, rank.Val()+1
+	case hasEntry && early.Err() == nil:
+		p.State = shop.PlaceEarly
+	case left.Err() == nil:
+		p.State = shop.PlaceLeft
+		if answer := left.Val(); answer != "1" {
 			p.Answer = []byte(answer)
 		}
-	}
-	if err := decodeIfSet(refusal, &p.Refused); err != nil {
-		return p, fmt.Errorf("waiting room refusal of cart %s: %w", cartID, err)
-	}
-	if raw, err := entry.Result(); err == nil {
-		p.Entry = &shop.RoomEntry{}
-		if err := json.Unmarshal([]byte(raw), p.Entry); err != nil {
-			return p, fmt.Errorf("waiting room entry of cart %s: %w", cartID, err)
+		return p, nil
+	case refusal.Err() == nil:
+		p.State = shop.PlaceRefused
+		if err := json.Unmarshal([]byte(refusal.Val()), &p.Refused); err != nil {
+			return shop.RoomPlace{}, fmt.Errorf("waiting room refusal of cart %s: %w", cartID, err)
 		}
+		return p, nil
+	default:
+		return p, nil
+	}
+	p.Entry = &shop.RoomEntry{}
+	if err := json.Unmarshal([]byte(entry.Val()), p.Entry); err != nil {
+		return shop.RoomPlace{}, fmt.Errorf("waiting room entry of cart %s: %w", cartID, err)
 	}
 	return p, nil
 }
@@ -339,15 +348,6 @@ func firstError(cmds ...redis.Cmder) error {
 		}
 	}
 	return nil
-}
-
-// decodeIfSet decodes the JSON a read found into v; nothing when the key was not there.
-func decodeIfSet(cmd *redis.StringCmd, v any) error {
-	raw, err := cmd.Result()
-	if err != nil {
-		return nil
-	}
-	return json.Unmarshal([]byte(raw), v)
 }
 
 // Served counts the carts ever taken from the line: the rate the room empties at, which the

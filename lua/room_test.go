@@ -137,7 +137,7 @@ func TestACartWhoseReplicaDiedIsTakenAgainAtItsPlace(t *testing.T) {
 	// The replica that took a dies: nobody says how a's start went. Until the lease runs
 	// out b is next; after it, a is taken again before b.
 	place, err := r.Lookup(t.Context(), "a")
-	if err != nil || !place.Leaving || place.Queued {
+	if err != nil || place.State != shop.PlaceLeaving || place.State == shop.PlaceQueued {
 		t.Fatalf("a while its start runs: %+v %v", place, err)
 	}
 	time.Sleep(150 * time.Millisecond)
@@ -164,7 +164,7 @@ func TestAForgottenCartLeavesTheLineAndTheRoomKeepsNothing(t *testing.T) {
 	if gone, err := r.Forget(t.Context(), "a"); err != nil || !gone {
 		t.Fatalf("forget a: %v %v", gone, err)
 	}
-	if place, err := r.Lookup(t.Context(), "a"); err != nil || place.Queued || place.Leaving || place.Entry != nil {
+	if place, err := r.Lookup(t.Context(), "a"); err != nil || place.State == shop.PlaceQueued || place.State == shop.PlaceLeaving || place.Entry != nil {
 		t.Fatalf("a after it was forgotten: %+v %v", place, err)
 	}
 	if a := enter(t, r, roomEntry("b", sku, 1), 10); a.Outcome != shop.RoomQueued || a.Position != 1 {
@@ -179,7 +179,7 @@ func TestAForgottenCartLeavesTheLineAndTheRoomKeepsNothing(t *testing.T) {
 	if gone, err := r.Forget(t.Context(), "b"); err != nil || gone {
 		t.Fatalf("b forgotten while being started: %v %v", gone, err)
 	}
-	if place, err := r.Lookup(t.Context(), "b"); err != nil || !place.Leaving {
+	if place, err := r.Lookup(t.Context(), "b"); err != nil || place.State != shop.PlaceLeaving {
 		t.Fatalf("b after a forget while being started: %+v %v, want still being started", place, err)
 	}
 }

@@ -101,7 +101,7 @@ func (r *count) rate() float64 {
 // head, and at least every pollMax.
 func (r *count) untilMoved(ctx context.Context, place shop.RoomPlace, deadline time.Time) bool {
 	wait := min(time.Until(deadline), r.maxWait)
-	if !place.Queued {
+	if place.State != shop.PlaceQueued {
 		wait = min(wait, poll)
 	}
 	timer := time.NewTimer(wait)
@@ -119,7 +119,7 @@ func (r *count) untilMoved(ctx context.Context, place shop.RoomPlace, deadline t
 		r.mu.Lock()
 		served, moved := r.served, r.moved
 		r.mu.Unlock()
-		if place.Queued && served >= target {
+		if place.State == shop.PlaceQueued && served >= target {
 			return true
 		}
 		select {

@@ -39,7 +39,7 @@ func TestAWaitingCartWakesOnceHalfTheCartsAheadWereTaken(t *testing.T) {
 	r.maxWait = time.Minute // no wake but the takes'
 	r.set(100, false, 0)
 	wait := testenv.Go(func() bool {
-		return r.untilMoved(t.Context(), shop.RoomPlace{Queued: true, Position: 8}, time.Now().Add(time.Minute))
+		return r.untilMoved(t.Context(), shop.RoomPlace{State: shop.PlaceQueued, Position: 8}, time.Now().Add(time.Minute))
 	})
 	waiting(t, r)
 	for served := int64(101); served <= 103; served++ {
@@ -60,12 +60,12 @@ func TestACartBeingStartedIsLookedAtAgainSoon(t *testing.T) {
 	r := newCount()
 	r.maxWait = time.Minute
 	start := time.Now()
-	if !r.untilMoved(t.Context(), shop.RoomPlace{Leaving: true}, time.Now().Add(time.Minute)) || time.Since(start) > 5*time.Second {
+	if !r.untilMoved(t.Context(), shop.RoomPlace{State: shop.PlaceLeaving}, time.Now().Add(time.Minute)) || time.Since(start) > 5*time.Second {
 		t.Fatalf("a cart being started waited %s, want about %s", time.Since(start), poll)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	wait := testenv.Go(func() bool {
-		return r.untilMoved(ctx, shop.RoomPlace{Queued: true, Position: 1000}, time.Now().Add(time.Minute))
+		return r.untilMoved(ctx, shop.RoomPlace{State: shop.PlaceQueued, Position: 1000}, time.Now().Add(time.Minute))
 	})
 	cancel()
 	if testenv.Receive(t, "the end of a cancelled wait", wait) {
@@ -94,7 +94,7 @@ func TestTheCountFollowsTheRoomsTakes(t *testing.T) {
 	r.maxWait = time.Minute
 	go r.follow(t.Context(), room.Served)
 	wait := testenv.Go(func() bool {
-		return r.untilMoved(t.Context(), shop.RoomPlace{Queued: true, Position: 2}, time.Now().Add(time.Minute))
+		return r.untilMoved(t.Context(), shop.RoomPlace{State: shop.PlaceQueued, Position: 2}, time.Now().Add(time.Minute))
 	})
 	waiting(t, r)
 	if _, ok, err := room.Pop(t.Context()); !ok || err != nil {

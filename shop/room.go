@@ -55,26 +55,38 @@ type RoomAnswer struct {
 	SKU       string // the SKU whose max_per_customer a RoomLimit cart would pass
 }
 
+// PlaceState is where the room has a cart: one state of RoomPlace.
+type PlaceState int
+
+const (
+	PlaceNone    PlaceState = iota // the room does not know the cart: its saga or Postgres answers
+	PlaceQueued                    // waiting in line, at its Position
+	PlaceEarly                     // waiting for its sale to start, not in line yet
+	PlaceLeaving                   // taken from the line, its saga being started
+	PlaceLeft                      // left the line for its saga a moment ago
+	PlaceRefused                   // waited for its sale and found its units spoken for at the start
+)
+
 // RoomPlace is what the room knows of one cart (Room.Lookup).
 type RoomPlace struct {
-	Queued   bool  // waiting in line
-	Position int64 // with Queued
-	Leaving  bool  // taken from the line, its saga being started
-	Left     bool  // left the line for its saga a moment ago
-	// Answer is the saga's answer to the start of a cart that Left (JSON), kept as long as
-	// Left for the GET that waited for the cart to leave.
+	State    PlaceState
+	Position int64      // with PlaceQueued: 1 for the head of the line
+	Entry    *RoomEntry // with PlaceQueued, PlaceEarly and PlaceLeaving: never nil then
+	// Answer is the saga's answer to the start of a cart in PlaceLeft (JSON), kept as long
+	// as the state for the GET that waited for the cart to leave; nil when none was kept.
 	Answer []byte
-	Entry  *RoomEntry
-	// Early: waiting for its sale to start (not in line yet).
-	Early bool
-	// Refused lists the shortages of a cart that waited for its sale and found its units
-	// spoken for at the start: it left the room without a saga (kept a while, RefusalTTL).
+	// Refused lists the shortages of a cart in PlaceRefused: it left the room without a
+	// saga (kept a while, RefusalTTL).
 	Refused []Shortage
 }
 
 // InLine reports whether the cart waits in line, for its sale, or is being started from the
 // line: a cart the room speaks for, until its saga answers.
-func (p RoomPlace) InLine() bool { return (p.Queued || p.Leaving || p.Early) && p.Entry != nil }
+func (p RoomPlace) InLine() bool { return p.Waiting() || p.State == PlaceLeaving }
+
+// Waiting reports whether the cart waits in line or for its sale: a cancel ends it in the
+// room, and no saga of it is started yet.
+func (p RoomPlace) Waiting() bool { return p.State == PlaceQueued || p.State == PlaceEarly }
 
 // RoomStatus is the waiting room as operators see it.
 type RoomStatus struct {
