@@ -20,6 +20,9 @@ type doorFacts struct {
 	seen bool
 	// shortages is the sold-out gate's refusal of a new cart, if any.
 	shortages []shop.Shortage
+	// available is each SKU's available units as the gate read them (the room counts with
+	// them).
+	available map[string]int64
 	// beforeSale: the cart's sale has not started. It waits for the start, whatever the
 	// stock says now: it is judged at the start, in its drawn place.
 	beforeSale bool
@@ -90,7 +93,8 @@ func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRu
 		}
 	}
 	if !f.beforeSale {
-		f.shortages, f.seen = s.soldOut(ctx, in.CheckoutID, in.Items)
+		pre := s.soldOut(ctx, in.CheckoutID, in.Items)
+		f.shortages, f.seen, f.available = pre.Shortages, pre.Seen, pre.Available
 	}
 	return f, nil
 }

@@ -52,11 +52,12 @@ func (s *Server) checkCatalog(ctx context.Context, req CheckoutRequest) *Problem
 
 // soldOut is the sold-out gate: a new cart that cannot be held right now is refused with its
 // shortages from one Redis round trip, without a saga. A SKU Redis does not know, or a Redis
-// error, passes to the room and the saga, which decide. seen says Redis knows the cart
-// started or held stock: its saga answers it.
-func (s *Server) soldOut(ctx context.Context, cartID string, lines []shop.CartLine) (shortages []shop.Shortage, seen bool) {
+// error, passes to the room and the saga, which decide. The answer's Seen says Redis knows
+// the cart started or held stock: its saga answers it; its Available is what the room's door
+// counts with.
+func (s *Server) soldOut(ctx context.Context, cartID string, lines []shop.CartLine) shop.Precheck {
 	if s.Gate == nil {
-		return nil, false
+		return shop.Precheck{}
 	}
 	items := make(map[string]int64, len(lines))
 	for _, it := range lines {
@@ -65,10 +66,10 @@ func (s *Server) soldOut(ctx context.Context, cartID string, lines []shop.CartLi
 	pre, err := s.Gate.Precheck(ctx, cartID, items)
 	if err != nil {
 		s.Logger.Warn("sold-out gate skipped", "checkout_id", cartID, "error", err)
-		return nil, false
+		return shop.Precheck{}
 	}
 	if !pre.SoldOut() {
-		return nil, pre.Seen
+		pre.Shortages = nil
 	}
-	return pre.Shortages, false
+	return pre
 }

@@ -37,7 +37,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return shop.Precheck{}, fmt.Errorf("precheck checkout %s: %w", checkoutID, err)
 	}
-	p := shop.Precheck{Known: true, Seen: started.Val() > 0}
+	p := shop.Precheck{Known: true, Seen: started.Val() > 0, Available: make(map[string]int64, len(items))}
 	for sku, q := range items {
 		r := cmds[sku]
 		if r.holds.Val() || r.ended.Val() {
@@ -54,6 +54,7 @@ func (s *Stock) Precheck(ctx context.Context, checkoutID string, items map[strin
 			p.Known = false
 			continue
 		}
+		p.Available[sku] = available
 		if available < q {
 			p.Shortages = append(p.Shortages, shop.Shortage{SKU: sku, Requested: q, Available: available})
 		}

@@ -112,9 +112,18 @@ const leftTTL = 10 * time.Second
 // naming the SKU; a cart whose units are spoken for by the carts ahead RoomShort, with what
 // is left.
 func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error) {
-	available, err := r.available(ctx, e.Items)
+	var unread []shop.CartLine // the SKUs whose available units the caller did not read
+	for _, it := range e.Items {
+		if _, ok := e.Available[it.SKU]; !ok {
+			unread = append(unread, it)
+		}
+	}
+	available, err := r.available(ctx, unread)
 	if err != nil {
 		return shop.RoomAnswer{}, err
+	}
+	for sku, n := range e.Available {
+		available[sku] = n
 	}
 	raw, err := json.Marshal(e)
 	if err != nil {
@@ -217,6 +226,9 @@ func (r *Room) release(ctx context.Context, start string) error {
 // available reads each SKU's available units (each on its own slot, so not in the room's
 // script). A SKU Redis does not know counts as unlimited here: the saga decides.
 func (r *Room) available(ctx context.Context, items []shop.CartLine) (map[string]int64, error) {
+	if len(items) == 0 {
+		return map[string]int64{}, nil
+	}
 	pipe := r.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(items))
 	for i, it := range items {

@@ -1,6 +1,7 @@
 package lua
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -123,6 +124,28 @@ func TestCartsBehindSpokenForUnitsAreRefusedAtOnce(t *testing.T) {
 	}
 	if a := enter(t, r, roomEntry("c", sku, 1), 100); a.Outcome != shop.RoomQueued {
 		t.Fatalf("c after a's hold ended: %+v", a)
+	}
+}
+
+// TestTheDoorCountsWithTheUnitsTheCallerRead: the API reads each SKU's available units in
+// the sold-out gate, a moment before the door; the room counts with that read (one Redis
+// round trip less for every new cart of a sale) and reads only the SKUs it was not given.
+func TestTheDoorCountsWithTheUnitsTheCallerRead(t *testing.T) {
+	r, _, _, sku := testRoom(t, 3)
+	_, _, other := stocked(t, 5, 10)
+	e := roomEntry("a", sku, 1)
+	e.Items = append(e.Items, shop.CartLine{SKU: other, Quantity: 6})
+	e.Available = map[string]int64{sku: 0}
+	a := enter(t, r, e, 100)
+	want := []shop.Shortage{{SKU: sku, Requested: 1, Available: 0}, {SKU: other, Requested: 6, Available: 5}}
+	slices.SortFunc(a.Shortages, func(x, y shop.Shortage) int { return cmp.Compare(x.SKU, y.SKU) })
+	slices.SortFunc(want, func(x, y shop.Shortage) int { return cmp.Compare(x.SKU, y.SKU) })
+	if a.Outcome != shop.RoomShort || !slices.Equal(a.Shortages, want) {
+		t.Fatalf("a, with no unit of %s read by its caller and %s read by the room: %+v, want short %v", sku, other, a, want)
+	}
+	e.Available = map[string]int64{sku: 3, other: 6}
+	if a := enter(t, r, e, 100); a.Outcome != shop.RoomQueued {
+		t.Fatalf("a, with enough of both read by its caller: %+v, want queued", a)
 	}
 }
 

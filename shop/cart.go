@@ -43,6 +43,9 @@ type Precheck struct {
 	// Seen is true when the checkout already holds, or held, one of the SKUs: a retry of a
 	// checkout that exists must reach its saga, whatever the stock says now.
 	Seen bool
+	// Available is each stocked SKU's available units, as read (the waiting room's door
+	// counts with them instead of reading them again).
+	Available map[string]int64
 }
 
 // SoldOut reports whether the cart can be refused without starting a saga.

@@ -23,6 +23,9 @@ type RoomEntry struct {
 	// MaxPerCustomer is each SKU's max_per_customer (absent: none), for the door: a customer's
 	// carts in line speak for at most that many units. Not kept in line.
 	MaxPerCustomer map[string]int64 `json:"-"`
+	// Available is each SKU's available units as the API just read them (the sold-out
+	// gate's read), for the door's count; the room reads those missing. Not kept in line.
+	Available map[string]int64 `json:"-"`
 	// Ticket is the cart's place in the order of arrival (the room sets it).
 	Ticket int64 `json:"ticket,omitempty"`
 	// Taken counts the times the cart was taken from the line (the room sets it): after the
