@@ -2,14 +2,11 @@ package lua
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,10 +60,6 @@ var (
 	roomReleaseScript = redis.NewScript(source("room_common") + source("room_release"))
 	roomStartScript   = redis.NewScript(source("room_common") + source("room_start"))
 )
-
-// RefusalTTL is how long the refusal of a cart that waited for a sale and found its units
-// spoken for at the start is kept for its buyer's GET.
-const RefusalTTL = 10 * time.Minute
 
 // NewRoom returns the room called name (DefaultRoomName when empty) on rdb.
 func NewRoom(rdb RoomClient, name string) *Room {
@@ -167,60 +160,6 @@ func roomAnswer(reply any) (shop.RoomAnswer, error) {
 		}
 	}
 	return a, nil
-}
-
-// maxReleases bounds the drops one call releases before it gives up (each is released once,
-// by whichever call meets it first).
-const maxReleases = 8
-
-// runReleasing runs room_enter.lua or room_pop.lua. Either answers {"due", start} when a
-// drop's start has come and its early carts are not in line yet: then it releases the drop
-// (release) and runs the script again.
-func (r *Room) runReleasing(ctx context.Context, script *redis.Script, args ...any) (any, error) {
-	for range maxReleases {
-		res, err := script.Run(ctx, r.rdb, r.keys(""), args...).Result()
-		due, ok := res.([]any)
-		if err != nil || !ok || due[0] != "due" {
-			return res, err
-		}
-		if err := r.release(ctx, due[1].(string)); err != nil {
-			return nil, err
-		}
-	}
-	return nil, fmt.Errorf("drops still due after %d releases", maxReleases)
-}
-
-// newDraw is a cart's random draw for its place in a drop: 16 hex digits from the system's
-// cryptographic source, so no client can predict or repeat a place.
-func newDraw() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// release puts the early carts of the drop that starts at start (ms, as the room's scripts
-// name it) in line, by their draws, judging each against the SKUs' available units.
-func (r *Room) release(ctx context.Context, start string) error {
-	listed, err := r.rdb.HGet(ctx, r.key("drop_skus"), start).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("read the SKUs of the drop at %s: %w", start, err)
-	}
-	var lines []shop.CartLine
-	for _, sku := range strings.Fields(listed) {
-		lines = append(lines, shop.CartLine{SKU: sku})
-	}
-	available, err := r.available(ctx, lines)
-	if err != nil {
-		return err
-	}
-	args := []any{start, RefusalTTL.Milliseconds()}
-	for sku, n := range available {
-		args = append(args, sku, n)
-	}
-	if err := roomReleaseScript.Run(ctx, r.rdb, r.keys(""), args...).Err(); err != nil {
-		return fmt.Errorf("release the drop at %s: %w", start, err)
-	}
-	return nil
 }
 
 // available reads each SKU's available units (each on its own slot, so not in the room's
@@ -373,82 +312,6 @@ func (r *Room) Served(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(n, 10, 64)
-}
-
-// Waiting counts the carts in line.
-func (r *Room) Waiting(ctx context.Context) (int64, error) {
-	return r.rdb.ZCard(ctx, r.key("line")).Result()
-}
-
-// Hold stops (held) or resumes the line: while it is held nobody leaves it, not even a cart
-// that finds it empty, and new carts still queue. For operators, during a problem.
-func (r *Room) Hold(ctx context.Context, held bool) error {
-	var err error
-	if held {
-		err = r.rdb.HSet(ctx, r.key("control"), "held", "1").Err()
-	} else {
-		err = r.rdb.HDel(ctx, r.key("control"), "held").Err()
-	}
-	if err != nil {
-		return fmt.Errorf("hold the waiting room (%v): %w", held, err)
-	}
-	return nil
-}
-
-// SetSaleStart tells the room a SKU's sale start (nil: on sale), as an operator set it.
-// A cart in line with a SKU whose start is ahead, on Redis's clock, is not taken: it goes
-// back to wait for the start with the carts that came before it, and is placed by a draw
-// (room_pop.lua), so no cart sells before its SKUs' start. The carts waiting for a sale of
-// the SKU wait for its new start: at once, when it is cleared or moved into the past
-// (room_start.lua).
-func (r *Room) SetSaleStart(ctx context.Context, sku string, startsAt *time.Time) error {
-	var ms int64
-	if startsAt != nil {
-		ms = startsAt.UnixMilli()
-	}
-	if err := roomStartScript.Run(ctx, r.rdb, r.keys(""), sku, ms).Err(); err != nil {
-		return fmt.Errorf("set the sale start of %s in the waiting room: %w", sku, err)
-	}
-	return nil
-}
-
-// SetPace sets how many carts may leave the line each second, across every replica (0: as
-// fast as the replicas start them).
-func (r *Room) SetPace(ctx context.Context, cartsPerSecond int64) error {
-	var err error
-	if cartsPerSecond > 0 {
-		err = r.rdb.HSet(ctx, r.key("control"), "pace", cartsPerSecond).Err()
-	} else {
-		err = r.rdb.HDel(ctx, r.key("control"), "pace").Err()
-	}
-	if err != nil {
-		return fmt.Errorf("set the waiting room's pace to %d: %w", cartsPerSecond, err)
-	}
-	return nil
-}
-
-// Status is the room as operators see it, in one pipelined read.
-func (r *Room) Status(ctx context.Context) (shop.RoomStatus, error) {
-	pipe := r.rdb.Pipeline()
-	waiting := pipe.ZCard(ctx, r.key("line"))
-	early := pipe.ZCard(ctx, r.key("early"))
-	starting := pipe.ZCard(ctx, r.key("leaving"))
-	demand := pipe.HGetAll(ctx, r.key("demand"))
-	control := pipe.HMGet(ctx, r.key("control"), "held", "pace")
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return shop.RoomStatus{}, fmt.Errorf("read the waiting room's status: %w", err)
-	}
-	st := shop.RoomStatus{Waiting: waiting.Val(), BeforeSale: early.Val(), Starting: starting.Val(), SpokenFor: map[string]int64{}}
-	for sku, n := range demand.Val() {
-		st.SpokenFor[sku], _ = strconv.ParseInt(n, 10, 64)
-	}
-	if v := control.Val(); len(v) == 2 {
-		st.Held = v[0] == "1"
-		if pace, ok := v[1].(string); ok {
-			st.Pace, _ = strconv.ParseInt(pace, 10, 64)
-		}
-	}
-	return st, nil
 }
 
 // Name is the room's name, the hash tag of its keys.

@@ -2,6 +2,7 @@ package lua
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -493,4 +494,9 @@ func TestAPacedLineLetsThatManyLeaveASecond(t *testing.T) {
 			t.Fatal("a line without a pace refused a take")
 		}
 	}
+}
+
+// Waiting counts the carts in line (for the tests).
+func (r *Room) Waiting(ctx context.Context) (int64, error) {
+	return r.rdb.ZCard(ctx, r.key("line")).Result()
 }
