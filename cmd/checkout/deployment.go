@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -86,15 +87,14 @@ func runDeployment(ctx context.Context, cfg config, args []string, out io.Writer
 	return fmt.Errorf("unknown action %q\n%s", action, deploymentUsage)
 }
 
-// untilPolled calls set until it succeeds, while Temporal answers that the deployment or the
-// build is not found: it knows a build only once one of its workers has polled, and a deploy
-// script runs this right after starting them.
+// untilPolled calls set until it succeeds, while Temporal answers that the build's workers
+// have not all polled yet (notPolledYet): it knows a build only once one of its workers has
+// polled, and a deploy script runs this right after starting them.
 func untilPolled(ctx context.Context, wait time.Duration, logger *slog.Logger, set func() error) error {
 	deadline := time.Now().Add(wait)
 	for {
 		err := set()
-		var notFound *serviceerror.NotFound
-		if err == nil || !errors.As(err, &notFound) || time.Now().After(deadline) {
+		if err == nil || !notPolledYet(err) || time.Now().After(deadline) {
 			return err
 		}
 		logger.Info("waiting for the build's workers to poll", "error", err)
@@ -104,6 +104,18 @@ func untilPolled(ctx context.Context, wait time.Duration, logger *slog.Logger, s
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// notPolledYet reports whether err says the build's workers have not all polled yet: the
+// deployment or the build is not found, or the build's workers have polled some of the task
+// queues the current build serves but not every one (a worker polls its workflow and its
+// activity task queue one after the other), which Temporal refuses as a failed precondition
+// so that none of them would be left unversioned.
+func notPolledYet(err error) bool {
+	var notFound *serviceerror.NotFound
+	var precondition *serviceerror.FailedPrecondition
+	return errors.As(err, &notFound) ||
+		errors.As(err, &precondition) && strings.Contains(precondition.Message, "is missing active task queues")
 }
 
 func describeDeployment(ctx context.Context, d client.WorkerDeploymentHandle, out io.Writer) error {
