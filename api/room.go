@@ -75,36 +75,47 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules, 
 	if release != nil {
 		release()
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, true, unavailable("redis", err)
+	case a.Outcome == shop.RoomQueued || a.Outcome == shop.RoomEarly:
+		return nil, true, s.answerEntered(c, in, a)
 	}
+	return nil, true, roomRefusal(a)
+}
+
+// answerEntered answers a POST whose cart the room has in line, or waiting for its sale:
+// another request of the cart may have put it there a moment before this one.
+func (s *Server) answerEntered(c echo.Context, in workflows.Input, a shop.RoomAnswer) error {
+	switch a.Entry.Creator().Judge(fingerprint(in)) {
+	case shop.KeyReused:
+		return keyReused(in.IdempotencyKey)
+	case shop.OtherRequest:
+		return checkoutExists(in.CheckoutID)
+	}
+	s.runner.Ring()
+	place := shop.RoomPlace{State: shop.PlaceQueued, Position: a.Position, Entry: &a.Entry}
+	if a.Outcome == shop.RoomEarly {
+		place.State = shop.PlaceEarly
+	}
+	return s.answerQueued(c, place, in.IdempotencyKey, http.StatusAccepted)
+}
+
+// roomRefusal is the answer to a cart the room would not take.
+func roomRefusal(a shop.RoomAnswer) *Problem {
 	switch a.Outcome {
-	case shop.RoomQueued, shop.RoomEarly:
-		// Another request of the cart may have put it in line a moment before this one.
-		switch a.Entry.Creator().Judge(fingerprint(in)) {
-		case shop.KeyReused:
-			return nil, true, keyReused(in.IdempotencyKey)
-		case shop.OtherRequest:
-			return nil, true, checkoutExists(in.CheckoutID)
-		}
-		s.runner.Ring()
-		place := shop.RoomPlace{State: shop.PlaceQueued, Position: a.Position, Entry: &a.Entry}
-		if a.Outcome == shop.RoomEarly {
-			place.State = shop.PlaceEarly
-		}
-		return nil, true, s.answerQueued(c, place, in.IdempotencyKey, http.StatusAccepted)
 	case shop.RoomShort:
-		return nil, true, outOfStock(a.Shortages)
+		return outOfStock(a.Shortages)
 	case shop.RoomBusy:
 		r := rejections[shop.RejectTooManyOpen]
-		return nil, true, problem(r.status, r.code, r.detail)
+		return problem(r.status, r.code, r.detail)
 	case shop.RoomLimit:
 		r := rejections[shop.RejectCustomerLimit]
-		return nil, true, problem(r.status, r.code, r.detail+" ("+a.SKU+", counting the customer's carts in line)")
+		return problem(r.status, r.code, r.detail+" ("+a.SKU+", counting the customer's carts in line)")
 	default: // shop.RoomFull
 		p := problem(http.StatusServiceUnavailable, "waiting_room_full", "the waiting room is full; retry shortly")
 		p.retryAfter = 5
-		return nil, true, p
+		return p
 	}
 }
 
