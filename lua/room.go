@@ -103,7 +103,8 @@ const leftTTL = 10 * time.Second
 // answers RoomFull; a customer with perCustomer carts in line already (0: no cap) RoomBusy;
 // one whose carts in line would ask for more of a SKU than e.MaxPerCustomer allows RoomLimit,
 // naming the SKU; a cart whose units are spoken for by the carts ahead RoomShort, with what
-// is left.
+// is left. It counts with the available units the caller read (e.Available: the sold-out
+// gate's read of the same POST) and reads those of the other SKUs.
 func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error) {
 	var unread []shop.CartLine // the SKUs whose available units the caller did not read
 	for _, it := range e.Items {

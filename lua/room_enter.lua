@@ -4,7 +4,7 @@
 --       size (the line's capacity), customer, per_customer (the most carts one customer may
 --       have in the room; 0: no cap), starts_at (ms: the latest sale start of the cart's
 --       SKUs; 0: none), draw (16 hex digits, random), then per SKU: sku, quantity,
---       available (read just before), max_per_customer (the SKU's; 0: none)
+--       available (the caller's read a moment before), max_per_customer (the SKU's; 0: none)
 -- Returns {outcome, position, entry}, {"early", 0, entry} (waiting for its sale),
 -- {"short", sku, requested, free, ...}, {"full"}, {"busy"} (the customer has per_customer
 -- carts in the room already), {"limit", sku} (the customer's carts would ask for more of the
