@@ -43,7 +43,8 @@ const (
 // decideDoor is the door's one decision. A cart Postgres recorded, or one in line, is first
 // judged against the request that created it: nothing of it is answered to another request.
 // A recorded cart then goes to its saga, whatever the room or the stock say; so does a cart
-// Redis saw start. Only a new cart meets the sold-out gate and the room.
+// Redis saw start, or the room saw leave for its saga (its start's mark is best effort).
+// Only a new cart meets the sold-out gate and the room.
 func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 	if f.recorded || f.place.InLine() {
 		switch f.creator.Judge(req) {
@@ -58,7 +59,7 @@ func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 		return doorInLine
 	}
 	switch {
-	case f.seen:
+	case f.seen || f.place.State == shop.PlaceLeft:
 		return doorToSaga
 	case len(f.shortages) > 0 && !f.beforeSale:
 		return doorSoldOut
@@ -87,9 +88,13 @@ func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRu
 		if err != nil {
 			return f, unavailable("redis", err)
 		}
-		if f.place = place; place.InLine() {
+		f.place = place
+		switch {
+		case place.InLine():
 			f.creator = place.Entry.Creator()
 			return f, nil
+		case place.State == shop.PlaceLeft:
+			return f, nil // its saga answers
 		}
 	}
 	if !f.beforeSale {

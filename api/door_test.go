@@ -321,3 +321,51 @@ func TestARetryOfARecordedCartDoesNotWaitForAPlace(t *testing.T) {
 		t.Fatal("the retry of a recorded cart waited for a place of the bound")
 	}
 }
+
+// TestARetryOfACartThatLeftTheLineIsAnsweredByItsSaga: the runner marks a cart started
+// before its saga starts, but only as best effort. A cart that left the line for its saga
+// without the mark, retried before the saga recorded or held anything, is answered by its
+// saga, as the room's word that it left says: not refused out of stock by the sold-out gate,
+// and not put in line a second time, where it would speak for its units again.
+func TestARetryOfACartThatLeftTheLineIsAnsweredByItsSaga(t *testing.T) {
+	for _, stock := range []string{"sold out", "on sale"} {
+		t.Run(stock, func(t *testing.T) {
+			tc := mocks.NewClient(t)
+			h := emptyRoomHarness(t, testenv.Redis(t), 2, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
+			ctx := t.Context()
+			cart := testenv.RandomID("c-left-")
+			e := shop.RoomEntry{CartID: cart, CustomerID: "u-" + cart, Items: []shop.CartLine{{SKU: h.sku, Quantity: 1}},
+				TimeoutSeconds: 900, IdempotencyKey: cart, RequestHash: h.record(cart, 1).Fingerprint.RequestHash}
+			if a, err := h.room.Enter(ctx, e, false, 100, 0); err != nil || a.Outcome != shop.RoomQueued {
+				t.Fatalf("enter %s: %+v %v", cart, a, err)
+			}
+			if got, ok, err := h.room.Pop(ctx); err != nil || !ok || got.CartID != cart {
+				t.Fatalf("take %s: %+v %v %v", cart, got, ok, err)
+			}
+			if err := h.room.Leave(ctx, cart, nil); err != nil { // its saga started; no mark
+				t.Fatal(err)
+			}
+			h.enterBlocker(t, 1, 100) // a new cart would wait behind it
+			if stock == "sold out" {
+				if _, err := h.inv.Set(ctx, shop.Product{SKU: h.sku, OnHand: 0, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 5}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The saga is asked (update-with-start attaches to it); here Temporal is down.
+			tc.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil).Once()
+			tc.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).
+				Return(nil, serviceerror.NewUnavailable("temporal is down")).Once()
+
+			rec := h.post(t, cart, 1, "")
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("retried POST of a cart that left the line: %d %s, want its saga's answer (503: Temporal down)", rec.Code, rec.Body)
+			}
+			if place, err := h.room.Lookup(ctx, cart); err != nil || place.InLine() {
+				t.Fatalf("the room took the cart again: %+v %v", place, err)
+			}
+			if st, err := h.room.Status(ctx); err != nil || st.Waiting != 1 || st.SpokenFor[h.sku] != 1 {
+				t.Fatalf("the room's books: %+v %v, want the blocker alone, speaking for its unit", st, err)
+			}
+		})
+	}
+}
