@@ -69,6 +69,9 @@ func (s *Server) startCheckout(c echo.Context) error {
 			return err
 		}
 		defer release()
+		if err := s.markStarted(ctx, in.CheckoutID); err != nil {
+			return err
+		}
 		return s.startSaga(c, in)
 	}
 }
@@ -128,17 +131,24 @@ func (s *Server) claim(c echo.Context, in workflows.Input) error {
 	return nil
 }
 
+// markStarted marks in Redis that the cart's saga is about to start, before it starts: until
+// Postgres records the cart, the mark is what sends a retry of its POST to the saga (the
+// gate's Seen) instead of the sold-out gate or the room. No saga starts without it: a Redis
+// that cannot take it is a 503, and nothing was started.
+func (s *Server) markStarted(ctx context.Context, cartID string) error {
+	if s.Gate == nil {
+		return nil
+	}
+	if err := s.Gate.MarkStarted(ctx, cartID); err != nil {
+		return unavailable("redis", err)
+	}
+	return nil
+}
+
 // startSaga starts the cart's saga, or attaches to the one it has, and answers with its
 // reservation. Nothing of the saga's is shown to a request that did not create it.
 func (s *Server) startSaga(c echo.Context, in workflows.Input) error {
 	ctx := c.Request().Context()
-	if s.Gate != nil {
-		if err := s.Gate.MarkStarted(ctx, in.CheckoutID); err != nil {
-			// Best effort: without the mark a retry that Postgres cannot answer for yet may
-			// wait in the room behind new carts, and its saga answers at its turn.
-			s.Logger.Warn("mark checkout started", "checkout_id", in.CheckoutID, "error", err)
-		}
-	}
 	res, err := s.reserve(ctx, in)
 	if err != nil {
 		return err

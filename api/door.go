@@ -43,7 +43,8 @@ const (
 // decideDoor is the door's one decision. A cart Postgres recorded, or one in line, is first
 // judged against the request that created it: nothing of it is answered to another request.
 // A recorded cart then goes to its saga, whatever the room or the stock say; so does a cart
-// Redis saw start, or the room saw leave for its saga (its start's mark is best effort).
+// Redis saw start, or the room saw leave for its saga (in a Cluster, the mark of its start
+// and the room live on different nodes, and either can lose its last writes).
 // Only a new cart meets the sold-out gate and the room.
 func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 	if f.recorded || f.place.InLine() {

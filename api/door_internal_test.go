@@ -32,7 +32,7 @@ func TestTheDoorDecidesFromEachOwnersWord(t *testing.T) {
 		{"a cart in line, posted by another caller", doorFacts{place: inLine, creator: alice}, bob, doorOtherRequest},
 		{"a cart in line, the creator's key with another body", doorFacts{place: inLine, creator: alice}, aliceOtherBody, doorKeyReused},
 		{"a cart that just left the line for its saga", doorFacts{place: shop.RoomPlace{State: shop.PlaceLeft}, seen: true}, alice, doorToSaga},
-		// Its start's mark may be missing (MarkStarted is best effort) and its saga not have
+		// Its start's mark may be lost (another Cluster node than the room's) and its saga not have
 		// recorded or held yet: the room's word that it left is enough.
 		{"a cart that left the line, its start not marked", doorFacts{place: shop.RoomPlace{State: shop.PlaceLeft}}, alice, doorToSaga},
 		{"a cart that left the line, whatever the stock says", doorFacts{place: shop.RoomPlace{State: shop.PlaceLeft}, shortages: short}, alice, doorToSaga},

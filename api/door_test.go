@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -323,8 +325,10 @@ func TestARetryOfARecordedCartDoesNotWaitForAPlace(t *testing.T) {
 }
 
 // TestARetryOfACartThatLeftTheLineIsAnsweredByItsSaga: the runner marks a cart started
-// before its saga starts, but only as best effort. A cart that left the line for its saga
-// without the mark, retried before the saga recorded or held anything, is answered by its
+// before its saga starts, but the mark can be lost while the room keeps its word (in a Redis
+// Cluster they live on different nodes, and a failover loses a node's last writes). A cart
+// that left the line for its saga without the mark, retried before the saga recorded or held
+// anything, is answered by its
 // saga, as the room's word that it left says: not refused out of stock by the sold-out gate,
 // and not put in line a second time, where it would speak for its units again.
 func TestARetryOfACartThatLeftTheLineIsAnsweredByItsSaga(t *testing.T) {
@@ -367,5 +371,29 @@ func TestARetryOfACartThatLeftTheLineIsAnsweredByItsSaga(t *testing.T) {
 				t.Fatalf("the room's books: %+v %v, want the blocker alone, speaking for its unit", st, err)
 			}
 		})
+	}
+}
+
+// unmarkableGate is the stock's gate on a Redis that refuses the start's mark.
+type unmarkableGate struct{ api.Gate }
+
+func (unmarkableGate) MarkStarted(context.Context, string) error {
+	return errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+}
+
+// TestNoSagaStartsWithoutItsStartMark: until Postgres records a cart, the mark of its start
+// is what sends a retry of its POST to its saga. A cart that passes the door with no mark
+// would leave a retry to the gate (409 out_of_stock while its saga holds a unit) or to the
+// room, so a mark Redis refuses is a 503 with nothing started; the buyer's retry starts it.
+func TestNoSagaStartsWithoutItsStartMark(t *testing.T) {
+	tc := mocks.NewClient(t) // no saga may be started: any call to Temporal fails the test
+	h := emptyRoomHarness(t, testenv.Redis(t), 2, 100, func(_ *api.Config, d *api.Deps) { d.Temporal = tc })
+	h.srv.Gate = unmarkableGate{h.stock}
+	rec := h.post(t, "c-unmarked", 1, "")
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("POST whose start cannot be marked: %d %s, want 503 and no saga", rec.Code, rec.Body)
+	}
+	if place, err := h.room.Lookup(t.Context(), "c-unmarked"); err != nil || place.State != shop.PlaceNone {
+		t.Fatalf("the room after the refused start: %+v %v, want it not to know the cart", place, err)
 	}
 }

@@ -315,10 +315,8 @@ func (s *Server) startFromLine(base context.Context, e shop.RoomEntry) ([]byte, 
 	if p := s.requireWorker(ctx); p != nil {
 		return nil, p
 	}
-	if s.Gate != nil {
-		if err := s.Gate.MarkStarted(ctx, e.CartID); err != nil {
-			s.Logger.Warn("mark checkout started", "checkout_id", e.CartID, "error", err)
-		}
+	if err := s.markStarted(ctx, e.CartID); err != nil {
+		return nil, err
 	}
 	in := workflows.Input{
 		CheckoutID: e.CartID, CustomerID: e.CustomerID, Items: e.Items,
