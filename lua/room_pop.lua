@@ -42,7 +42,7 @@ if redis.call('HGET', control, 'held') == '1' then
 end
 local pace = tonumber(redis.call('HGET', control, 'pace')) or 0
 if pace > 0 then
-  local second = redis.call('TIME')[1]
+  local second = string.format('%d', math.floor(clock / 1000)) -- as TIME's seconds read
   if redis.call('HGET', control, 'second') ~= second then
     redis.call('HSET', control, 'second', second, 'taken', 0)
   end
