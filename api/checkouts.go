@@ -64,7 +64,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		if err := s.claim(c, in); err != nil {
 			return err
 		}
-		release, answered, err := s.enterRoom(c, in, rules, facts.available)
+		release, answered, err := s.enterRoom(c, in, rules, facts)
 		if answered {
 			return err
 		}

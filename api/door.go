@@ -4,6 +4,8 @@ package api
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/checkout-saga/checkout-saga/shop"
 	"github.com/checkout-saga/checkout-saga/workflows"
@@ -23,6 +25,9 @@ type doorFacts struct {
 	// available is each SKU's available units as the gate read them (the room counts with
 	// them).
 	available map[string]int64
+	// standing is the customer's open checkouts and units, as Postgres recorded them (the
+	// room counts the customer's carts in line on top of them).
+	standing shop.Standing
 	// beforeSale: the cart's sale has not started. It waits for the start, whatever the
 	// stock says now: it is judged at the start, in its drawn place.
 	beforeSale bool
@@ -69,20 +74,22 @@ func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 }
 
 // doorFacts asks each owner in turn, and stops at the first that knows the cart: Postgres
-// (one batched query for the POSTs of the moment), then the room, then the sold-out gate.
+// (one batched query for the POSTs of the moment, which also reads the customer's standing
+// for the room), then the room, then the sold-out gate.
 // Postgres or the room unable to answer is a 503: the door never guesses, so no cart
 // overtakes the line or is answered for another's.
 func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRules) (doorFacts, error) {
 	f := doorFacts{beforeSale: rules.beforeSale()}
 	if s.recorded != nil {
-		creator, recorded, err := s.recorded.recorded(ctx, in.CheckoutID)
+		a, err := s.recorded.recordedOrStanding(ctx, in.CheckoutID, s.standingAsked(in, rules), slices.Collect(maps.Keys(rules.maxPerCustomer)))
 		if err != nil {
 			return f, unavailable("postgres", err)
 		}
-		if recorded {
-			f.recorded, f.creator = true, creator
+		if a.recorded {
+			f.recorded, f.creator = true, a.creator
 			return f, nil
 		}
+		f.standing = a.standing
 	}
 	if s.Room != nil {
 		place, err := s.Room.Lookup(ctx, in.CheckoutID)
@@ -103,4 +110,13 @@ func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRu
 		f.shortages, f.seen, f.available = pre.Shortages, pre.Seen, pre.Available
 	}
 	return f, nil
+}
+
+// standingAsked is the customer whose standing the door reads with the cart's record: ""
+// when the room does not count it (no room, or no limit to count against).
+func (s *Server) standingAsked(in workflows.Input, rules saleRules) string {
+	if s.Room == nil || (s.cfg.Room.PerCustomer <= 0 && len(rules.maxPerCustomer) == 0) {
+		return ""
+	}
+	return in.CustomerID
 }

@@ -290,6 +290,53 @@ func TestACustomersCartsInLineCountAtMostTheirLimit(t *testing.T) {
 	h.assertUntouched(t, h.sku, 7)
 }
 
+// A customer's open checkouts count with their carts in line: carts in line plus open
+// checkouts stay within the customer's cap (429 too_many_open_checkouts at the door), and
+// the units their open and confirmed checkouts hold or bought count against the SKU's
+// max_per_customer (409 customer_limit). (The door counted the line alone: a customer at
+// their cap could still put carts in line that speak for units the saga would refuse.)
+func TestTheDoorCountsACustomersOpenCheckoutsWithTheirCartsInLine(t *testing.T) {
+	h := newRoomHarness(t, 20, 1, 100, func(cfg *api.Config, _ *api.Deps) { cfg.Room.PerCustomer = 2 })
+	if _, err := h.inv.Set(t.Context(), shop.Product{SKU: h.sku, OnHand: 20, SaleTerms: shop.SaleTerms{PriceCents: 500, Currency: "usd", MaxPerOrder: 2, MaxPerCustomer: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	db := store.New(h.pool)
+	open := func(cart, customer string, qty int64) {
+		t.Helper()
+		rec := h.record(cart, qty)
+		rec.CustomerID = customer
+		if _, err := db.InsertCheckout(t.Context(), rec, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	post := func(cart, customer string, qty int64) *httptest.ResponseRecorder {
+		return h.do(t, request{method: http.MethodPost, path: "/v1/checkouts",
+			body: body(fmt.Sprintf(`{"cart_id":%q,"customer_id":%q,"items":[{"sku":%q,"quantity":%d}]}`, cart, customer, h.sku, qty))})
+	}
+
+	// Alice has one open checkout: one cart in line reaches her cap of two.
+	alice := testenv.RandomID("alice-")
+	open(alice+"-open", alice, 1)
+	queued(t, post(alice+"-1", alice, 1), http.StatusAccepted)
+	problemOf(t, post(alice+"-2", alice, 1), http.StatusTooManyRequests, "too_many_open_checkouts")
+
+	// Bob's open checkout holds 2 of the SKU's 3 per customer: a cart of 2 more is refused
+	// at the door, a cart of 1 waits.
+	bob := testenv.RandomID("bob-")
+	open(bob+"-open", bob, 2)
+	problemOf(t, post(bob+"-1", bob, 2), http.StatusConflict, "customer_limit")
+	queued(t, post(bob+"-2", bob, 1), http.StatusAccepted)
+
+	// An ended checkout counts for neither.
+	carol := testenv.RandomID("carol-")
+	open(carol+"-ended", carol, 2)
+	if _, err := db.RecordOutcomeOrEarlier(t.Context(), store.Outcome{CheckoutID: carol + "-ended", Status: string(shop.StatusCancelled), Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	queued(t, post(carol+"-1", carol, 2), http.StatusAccepted)
+	queued(t, post(carol+"-2", carol, 1), http.StatusAccepted)
+}
+
 // A retry of a recorded cart is not queued behind the starts of new carts: with every place
 // of the bound taken (here a start that hangs in Temporal), it is answered by its saga or
 // Postgres at once. (It waited in an in-process line for ADMISSION_WAIT_MS, 2 s, then was

@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"slices"
 
 	"github.com/checkout-saga/checkout-saga/batch"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -28,32 +29,51 @@ type recordedCheck struct {
 }
 
 // recordedAsk is one cart's question, and its answer once the query that carried it ended.
+// A new cart's POST also asks for its customer's standing (the door counts it), and names
+// the SKUs whose units it needs (those with a max_per_customer).
 type recordedAsk struct {
 	id       string
+	customer string   // "": no standing asked
+	skus     []string // the SKUs of the customer's standing
 	recorded bool
 	creator  shop.Fingerprint
+	standing shop.Standing
 	err      error
 }
 
-func newRecordedCheck(lookup func(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error)) *recordedCheck {
+// recordedLookup is CheckoutRecords.RecordedCheckouts.
+type recordedLookup func(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error)
+
+func newRecordedCheck(lookup recordedLookup) *recordedCheck {
 	return &recordedCheck{asks: &batch.Runner[*recordedAsk]{
 		Max: maxRecordedBatch,
 		Send: func(ctx context.Context, asks []*recordedAsk) {
-			ids := make([]string, 0, len(asks))
-			seen := make(map[string]bool, len(asks))
+			var ids, customers, skus []string
 			for _, a := range asks {
-				if !seen[a.id] {
-					seen[a.id] = true
-					ids = append(ids, a.id)
+				ids = append(ids, a.id)
+				if a.customer != "" {
+					customers = append(customers, a.customer)
+					skus = append(skus, a.skus...)
 				}
 			}
-			found, err := lookup(ctx, ids)
+			found, standings, err := lookup(ctx, distinct(ids), distinct(customers), distinct(skus))
 			for _, a := range asks {
 				a.creator, a.recorded = found[a.id]
+				a.standing = standings[a.customer]
 				a.err = err
 			}
 		},
 	}}
+}
+
+// distinct is list without its repeats, in its order.
+func distinct(list []string) []string {
+	seen := make(map[string]bool, len(list))
+	return slices.DeleteFunc(list, func(s string) bool {
+		repeat := seen[s]
+		seen[s] = true
+		return repeat
+	})
 }
 
 // recorded reports whether Postgres recorded the cart, with the fingerprint of the request
@@ -64,4 +84,14 @@ func (r *recordedCheck) recorded(ctx context.Context, cartID string) (creator sh
 		return shop.Fingerprint{}, false, err
 	}
 	return a.creator, a.recorded, a.err
+}
+
+// recordedOrStanding asks, in the same query, whether Postgres recorded the cart (as
+// recorded) and the standing of its customer, with their units of skus.
+func (r *recordedCheck) recordedOrStanding(ctx context.Context, cartID, customer string, skus []string) (*recordedAsk, error) {
+	a := &recordedAsk{id: cartID, customer: customer, skus: skus}
+	if err := r.asks.Do(ctx, a); err != nil {
+		return nil, err
+	}
+	return a, a.err
 }

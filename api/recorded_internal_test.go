@@ -31,7 +31,7 @@ func recordedCart(t *testing.T, pool *pgxpool.Pool) string {
 // through (a send on door lets one, closing it lets all) or for its context to end, so the
 // test decides which asks meet in one batch.
 type heldLookup struct {
-	lookup  func(context.Context, []string) (map[string]shop.Fingerprint, error)
+	lookup  recordedLookup
 	door    chan struct{}
 	entered chan []string // each query's ids, as it starts
 	ended   chan struct{} // one for each query cancelled before the door let it through
@@ -42,16 +42,16 @@ func newHeldLookup(s *store.Store) *heldLookup {
 	return &heldLookup{lookup: s.RecordedCheckouts, door: make(chan struct{}), entered: make(chan []string, 100), ended: make(chan struct{}, 100)}
 }
 
-func (h *heldLookup) run(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error) {
+func (h *heldLookup) run(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error) {
 	h.queries.Add(1)
 	h.entered <- ids
 	select {
 	case <-h.door:
 	case <-ctx.Done():
 		h.ended <- struct{}{}
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
-	return h.lookup(ctx, ids)
+	return h.lookup(ctx, ids, customers, skus)
 }
 
 type recordedAnswer struct {

@@ -48,7 +48,7 @@ type QueuedLinks struct {
 // answered is true and err is the answer (202, 409, 429 or 503). Without a room a cart past
 // the bound is 503 overloaded. When the room cannot be asked, no cart passes it:
 // the caller retries (503), and the carts in line keep their order.
-func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules, available map[string]int64) (release func(), answered bool, err error) {
+func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules, f doorFacts) (release func(), answered bool, err error) {
 	ctx := c.Request().Context()
 	if s.Room == nil && rules.beforeSale() {
 		return nil, true, problem(http.StatusConflict, "sale_not_started", "the sale of this cart's SKUs has not started")
@@ -63,7 +63,7 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules, 
 		CartID: in.CheckoutID, CustomerID: in.CustomerID, Items: in.Items, TimeoutSeconds: in.PaymentTimeoutSeconds,
 		IdempotencyKey: in.IdempotencyKey, RequestHash: in.RequestHash, Caller: in.Caller,
 	}
-	e.MaxPerCustomer, e.Available = rules.maxPerCustomer, available
+	e.MaxPerCustomer, e.Available, e.Standing = rules.maxPerCustomer, f.available, f.standing
 	if !rules.startsAt.IsZero() {
 		e.StartsAt = rules.startsAt.UnixMilli()
 	}

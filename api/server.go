@@ -44,8 +44,9 @@ type Inventory interface {
 type CheckoutRecords interface {
 	Checkout(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error)
 	// RecordedCheckouts reports which of ids are recorded, with the fingerprint of the
-	// request that created each, in one query.
-	RecordedCheckouts(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error)
+	// request that created each, and the standing of each of customers (their open
+	// checkouts, and their units of skus held or bought), in one round trip.
+	RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
 	// SecretVersion is the version of the checkout's secret: 0 until support revokes it.

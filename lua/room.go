@@ -100,9 +100,9 @@ const leftTTL = 10 * time.Second
 
 // Enter asks the room to take the cart. mayPass says the caller can start the saga now: then
 // an empty line lets it pass (RoomPass). A cart already in line answers its place; a full line
-// answers RoomFull; a customer with perCustomer carts in line already (0: no cap) RoomBusy;
-// one whose carts in line would ask for more of a SKU than e.MaxPerCustomer allows RoomLimit,
-// naming the SKU; a cart whose units are spoken for by the carts ahead RoomShort, with what
+// answers RoomFull; a customer with perCustomer carts in line and open checkouts already
+// (e.Standing; 0: no cap) RoomBusy; one whose carts in line and checkouts would ask for more
+// of a SKU than e.MaxPerCustomer allows RoomLimit, naming the SKU; a cart whose units are spoken for by the carts ahead RoomShort, with what
 // is left. It counts with the available units the caller read (e.Available: the sold-out
 // gate's read of the same POST) and reads those of the other SKUs.
 func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error) {
@@ -127,9 +127,9 @@ func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, 
 	if mayPass {
 		pass = "1"
 	}
-	args := []any{e.CartID, string(raw), pass, size, e.CustomerID, perCustomer, e.StartsAt, r.draw()}
+	args := []any{e.CartID, string(raw), pass, size, e.CustomerID, perCustomer, e.StartsAt, r.draw(), e.Standing.Open}
 	for _, it := range e.Items {
-		args = append(args, it.SKU, it.Quantity, available[it.SKU], e.MaxPerCustomer[it.SKU])
+		args = append(args, it.SKU, it.Quantity, available[it.SKU], e.MaxPerCustomer[it.SKU], e.Standing.Units[it.SKU])
 	}
 	res, err := r.runReleasing(ctx, roomEnterScript, args...)
 	if err != nil {

@@ -26,11 +26,23 @@ type RoomEntry struct {
 	// Available is each SKU's available units as the API just read them (the sold-out
 	// gate's read), for the door's count; the room reads those missing. Not kept in line.
 	Available map[string]int64 `json:"-"`
+	// Standing is the customer's open checkouts and units as Postgres recorded them, for the
+	// door: the customer's carts in line count on top of it. Not kept in line.
+	Standing Standing `json:"-"`
 	// Ticket is the cart's place in the order of arrival (the room sets it).
 	Ticket int64 `json:"ticket,omitempty"`
 	// Taken counts the times the cart was taken from the line (the room sets it): after the
 	// first, its saga may already exist.
 	Taken int `json:"taken,omitempty"`
+}
+
+// Standing is what Postgres holds of a customer when their new cart comes to the door: their
+// open checkouts, and the units of each SKU with a max_per_customer that their open and
+// confirmed checkouts hold or bought. The door counts the customer's carts in line on top of
+// it, as the saga's record would count them (their limits).
+type Standing struct {
+	Open  int64
+	Units map[string]int64
 }
 
 // Creator is the fingerprint of the request that put the cart in line.

@@ -23,25 +23,66 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (shop.CheckoutR
 }
 
 // RecordedCheckouts reports which of ids Postgres has recorded as checkouts, with the
-// fingerprint of the request that created each, in one query however many they are: every
-// POST asks it, many at a time (api's recordedCheck).
-func (s *Store) RecordedCheckouts(ctx context.Context, ids []string) (map[string]shop.Fingerprint, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT checkout_id, request_hash, idempotency_key, caller FROM checkouts WHERE checkout_id = ANY($1)`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("read which of %d checkouts are recorded: %w", len(ids), err)
-	}
+// fingerprint of the request that created each, and the standing of each of customers (their
+// open checkouts, and their units of skus in open and confirmed checkouts, as InsertCheckout
+// counts them for its limits; a customer with neither is absent). It is one round trip
+// however many they are: every POST asks it, many at a time (api's recordedCheck).
+func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error) {
 	recorded := make(map[string]shop.Fingerprint, len(ids))
-	var id string
-	var f shop.Fingerprint
-	_, err = pgx.ForEachRow(rows, []any{&id, &f.RequestHash, &f.IdempotencyKey, &f.Caller}, func() error {
-		recorded[id] = f
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read which of %d checkouts are recorded: %w", len(ids), err)
+	standings := map[string]shop.Standing{}
+	standing := func(customer string) shop.Standing {
+		st := standings[customer]
+		if st.Units == nil {
+			st.Units = map[string]int64{}
+		}
+		return st
 	}
-	return recorded, nil
+	b := &pgx.Batch{}
+	b.Queue(`SELECT checkout_id, request_hash, idempotency_key, caller FROM checkouts WHERE checkout_id = ANY($1)`, ids).
+		Query(func(rows pgx.Rows) error {
+			var id string
+			var f shop.Fingerprint
+			_, err := pgx.ForEachRow(rows, []any{&id, &f.RequestHash, &f.IdempotencyKey, &f.Caller}, func() error {
+				recorded[id] = f
+				return nil
+			})
+			return err
+		})
+	if len(customers) > 0 {
+		b.Queue(`SELECT customer_id, count(*) FROM checkouts WHERE customer_id = ANY($1) AND ended_at IS NULL GROUP BY customer_id`, customers).
+			Query(func(rows pgx.Rows) error {
+				var customer string
+				var open int64
+				_, err := pgx.ForEachRow(rows, []any{&customer, &open}, func() error {
+					st := standing(customer)
+					st.Open = open
+					standings[customer] = st
+					return nil
+				})
+				return err
+			})
+	}
+	if len(customers) > 0 && len(skus) > 0 {
+		b.Queue(`
+			SELECT co.customer_id, ci.sku, sum(ci.quantity) FROM checkouts co JOIN checkout_items ci USING (checkout_id)
+			WHERE co.customer_id = ANY($1) AND ci.sku = ANY($2) AND (co.ended_at IS NULL OR co.status = 'confirmed')
+			GROUP BY co.customer_id, ci.sku`, customers, skus).
+			Query(func(rows pgx.Rows) error {
+				var customer, sku string
+				var units int64
+				_, err := pgx.ForEachRow(rows, []any{&customer, &sku, &units}, func() error {
+					st := standing(customer)
+					st.Units[sku] = units
+					standings[customer] = st
+					return nil
+				})
+				return err
+			})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, fmt.Errorf("read which of %d checkouts are recorded, and %d customers' standing: %w", len(ids), len(customers), err)
+	}
+	return recorded, standings, nil
 }
 
 // queueReadCheckout queues the two reads of a checkout (its row, its items) into c. A

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -63,15 +64,54 @@ func TestRecordedCheckoutsNamesOnlyRecordedOnes(t *testing.T) {
 	ctx, rec := t.Context(), bundle.rec
 	recorded := rec.CheckoutID
 	unknown := testenv.RandomID("c-")
-	got, err := s.RecordedCheckouts(ctx, []string{unknown, recorded, recorded})
+	got, _, err := s.RecordedCheckouts(ctx, []string{unknown, recorded, recorded}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := got[recorded]; len(got) != 1 || !ok {
 		t.Errorf("RecordedCheckouts(%s, %s) = %v, want only %s", unknown, recorded, got, recorded)
 	}
-	if got, err := s.RecordedCheckouts(ctx, nil); err != nil || len(got) != 0 {
+	if got, _, err := s.RecordedCheckouts(ctx, nil, nil, nil); err != nil || len(got) != 0 {
 		t.Errorf("RecordedCheckouts(nil) = %v, %v; want nothing", got, err)
+	}
+}
+
+// A customer's standing counts their open checkouts, and the units of the SKUs asked about
+// that their open and confirmed checkouts hold or bought: an ended checkout counts for
+// neither, another customer's checkouts do not count, a SKU not asked about is absent.
+func TestRecordedCheckoutsReadsEachCustomersStanding(t *testing.T) {
+	t.Parallel()
+	_, pool := testenv.Postgres(t)
+	s := store.New(pool)
+	ctx := t.Context()
+	alice, bob := testenv.RandomID("alice-"), testenv.RandomID("bob-")
+	limited, other := testenv.RandomID("A-"), testenv.RandomID("B-")
+	testenv.PutSKU(t, pool, limited, 100, 300, "usd")
+	testenv.PutSKU(t, pool, other, 100, 300, "usd")
+	record := func(customer string, qty int64) shop.CheckoutRecord {
+		t.Helper()
+		rec, err := s.InsertCheckout(ctx, shop.CheckoutRecord{CheckoutID: testenv.RandomID("c-"), CustomerID: customer, Currency: "usd",
+			AmountCents: 300*qty + 300, Items: []shop.Item{{SKU: limited, Quantity: qty, UnitPriceCents: 300}, {SKU: other, Quantity: 1, UnitPriceCents: 300}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	record(alice, 2)                    // open
+	mustConfirm(t, s, record(alice, 1)) // confirmed: bought
+	ended := record(alice, 4)
+	if err := s.RecordOutcome(ctx, store.Outcome{CheckoutID: ended.CheckoutID, Status: string(shop.StatusCancelled), Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	record(bob, 5)
+
+	_, got, err := s.RecordedCheckouts(ctx, nil, []string{alice, testenv.RandomID("nobody-")}, []string{limited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]shop.Standing{alice: {Open: 1, Units: map[string]int64{limited: 3}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("standings = %+v, want %+v", got, want)
 	}
 }
 
@@ -150,7 +190,7 @@ func TestACheckoutKeepsTheFingerprintOfItsCreator(t *testing.T) {
 			t.Errorf("checkout %s: fingerprint %+v, %v; want the creator's %+v", id, rec.Fingerprint, err, creator)
 		}
 	}
-	got, err := s.RecordedCheckouts(ctx, []string{saga.CheckoutID, room.CheckoutID})
+	got, _, err := s.RecordedCheckouts(ctx, []string{saga.CheckoutID, room.CheckoutID}, nil, nil)
 	if err != nil || got[saga.CheckoutID] != creator || got[room.CheckoutID] != creator {
 		t.Errorf("RecordedCheckouts = %+v, %v; want the creator's fingerprint for both", got, err)
 	}
