@@ -425,6 +425,35 @@ func TestACustomersCartsInLineSpeakForAtMostItsLimit(t *testing.T) {
 	}
 }
 
+// The customer's standing (their open checkouts, their units held or bought, as the API
+// read them from Postgres) counts with their carts in the room: open checkouts plus carts
+// stay under the cap, held units plus units in line under the SKU's max_per_customer. A
+// cart that may pass (an empty line) is the saga's to judge.
+func TestTheDoorCountsTheCustomersStandingWithTheirCarts(t *testing.T) {
+	r, _, _, sku := testRoom(t, 10)
+	entry := func(cart string, qty, open, owned int64) shop.RoomEntry {
+		e := roomEntry(cart, sku, qty)
+		e.CustomerID, e.MaxPerCustomer = "alice", map[string]int64{sku: 3}
+		e.Standing = shop.Standing{Open: open, Units: map[string]int64{sku: owned}}
+		return e
+	}
+	if a, err := r.Enter(t.Context(), entry("pass", 1, 2, 3), true, 100, 2); err != nil || a.Outcome != shop.RoomPass {
+		t.Fatalf("a cart that may pass: %+v %v, want pass (the saga judges it)", a, err)
+	}
+	if a, err := r.Enter(t.Context(), entry("a1", 1, 1, 0), false, 100, 2); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("one open checkout, no cart in line: %+v %v, want queued", a, err)
+	}
+	if a, err := r.Enter(t.Context(), entry("a2", 1, 1, 0), false, 100, 2); err != nil || a.Outcome != shop.RoomBusy {
+		t.Fatalf("one open checkout, one cart in line: %+v %v, want busy", a, err)
+	}
+	if a, err := r.Enter(t.Context(), entry("a3", 1, 0, 2), false, 100, 3); err != nil || a.Outcome != shop.RoomLimit {
+		t.Fatalf("2 units owned, 1 in line, 1 more: %+v %v, want limit", a, err)
+	}
+	if a, err := r.Enter(t.Context(), entry("a4", 1, 0, 1), false, 100, 3); err != nil || a.Outcome != shop.RoomQueued {
+		t.Fatalf("1 unit owned, 1 in line, 1 more: %+v %v, want queued", a, err)
+	}
+}
+
 // While the line is held nobody leaves it, not even a cart that finds it empty, and new carts
 // still queue; resumed, it serves them in order. The status tells what waits and what holds.
 func TestAHeldLineLetsNobodyLeave(t *testing.T) {
