@@ -81,7 +81,7 @@ func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRules) (doorFacts, error) {
 	f := doorFacts{beforeSale: rules.beforeSale()}
 	if s.recorded != nil {
-		a, err := s.recorded.recordedOrStanding(ctx, in.CheckoutID, s.standingAsked(in, rules), slices.Collect(maps.Keys(rules.maxPerCustomer)))
+		a, err := s.recorded.recordedAndStanding(ctx, in.CheckoutID, s.standingAsked(in, rules), slices.Collect(maps.Keys(rules.maxPerCustomer)))
 		if err != nil {
 			return f, unavailable("postgres", err)
 		}

@@ -86,9 +86,9 @@ func (r *recordedCheck) recorded(ctx context.Context, cartID string) (creator sh
 	return a.creator, a.recorded, a.err
 }
 
-// recordedOrStanding asks, in the same query, whether Postgres recorded the cart (as
+// recordedAndStanding asks, in the same query, whether Postgres recorded the cart (as
 // recorded) and the standing of its customer, with their units of skus.
-func (r *recordedCheck) recordedOrStanding(ctx context.Context, cartID, customer string, skus []string) (*recordedAsk, error) {
+func (r *recordedCheck) recordedAndStanding(ctx context.Context, cartID, customer string, skus []string) (*recordedAsk, error) {
 	a := &recordedAsk{id: cartID, customer: customer, skus: skus}
 	if err := r.asks.Do(ctx, a); err != nil {
 		return nil, err

@@ -102,9 +102,10 @@ const leftTTL = 10 * time.Second
 // an empty line lets it pass (RoomPass). A cart already in line answers its place; a full line
 // answers RoomFull; a customer with perCustomer carts in line and open checkouts already
 // (e.Standing; 0: no cap) RoomBusy; one whose carts in line and checkouts would ask for more
-// of a SKU than e.MaxPerCustomer allows RoomLimit, naming the SKU; a cart whose units are spoken for by the carts ahead RoomShort, with what
-// is left. It counts with the available units the caller read (e.Available: the sold-out
-// gate's read of the same POST) and reads those of the other SKUs.
+// of a SKU than e.MaxPerCustomer allows RoomLimit, naming the SKU; a cart whose units are
+// spoken for by the carts ahead RoomShort, with what is left. It counts with the available
+// units the caller read (e.Available: the sold-out gate's read of the same POST) and reads
+// those of the other SKUs.
 func (r *Room) Enter(ctx context.Context, e shop.RoomEntry, mayPass bool, size, perCustomer int64) (shop.RoomAnswer, error) {
 	var unread []shop.CartLine // the SKUs whose available units the caller did not read
 	for _, it := range e.Items {

@@ -10,11 +10,13 @@
 -- Returns {outcome, position, entry}, {"early", 0, entry} (waiting for its sale),
 -- {"short", sku, requested, free, ...}, {"full"}, {"busy"} (the customer's carts in the room
 -- and open checkouts are per_customer already), {"limit", sku} (the customer's carts and
--- checkouts would ask for more of the SKU than its max_per_customer) or {"due", start} (a drop's start has come and its early
--- carts are not in line yet: the caller releases them, room_release.lua, and asks again).
+-- checkouts would ask for more of the SKU than its max_per_customer) or {"due", start} (a
+-- drop's start has come and its early carts are not in line yet: the caller releases them,
+-- room_release.lua, and asks again).
 local cart, entry, may_pass, size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local customer, per_customer = ARGV[5], tonumber(ARGV[6])
-local start, draw, open = ARGV[7], ARGV[8], tonumber(ARGV[9]) -- start as sent: a hash field and a score
+local start, draw = ARGV[7], ARGV[8] -- start as sent: a hash field and a score
+local open = tonumber(ARGV[9])
 -- The operators' starts win: all of them when they name every SKU of the cart (0: on sale),
 -- a later one otherwise.
 local named, latest = true, '0'
