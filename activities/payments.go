@@ -79,8 +79,13 @@ func (a *Activities) VerifyPayment(ctx context.Context, in steps.VerifyPaymentIn
 }
 
 // RecordRefund writes a refund's current state (one row per refund, keyed by its idempotency key).
+// A payment that paid an order is not refunded: shop.ErrTypePaymentKept, not retried.
 func (a *Activities) RecordRefund(ctx context.Context, in steps.RecordRefundInput) error {
-	return a.Store.RecordRefund(ctx, store.Refund(in))
+	err := a.Store.RecordRefund(ctx, store.Refund(in))
+	if errors.Is(err, store.ErrPaymentKept) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypePaymentKept, nil)
+	}
+	return err
 }
 
 // FindSucceededPayment asks the provider whether the checkout was paid (for missed webhooks)

@@ -24,6 +24,8 @@ const (
 	// Refusals of a refund.
 	ErrTypeRefundRefused     = "RefundRefused"
 	ErrTypeNoPaymentProvider = "NoPaymentProvider"
+	// ErrTypePaymentKept: the payment paid an order, so it is not refunded (store.ErrPaymentKept).
+	ErrTypePaymentKept = "PaymentKept"
 
 	// Refused support updates.
 	ErrTypeAlreadyPaid           = "AlreadyPaid"

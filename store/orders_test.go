@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -171,6 +172,48 @@ func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 	}
 	if got := testenv.ReadSKU(t, pool, skuA); got.Sold != 3 {
 		t.Errorf("%s: %+v, want the 3 units of the first order sold, nothing more", skuA, got)
+	}
+}
+
+// Every payment is one order or one refund: a refund asked for the payment that paid an
+// order is refused (ErrPaymentKept) and writes nothing, while another payment of the same
+// checkout is refunded as before. (A saga's run judged the order's payment late, after an
+// earlier attempt of its workflow task had confirmed the order in a local activity: the
+// payment was both ordered and refunded.)
+func TestARefundOfThePaymentOfAnOrderIsRefused(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	_, _, rec := recordCart(t, pool, 10, 4, 1, 1)
+	mustConfirm(t, s, rec)
+	in := confirmInput(rec)
+	refund := func(ref, status string) error {
+		return s.RecordRefund(t.Context(), store.Refund{ID: "refund-" + rec.CheckoutID + "-" + ref, CheckoutID: rec.CheckoutID,
+			Provider: in.PaymentProvider, PaymentRef: ref, AmountCents: in.AmountCents, Currency: in.Currency,
+			Reason: "payment arrived after the checkout was cancelled", Status: status})
+	}
+	if err := refund(in.PaymentRef, "requested"); !errors.Is(err, store.ErrPaymentKept) {
+		t.Errorf("refund of the order's payment: %v, want %v", err, store.ErrPaymentKept)
+	}
+	if err := refund("pay-2", "requested"); err != nil {
+		t.Fatalf("refund of another payment: %v", err)
+	}
+	if err := refund("pay-2", "refunded"); err != nil {
+		t.Fatalf("refund of another payment, refunded: %v", err)
+	}
+	rows := map[string]string{}
+	r, err := pool.Query(t.Context(), `SELECT payment_ref, status FROM refunds WHERE checkout_id = $1`, rec.CheckoutID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var ref, status string
+		if err := r.Scan(&ref, &status); err != nil {
+			t.Fatal(err)
+		}
+		rows[ref] = status
+	}
+	if want := map[string]string{"pay-2": "refunded"}; !reflect.DeepEqual(rows, want) {
+		t.Errorf("refunds %v, want %v", rows, want)
 	}
 }
 

@@ -40,7 +40,7 @@ func RefundOf(checkoutID, customerID string, p shop.Payment, reason string) Refu
 // RefundView is a refund as support sees it (the refund's status query).
 type RefundView struct {
 	RefundInput
-	Status           string `json:"status"` // requested, refunded, stuck
+	Status           string `json:"status"` // requested, refunded, stuck, kept
 	ProviderRefundID string `json:"provider_refund_id,omitempty"`
 	Attention        string `json:"attention,omitempty"`
 }
@@ -50,6 +50,8 @@ const (
 	RefundRequested = "requested"
 	RefundRefunded  = "refunded"
 	RefundStuck     = "stuck"
+	// RefundKept: not refunded, because the payment paid an order (shop.ErrTypePaymentKept).
+	RefundKept = "kept"
 )
 
 // RefundWorkflowID is the id of the refund of one payment: one refund workflow per payment,
@@ -161,8 +163,13 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 	if carried != nil {
 		r.key, r.refusals = carried.IdempotencyKey, carried.Refusals
 		r.view.Status, r.view.Attention, r.recorded = RefundStuck, carried.Attention, RefundStuck
-	} else {
-		r.record(ctx, RefundRequested)
+	} else if err := r.record(ctx, RefundRequested); IsErrorType(err, shop.ErrTypePaymentKept) {
+		// The payment paid an order: a run of the saga judged it late and asked for this
+		// refund, but an earlier attempt of its workflow task had confirmed the order with
+		// it (in a local activity, before the attempt was lost). The order keeps it.
+		r.view.Status = RefundKept
+		workflow.SetCurrentDetails(ctx, "Not refunded: the payment paid an order ("+r.summary+")")
+		return r.view, nil
 	}
 	return r.run(ctx)
 }
@@ -267,10 +274,12 @@ func (r *refund) stuck(ctx workflow.Context, err error) {
 	r.retry = false
 }
 
-// record writes status to Postgres; a failure is logged, and the next status is written anyway.
-func (r *refund) record(ctx workflow.Context, status string) {
+// record writes status to Postgres; a failure is logged, and the next status is written
+// anyway. It returns the failure, for the first write (a payment that paid an order is
+// refused: shop.ErrTypePaymentKept).
+func (r *refund) record(ctx workflow.Context, status string) error {
 	if r.bounded && status == r.recorded {
-		return // unchanged: another marker in the history would say nothing new
+		return nil // unchanged: another marker in the history would say nothing new
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, withLocalSummary(undoOptions, "Record refund "+status))
 	err := workflow.ExecuteLocalActivity(lctx, steps.RecordRefund, steps.RecordRefundInput{
@@ -280,9 +289,10 @@ func (r *refund) record(ctx workflow.Context, status string) {
 	}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("record refund", "status", status, "error", err)
-		return
+		return err
 	}
 	r.recorded = status
+	return nil
 }
 
 // flag sets NeedsAttention, unless a bounded run's attribute already says so (a continued

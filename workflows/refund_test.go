@@ -20,6 +20,7 @@ import (
 	"github.com/checkout-saga/checkout-saga/payments"
 	"github.com/checkout-saga/checkout-saga/payments/stripetest"
 	"github.com/checkout-saga/checkout-saga/shop"
+	"github.com/checkout-saga/checkout-saga/store"
 	"github.com/checkout-saga/checkout-saga/worker"
 	"github.com/checkout-saga/checkout-saga/workflows"
 )
@@ -66,6 +67,41 @@ func TestRefundIssuedOnce(t *testing.T) {
 	}
 	if s := f.refundStatus(t, workflows.RefundIdempotencyKey(in)); s != workflows.RefundRefunded {
 		t.Errorf("postgres records the refund as %q", s)
+	}
+}
+
+// A refund of the payment that paid an order asks the provider nothing: the payment is the
+// order's. (A run of the saga can judge the order's payment late, when an earlier attempt of
+// its workflow task confirmed the order in a local activity and the attempt was lost; the
+// payment was then both ordered and refunded.)
+func TestRefundOfThePaymentOfAnOrderKeepsIt(t *testing.T) {
+	f, stripe, in := refundFixture(t)
+	ctx := context.Background()
+	sku := f.sku(10, 99_900, 1)
+	items := []shop.Item{{SKU: sku, Quantity: 1, UnitPriceCents: 99_900}}
+	if _, err := f.acts.Store.InsertCheckout(ctx, shop.CheckoutRecord{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID,
+		Currency: "usd", AmountCents: 99_900, Items: items}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.acts.Store.ConfirmOrder(ctx, store.Order{CheckoutID: in.CheckoutID, CustomerID: in.CustomerID, Items: items,
+		AmountCents: 99_900, Currency: "usd", PaymentProvider: "stripe", PaymentRef: in.PaymentRef}); err != nil {
+		t.Fatal(err)
+	}
+
+	f.env.ExecuteWorkflow(workflows.Refund, in)
+	var v workflows.RefundView
+	if err := f.env.GetWorkflowResult(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != workflows.RefundKept {
+		t.Errorf("refund %+v, want kept", v)
+	}
+	if refunds := stripe.Refunds(); len(refunds) != 0 {
+		t.Errorf("stripe has refunds %+v, want none", refunds)
+	}
+	var n int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM refunds WHERE payment_ref = $1`, in.PaymentRef).Scan(&n); err != nil || n != 0 {
+		t.Errorf("postgres has %d refunds of the order's payment (%v), want none", n, err)
 	}
 }
 
