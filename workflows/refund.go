@@ -164,9 +164,10 @@ func Refund(ctx workflow.Context, in RefundInput) (RefundView, error) {
 		r.key, r.refusals = carried.IdempotencyKey, carried.Refusals
 		r.view.Status, r.view.Attention, r.recorded = RefundStuck, carried.Attention, RefundStuck
 	} else if err := r.record(ctx, RefundRequested); IsErrorType(err, shop.ErrTypePaymentKept) {
-		// The payment paid an order: a run of the saga judged it late and asked for this
-		// refund, but an earlier attempt of its workflow task had confirmed the order with
-		// it (in a local activity, before the attempt was lost). The order keeps it.
+		// The payment paid an order, so whoever asked for this refund was wrong about it:
+		// a saga's run that judged it late, say, after an earlier attempt of its workflow
+		// task had confirmed the order with it in a local activity and was lost. The
+		// order keeps the money.
 		r.view.Status = RefundKept
 		workflow.SetCurrentDetails(ctx, "Not refunded: the payment paid an order ("+r.summary+")")
 		return r.view, nil
