@@ -79,11 +79,11 @@ func distinct(list []string) []string {
 // recorded reports whether Postgres recorded the cart, with the fingerprint of the request
 // that created it; an error when Postgres could not answer or ctx ended first.
 func (r *recordedCheck) recorded(ctx context.Context, cartID string) (creator shop.Fingerprint, recorded bool, err error) {
-	a := &recordedAsk{id: cartID}
-	if err := r.asks.Do(ctx, a); err != nil {
+	a, err := r.recordedAndStanding(ctx, cartID, "", nil)
+	if err != nil {
 		return shop.Fingerprint{}, false, err
 	}
-	return a.creator, a.recorded, a.err
+	return a.creator, a.recorded, nil
 }
 
 // recordedAndStanding asks, in the same query, whether Postgres recorded the cart (as
