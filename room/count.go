@@ -16,10 +16,11 @@ import (
 // each GET looks its cart up (five reads) only when the cart may have moved. Looking every
 // 50 ms instead, 70,000 waiting buyers would ask Redis for 1.4 million lookups a second.
 type count struct {
-	mu      sync.Mutex
-	served  int64         // the count last read
-	moved   chan struct{} // closed, and replaced, when served changes
-	waiting int           // GETs waiting on this replica
+	mu     sync.Mutex
+	served int64 // the count last read
+	// bells are the GETs waiting on this replica for a cart in line, each with the count
+	// that wakes it: only the GETs whose count was reached are woken, not the whole crowd.
+	bells   map[chan struct{}]int64
 	perSec  float64       // carts taken a second, weighted over about ten seconds
 	rateAt  int64         // served at the rate's last sample
 	sampled bool          // the rate has its first sample
@@ -35,7 +36,7 @@ const (
 	pollMax = time.Second
 )
 
-func newCount() *count { return &count{moved: make(chan struct{}), maxWait: pollMax} }
+func newCount() *count { return &count{bells: map[chan struct{}]int64{}, maxWait: pollMax} }
 
 // follow reads the count until ctx ends.
 func (r *count) follow(ctx context.Context, served func(context.Context) (int64, error)) {
@@ -67,17 +68,19 @@ func (r *count) follow(ctx context.Context, served func(context.Context) (int64,
 func (r *count) anyWaiting() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.waiting > 0
+	return len(r.bells) > 0
 }
 
 // set records the count read, and, when sample, the rate over the elapsed time.
 func (r *count) set(n int64, sample bool, elapsed time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n != r.served {
-		r.served = n
-		close(r.moved)
-		r.moved = make(chan struct{})
+	r.served = n
+	for bell, at := range r.bells {
+		if n >= at {
+			close(bell)
+			delete(r.bells, bell)
+		}
 	}
 	if sample {
 		if r.sampled {
@@ -101,33 +104,28 @@ func (r *count) rate() float64 {
 // head, and at least every pollMax.
 func (r *count) untilMoved(ctx context.Context, place shop.RoomPlace, deadline time.Time) bool {
 	wait := min(time.Until(deadline), r.maxWait)
-	if place.State != shop.PlaceQueued {
+	var bell chan struct{} // nil, which never rings, for a cart being started
+	if place.State == shop.PlaceQueued {
+		bell = make(chan struct{})
+		r.mu.Lock()
+		r.bells[bell] = r.served + (place.Position+1)/2
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			delete(r.bells, bell)
+			r.mu.Unlock()
+		}()
+	} else {
 		wait = min(wait, poll)
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	r.mu.Lock()
-	r.waiting++
-	target := r.served + (place.Position+1)/2
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.waiting--
-		r.mu.Unlock()
-	}()
-	for {
-		r.mu.Lock()
-		served, moved := r.served, r.moved
-		r.mu.Unlock()
-		if place.State == shop.PlaceQueued && served >= target {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
-			return true
-		case <-moved:
-		}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	case <-bell:
+		return true
 	}
 }
