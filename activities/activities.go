@@ -234,6 +234,9 @@ func (a *Activities) ConfirmOrder(ctx context.Context, in steps.ConfirmOrderInpu
 		metrics.UnverifiedPayments.Inc()
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeUnverifiedPayment, nil)
 	}
+	if errors.Is(err, store.ErrPaymentRefunded) {
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypePaymentRefunded, nil)
+	}
 	if errors.Is(err, store.ErrInsufficientOnHand) || errors.Is(err, store.ErrCheckoutEnded) || errors.Is(err, store.ErrPaidOtherwise) {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), shop.ErrTypeStockMismatch, nil)
 	}

@@ -20,6 +20,9 @@ const (
 	// ErrTypeUnverifiedPayment: a payment no verified event recorded (a payment signal sent
 	// to Temporal from anywhere but the product); it never confirms an order.
 	ErrTypeUnverifiedPayment = "UnverifiedPayment"
+	// ErrTypePaymentRefunded: a payment whose refund is recorded (store.ErrPaymentRefunded);
+	// it never confirms an order.
+	ErrTypePaymentRefunded = "PaymentRefunded"
 
 	// Refusals of a refund.
 	ErrTypeRefundRefused     = "RefundRefused"

@@ -25,6 +25,10 @@ var ErrPaidOtherwise = errors.New("the order was paid by another payment")
 // ErrCheckoutEnded means an order was asked for a checkout that already ended otherwise.
 var ErrCheckoutEnded = errors.New("the checkout already ended without an order")
 
+// ErrPaymentRefunded means an order was asked for a payment whose refund is recorded: the
+// money is going back (a refund is never dropped), so it pays for nothing.
+var ErrPaymentRefunded = errors.New("the payment is being refunded")
+
 // ErrUnverifiedPayment means no verified event recorded the payment an order was asked for.
 var ErrUnverifiedPayment = errors.New("no verified event recorded the payment")
 
@@ -51,6 +55,7 @@ const confirmOrderSQL = `
 			AND EXISTS (SELECT 1 FROM payment_events
 				WHERE provider = $6 AND payment_ref = $7 AND outcome = 'succeeded' AND checkout_id = $2
 					AND amount_cents = $4 AND lower(coalesce(currency, '')) = lower($5))
+			AND NOT EXISTS (SELECT 1 FROM refunds WHERE checkout_id = $2 AND provider = $6 AND payment_ref = $7)
 		FOR UPDATE),
 	ord AS (
 		INSERT INTO orders (order_id, checkout_id, customer_id, amount_cents, currency, payment_provider, payment_ref)
@@ -85,7 +90,10 @@ const confirmOrderSQL = `
 // short in Postgres breaks skus' on_hand >= 0 check, which undoes the whole statement.
 //
 // A payment no verified event recorded is ErrUnverifiedPayment: only verified money pays,
-// whoever asks. A second call for the same checkout finds it ended and the order written,
+// whoever asks. A payment whose refund is recorded is ErrPaymentRefunded: every payment is
+// one order or one refund (RecordRefund refuses the other order of the two). The checkout's
+// row is locked first, in the same round trip, so a refund in flight commits before the
+// statement looks for it. A second call for the same checkout finds it ended and the order written,
 // and returns the order without changing anything; an order paid by another payment is
 // ErrPaidOtherwise, a checkout that ended without an order ErrCheckoutEnded.
 func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, created bool, err error) {
@@ -94,9 +102,12 @@ func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, cre
 	for i, it := range in.Items {
 		skus[i], quantities[i], prices[i] = it.SKU, it.Quantity, it.UnitPriceCents
 	}
-	err = s.pool.QueryRow(ctx, confirmOrderSQL,
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 FROM checkouts WHERE checkout_id = $1 FOR UPDATE`, in.CheckoutID)
+	b.Queue(confirmOrderSQL,
 		orderID, in.CheckoutID, in.CustomerID, in.AmountCents, in.Currency, in.PaymentProvider, in.PaymentRef,
-		skus, quantities, prices, in.ExpiresAt).Scan(&created)
+		skus, quantities, prices, in.ExpiresAt).QueryRow(func(row pgx.Row) error { return row.Scan(&created) })
+	err = s.pool.SendBatch(ctx, b).Close()
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == checkViolation && pgErr.ConstraintName == "skus_on_hand_check" {
 		return "", false, fmt.Errorf("confirm order for checkout %s: %s: %w", in.CheckoutID, pgErr.Detail, ErrInsufficientOnHand)
@@ -119,14 +130,19 @@ func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, cre
 			in.CheckoutID, in.PaymentProvider, in.PaymentRef, in.AmountCents, in.Currency, ErrUnverifiedPayment)
 	}
 	var provider, ref *string
+	var refunded bool
 	if err := s.pool.QueryRow(ctx, `
-		SELECT o.payment_provider, o.payment_ref FROM checkouts c LEFT JOIN orders o USING (checkout_id)
-		WHERE c.checkout_id = $1`, in.CheckoutID).Scan(&provider, &ref); errors.Is(err, pgx.ErrNoRows) {
+		SELECT o.payment_provider, o.payment_ref,
+			EXISTS (SELECT 1 FROM refunds r WHERE r.checkout_id = $1 AND r.provider = $2 AND r.payment_ref = $3)
+		FROM checkouts c LEFT JOIN orders o USING (checkout_id) WHERE c.checkout_id = $1`,
+		in.CheckoutID, in.PaymentProvider, in.PaymentRef).Scan(&provider, &ref, &refunded); errors.Is(err, pgx.ErrNoRows) {
 		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, shop.ErrNotFound)
 	} else if err != nil {
 		return "", false, fmt.Errorf("confirm order for checkout %s: read its end: %w", in.CheckoutID, err)
 	}
 	switch {
+	case provider == nil && refunded:
+		return "", false, fmt.Errorf("confirm order for checkout %s: %s payment %s: %w", in.CheckoutID, in.PaymentProvider, in.PaymentRef, ErrPaymentRefunded)
 	case provider == nil:
 		return "", false, fmt.Errorf("confirm order for checkout %s: %w", in.CheckoutID, ErrCheckoutEnded)
 	case *provider != in.PaymentProvider || *ref != in.PaymentRef:

@@ -217,6 +217,41 @@ func TestARefundOfThePaymentOfAnOrderIsRefused(t *testing.T) {
 	}
 }
 
+// The other order of the same race: a payment whose refund is recorded confirms no order,
+// and nothing is written (the checkout stays open, its units on hand). Another payment of the
+// checkout still confirms it.
+func TestAConfirmWithARefundedPaymentIsRefused(t *testing.T) {
+	t.Parallel()
+	pool, s := newStore(t)
+	skuA, _, rec := recordCart(t, pool, 10, 4, 1, 1)
+	in := confirmInput(rec)
+	verify(t, s, in)
+	if err := s.RecordRefund(t.Context(), store.Refund{ID: "refund-" + rec.CheckoutID + "-" + in.PaymentRef, CheckoutID: rec.CheckoutID,
+		Provider: in.PaymentProvider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
+		Reason: "payment arrived after the checkout was cancelled", Status: "requested"}); err != nil {
+		t.Fatalf("record the refund: %v", err)
+	}
+	if _, _, err := s.ConfirmOrder(t.Context(), in); !errors.Is(err, store.ErrPaymentRefunded) {
+		t.Fatalf("confirm with the refunded payment: %v, want %v", err, store.ErrPaymentRefunded)
+	}
+	var orders, onHand int64
+	var status string
+	if err := pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM orders WHERE checkout_id = $1),
+		(SELECT status FROM checkouts WHERE checkout_id = $1), (SELECT on_hand FROM skus WHERE sku = $2)`,
+		rec.CheckoutID, skuA).Scan(&orders, &status, &onHand); err != nil {
+		t.Fatal(err)
+	}
+	if orders != 0 || status == string(shop.StatusConfirmed) || onHand != 10 {
+		t.Errorf("after the refused confirm: %d orders, status %s, %d on hand; want none, not confirmed, 10", orders, status, onHand)
+	}
+	other := in
+	other.PaymentRef = "pay-2"
+	verify(t, s, other)
+	if _, created, err := s.ConfirmOrder(t.Context(), other); err != nil || !created {
+		t.Fatalf("confirm with another payment: created %v, %v", created, err)
+	}
+}
+
 // Only verified money pays, whoever asks the store: a payment no verified event recorded,
 // or one recorded for another checkout, amount, currency, provider or outcome, confirms
 // nothing, even a retry of a confirmed checkout; the payment once recorded confirms.

@@ -307,6 +307,13 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 		c.end(ctx, shop.StatusFailed, "refused an unverified payment: "+reasonOf(err))
 		return
 	}
+	if IsErrorType(err, shop.ErrTypePaymentRefunded) {
+		// The payment's refund is recorded: an earlier run of this saga judged it late and
+		// sent it back before support reset the saga. The money is going back, so it pays for
+		// nothing; the holds go back too.
+		c.end(ctx, shop.StatusFailed, "the payment is being refunded: "+reasonOf(err))
+		return
+	}
 	if err != nil {
 		// The order could not be written for good (Postgres disagrees with the holds).
 		// Nothing was sold: give the money back. The holds are forfeited, not released:

@@ -105,6 +105,36 @@ func TestRefundOfThePaymentOfAnOrderKeepsIt(t *testing.T) {
 	}
 }
 
+// The other order of the same race: a payment whose refund an earlier run recorded (it
+// judged the payment late, then support reset the saga) confirms no order when this run
+// meets it. The money is going back, so the checkout fails, its holds go back for sale, and
+// no second refund is asked.
+func TestAPaymentBeingRefundedConfirmsNoOrder(t *testing.T) {
+	f, phone, in := phoneCheckout(t, 1)
+	f.reserveAt(0, "req-1")
+	p := paid("evt_refunded", 99_900)
+	f.env.RegisterDelayedCallback(func() {
+		f.recordPayment(f.checkoutID, p)
+		r := workflows.RefundOf(in.CheckoutID, in.CustomerID, p, "payment arrived after the checkout was cancelled")
+		if err := f.acts.Store.RecordRefund(context.Background(), store.Refund{ID: workflows.RefundIdempotencyKey(r),
+			CheckoutID: r.CheckoutID, Provider: r.Provider, PaymentRef: r.PaymentRef, AmountCents: r.AmountCents,
+			Currency: r.Currency, Reason: r.Reason, Status: workflows.RefundRequested}); err != nil {
+			t.Errorf("record the earlier run's refund: %v", err)
+		}
+		f.env.SignalWorkflow(workflows.SignalPayment, p)
+	}, 2*time.Minute)
+
+	v := f.run(in)
+
+	if v.Status != shop.StatusFailed || f.orders(in.CheckoutID) != 0 || len(f.refunds) != 0 {
+		t.Errorf("ended %s (reason %q) with %d orders and %d refunds asked, want failed with none",
+			v.Status, deref(v.Reason), f.orders(in.CheckoutID), len(f.refunds))
+	}
+	if lv := f.level(phone); lv.Held != 0 || lv.Sold != 0 || lv.Available != 10 {
+		t.Errorf("phone available %d held %d sold %d, want 10 available, none held or sold", lv.Available, lv.Held, lv.Sold)
+	}
+}
+
 func TestRefundRefusedWaitsForSupport(t *testing.T) {
 	f, stripe, in := refundFixture(t)
 	stripe.FailNextRefunds(stripetest.Answer{Status: 400, ErrType: "invalid_request_error", Code: "charge_disputed", Message: "Charge has been charged back."})
