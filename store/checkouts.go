@@ -22,6 +22,10 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (shop.CheckoutR
 	return c, nil
 }
 
+// openCheckoutsSQL counts the open checkouts of each customer of $1, through
+// checkouts_open_customer_idx (migration 013): a customer's past checkouts are not read.
+const openCheckoutsSQL = `SELECT customer_id, count(*) FROM checkouts WHERE customer_id = ANY($1) AND ended_at IS NULL GROUP BY customer_id`
+
 // RecordedCheckouts reports which of ids Postgres has recorded as checkouts, with the
 // fingerprint of the request that created each, and the standing of each of customers (their
 // open checkouts, and their units of skus in open and confirmed checkouts, as InsertCheckout
@@ -49,7 +53,7 @@ func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []st
 			return err
 		})
 	if len(customers) > 0 {
-		b.Queue(`SELECT customer_id, count(*) FROM checkouts WHERE customer_id = ANY($1) AND ended_at IS NULL GROUP BY customer_id`, customers).
+		b.Queue(openCheckoutsSQL, customers).
 			Query(func(rows pgx.Rows) error {
 				var customer string
 				var open int64

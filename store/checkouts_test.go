@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -279,4 +280,41 @@ func setupRecorded(t *testing.T, onHand int64) (*store.Store, *recordedBundle) {
 	_, pool := testenv.Postgres(t)
 	_, _, rec := recordCart(t, pool, onHand, onHand, 1, 1)
 	return store.New(pool), &recordedBundle{pool: pool, rec: rec}
+}
+
+// The door counts a customer's open checkouts on every POST that reaches the room, and every
+// checkout's record counts them against the cap. A loyal customer's history must not cost
+// those counts: with 20,000 ended checkouts and one open, the count reads a few pages
+// (checkouts_open_customer_idx), where through checkouts_customer_idx it read 300 or more.
+func TestACustomersOpenCheckoutsAreCountedWithoutTheirHistory(t *testing.T) {
+	t.Parallel()
+	pool, _ := newStore(t)
+	ctx := t.Context()
+	customer := testenv.RandomID("u-loyal-")
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO checkouts (checkout_id, customer_id, status, currency, amount_cents, ended_at)
+		SELECT $1 || '-' || i, $1, CASE WHEN i = 1 THEN 'awaiting_payment' ELSE 'confirmed' END, 'usd', 100,
+			CASE WHEN i = 1 THEN NULL ELSE now() END
+		FROM generate_series(1, 20000) AS i`, customer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE checkouts`); err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	if err := pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+store.OpenCheckoutsSQL, []string{customer}).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []struct {
+		Plan struct {
+			Hit  int64 `json:"Shared Hit Blocks"`
+			Read int64 `json:"Shared Read Blocks"`
+		}
+	}
+	if err := json.Unmarshal([]byte(plan), &nodes); err != nil || len(nodes) != 1 {
+		t.Fatalf("read the plan: %v\n%s", err, plan)
+	}
+	if pages := nodes[0].Plan.Hit + nodes[0].Plan.Read; pages > 50 {
+		t.Errorf("counting one open checkout read %d pages, want a few:\n%s", pages, plan)
+	}
 }

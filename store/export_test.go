@@ -1,7 +1,9 @@
 package store
 
-// The statements whose plans TestPaymentQuestionsReadEventsByIndex reads.
+// The statements whose plans TestPaymentQuestionsReadEventsByIndex and
+// TestACustomersOpenCheckoutsAreCountedWithoutTheirHistory read.
 var (
 	PaymentVerifiedSQL = paymentVerifiedSQL
 	ConfirmOrderSQL    = confirmOrderSQL
+	OpenCheckoutsSQL   = openCheckoutsSQL
 )
