@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/checkout-saga/checkout-saga/batch"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
@@ -81,37 +82,65 @@ func (keys checkoutSecrets) verify(cartID string, version int64, secret string) 
 // only revoked checkouts, on every request that carries a Checkout-Secret and every answer
 // that hands one out; Postgres unreachable is 503, since a secret that may be revoked must
 // not open its checkout.
-//
-// Requests on one checkout at the same time share one read (a buyer's tabs, a crowd of long
-// polls, a hostile client): one each would queue for the pool's few connections, and 2,000
-// polls of one checkout starved every other request of them (TestTwoThousandWaits...). A
-// request that joins a read started before a revocation committed can still be let in by the
-// old secret; the read's snapshot is taken when it runs, so that is the same race as two
-// requests without sharing, and the replica that revokes forgets its read (supportRevokeSecret).
 func (s *Server) secretVersion(ctx context.Context, cartID string) (int64, error) {
 	if s.Records == nil {
 		return 0, nil
 	}
-	read := s.secretReads.DoChan(cartID, func() (any, error) {
-		// The read outlives the request that started it, for the others waiting on it.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
-		defer cancel()
-		return s.Records.SecretVersion(rctx, cartID)
-	})
-	select {
-	case r := <-read:
-		if r.Err != nil {
-			return 0, unavailable("postgres", r.Err)
-		}
-		return r.Val.(int64), nil
-	case <-ctx.Done():
-		return 0, unavailable("postgres", ctx.Err())
+	v, err := s.secretReads.version(ctx, cartID)
+	if err != nil {
+		return 0, unavailable("postgres", err)
 	}
+	return v, nil
 }
 
-// sharedReadTimeout bounds a read that several requests share: longer than a primary-key
-// read waits for a pool connection under load, shorter than a request's own timeout.
-const sharedReadTimeout = 10 * time.Second
+// maxSecretBatch bounds the checkouts one read of secret versions asks about.
+const maxSecretBatch = 500
+
+// secretReads reads secret versions for many requests at once, as recordedCheck reads
+// records: one query at a time, and the requests that come while it runs go together in the
+// next (WHERE checkout_id = ANY($1)). A crowd of long polls, a buyer's tabs, the waiting
+// room's 202s: one each would queue for the pool's few connections, and 2,000 polls of one
+// checkout starved every other request of them (TestTwoThousandWaits...). A read belongs to
+// no one request: it runs until every request it carries has stopped waiting.
+//
+// A request never joins a read that is already running: it waits for the next, whose
+// snapshot is taken after it arrived. So a request that comes after a revocation committed
+// always sees it.
+type secretReads struct {
+	asks *batch.Runner[*secretAsk]
+}
+
+type secretAsk struct {
+	id      string
+	version int64
+	err     error
+}
+
+func newSecretReads(read func(ctx context.Context, ids []string) (map[string]int64, error)) *secretReads {
+	return &secretReads{asks: &batch.Runner[*secretAsk]{
+		Max: maxSecretBatch,
+		Send: func(ctx context.Context, asks []*secretAsk) {
+			ids := make([]string, len(asks))
+			for i, a := range asks {
+				ids[i] = a.id
+			}
+			versions, err := read(ctx, distinct(ids))
+			for _, a := range asks {
+				a.version, a.err = versions[a.id], err
+			}
+		},
+	}}
+}
+
+// version is the version of cartID's secret; an error when Postgres could not answer or ctx
+// ended first.
+func (r *secretReads) version(ctx context.Context, cartID string) (int64, error) {
+	a := &secretAsk{id: cartID}
+	if err := r.asks.Do(ctx, a); err != nil {
+		return 0, err
+	}
+	return a.version, a.err
+}
 
 // signSecret is cartID's secret at its current version, for the answer to its creator.
 func (s *Server) signSecret(ctx context.Context, cartID string) (string, error) {

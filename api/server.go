@@ -23,7 +23,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"go.temporal.io/sdk/client"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/checkout-saga/checkout-saga/room"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -49,8 +48,9 @@ type CheckoutRecords interface {
 	RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
-	// SecretVersion is the version of the checkout's secret: 0 until support revokes it.
-	SecretVersion(ctx context.Context, checkoutID string) (int64, error)
+	// SecretVersions are the versions of the secrets of ids, in one round trip: a
+	// checkout's is 0 (absent) until support revokes it.
+	SecretVersions(ctx context.Context, ids []string) (map[string]int64, error)
 	// RevokeSecret moves the checkout's secret to the next version and returns it.
 	RevokeSecret(ctx context.Context, checkoutID string) (int64, error)
 	// RecordEnd records the end of a cart that ended in the waiting room, without a saga, and
@@ -186,9 +186,9 @@ type Server struct {
 	workers   *workerCheck   // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
-	// secretReads shares one read of a checkout's secret version among the requests on it
-	// at the same time (checkout_secret.go)
-	secretReads singleflight.Group
+	// secretReads reads the secret versions of the checkouts of many requests at once
+	// (checkout_secret.go)
+	secretReads *secretReads
 	waits       *waitPlaces // the GETs that wait (?wait=N) at once
 	ends        *endWatches // their long polls, one per checkout
 	e           *echo.Echo
@@ -260,6 +260,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if deps.Records != nil {
 		s.recorded = newRecordedCheck(deps.Records.RecordedCheckouts)
+		s.secretReads = newSecretReads(deps.Records.SecretVersions)
 	}
 
 	e := echo.New()

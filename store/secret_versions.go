@@ -2,23 +2,28 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// SecretVersion is the version of the checkout's secret: 0 until support first revokes it.
-func (s *Store) SecretVersion(ctx context.Context, checkoutID string) (int64, error) {
-	var v int64
-	err := s.pool.QueryRow(ctx, `SELECT version FROM checkout_secret_versions WHERE checkout_id = $1`, checkoutID).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
+// SecretVersions are the versions of the secrets of ids, in one query: a checkout's is 0
+// (absent from the map) until support first revokes it.
+func (s *Store) SecretVersions(ctx context.Context, ids []string) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT checkout_id, version FROM checkout_secret_versions WHERE checkout_id = ANY($1)`, ids)
 	if err != nil {
-		return 0, fmt.Errorf("read secret version of checkout %s: %w", checkoutID, err)
+		return nil, fmt.Errorf("read the secret versions of %d checkouts: %w", len(ids), err)
 	}
-	return v, nil
+	versions := map[string]int64{}
+	var id string
+	var v int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error {
+		versions[id] = v
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the secret versions of %d checkouts: %w", len(ids), err)
+	}
+	return versions, nil
 }
 
 // RevokeSecret moves the checkout's secret to the next version and returns it: every secret
