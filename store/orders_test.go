@@ -175,6 +175,14 @@ func TestConfirmOrderRefusesAnotherPaymentOfAConfirmedCheckout(t *testing.T) {
 	}
 }
 
+// lateRefund is the refund, in status, of payment ref of the checkout of in, as the saga asks
+// for a payment that came after the checkout ended.
+func lateRefund(in store.Order, ref, status string) store.Refund {
+	return store.Refund{ID: "refund-" + in.CheckoutID + "-" + ref, CheckoutID: in.CheckoutID,
+		Provider: in.PaymentProvider, PaymentRef: ref, AmountCents: in.AmountCents, Currency: in.Currency,
+		Reason: "payment arrived after the checkout was cancelled", Status: status}
+}
+
 // Every payment is one order or one refund: a refund asked for the payment that paid an
 // order is refused (ErrPaymentKept) and writes nothing, while another payment of the same
 // checkout is refunded as before. (A saga's run judged the order's payment late, after an
@@ -186,11 +194,7 @@ func TestARefundOfThePaymentOfAnOrderIsRefused(t *testing.T) {
 	_, _, rec := recordCart(t, pool, 10, 4, 1, 1)
 	mustConfirm(t, s, rec)
 	in := confirmInput(rec)
-	refund := func(ref, status string) error {
-		return s.RecordRefund(t.Context(), store.Refund{ID: "refund-" + rec.CheckoutID + "-" + ref, CheckoutID: rec.CheckoutID,
-			Provider: in.PaymentProvider, PaymentRef: ref, AmountCents: in.AmountCents, Currency: in.Currency,
-			Reason: "payment arrived after the checkout was cancelled", Status: status})
-	}
+	refund := func(ref, status string) error { return s.RecordRefund(t.Context(), lateRefund(in, ref, status)) }
 	if err := refund(in.PaymentRef, "requested"); !errors.Is(err, store.ErrPaymentKept) {
 		t.Errorf("refund of the order's payment: %v, want %v", err, store.ErrPaymentKept)
 	}
@@ -226,9 +230,7 @@ func TestAConfirmWithARefundedPaymentIsRefused(t *testing.T) {
 	skuA, _, rec := recordCart(t, pool, 10, 4, 1, 1)
 	in := confirmInput(rec)
 	verify(t, s, in)
-	if err := s.RecordRefund(t.Context(), store.Refund{ID: "refund-" + rec.CheckoutID + "-" + in.PaymentRef, CheckoutID: rec.CheckoutID,
-		Provider: in.PaymentProvider, PaymentRef: in.PaymentRef, AmountCents: in.AmountCents, Currency: in.Currency,
-		Reason: "payment arrived after the checkout was cancelled", Status: "requested"}); err != nil {
+	if err := s.RecordRefund(t.Context(), lateRefund(in, in.PaymentRef, "requested")); err != nil {
 		t.Fatalf("record the refund: %v", err)
 	}
 	if _, _, err := s.ConfirmOrder(t.Context(), in); !errors.Is(err, store.ErrPaymentRefunded) {
