@@ -93,8 +93,8 @@ const confirmOrderSQL = `
 // whoever asks. A payment whose refund is recorded is ErrPaymentRefunded: every payment is
 // one order or one refund (RecordRefund refuses the other order of the two). The checkout's
 // row is locked first, in the same round trip, so a refund in flight commits before the
-// statement looks for it. A second call for the same checkout finds it ended and the order written,
-// and returns the order without changing anything; an order paid by another payment is
+// statement looks for it. A second call for the same checkout finds it ended and the order
+// written, and returns the order without changing anything; an order paid by another payment is
 // ErrPaidOtherwise, a checkout that ended without an order ErrCheckoutEnded.
 func (s *Store) ConfirmOrder(ctx context.Context, in Order) (orderID string, created bool, err error) {
 	orderID = shop.OrderID(in.CheckoutID)

@@ -311,7 +311,7 @@ func (c *checkout) confirm(ctx workflow.Context, p shop.Payment) {
 		// The payment's refund is recorded: an earlier run of this saga judged it late and
 		// sent it back before support reset the saga. The money is going back, so it pays for
 		// nothing; the holds go back too.
-		c.end(ctx, shop.StatusFailed, "the payment is being refunded: "+reasonOf(err))
+		c.end(ctx, shop.StatusFailed, "the payment "+p.PaymentRef+" is being refunded: it pays for no order")
 		return
 	}
 	if err != nil {

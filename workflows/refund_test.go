@@ -126,7 +126,7 @@ func TestAPaymentBeingRefundedConfirmsNoOrder(t *testing.T) {
 
 	v := f.run(in)
 
-	if v.Status != shop.StatusFailed || f.orders(in.CheckoutID) != 0 || len(f.refunds) != 0 {
+	if v.Status != shop.StatusFailed || !strings.Contains(deref(v.Reason), "is being refunded") || f.orders(in.CheckoutID) != 0 || len(f.refunds) != 0 {
 		t.Errorf("ended %s (reason %q) with %d orders and %d refunds asked, want failed with none",
 			v.Status, deref(v.Reason), f.orders(in.CheckoutID), len(f.refunds))
 	}
