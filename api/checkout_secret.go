@@ -78,10 +78,10 @@ func (keys checkoutSecrets) verify(cartID string, version int64, secret string) 
 }
 
 // secretVersion is the version of cartID's secret (0 without Records: tests with no
-// Postgres, where nothing can be revoked). It is one primary-key read of a table that holds
-// only revoked checkouts, on every request that carries a Checkout-Secret and every answer
-// that hands one out; Postgres unreachable is 503, since a secret that may be revoked must
-// not open its checkout.
+// Postgres, where nothing can be revoked), read from a table that holds only revoked
+// checkouts on every request that carries a Checkout-Secret and every answer that hands one
+// out (a waiting room's 202 has it from the door's read: creatorSecret); Postgres
+// unreachable is 503, since a secret that may be revoked must not open its checkout.
 func (s *Server) secretVersion(ctx context.Context, cartID string) (int64, error) {
 	if s.Records == nil {
 		return 0, nil

@@ -49,7 +49,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 	case doorOtherRequest:
 		return checkoutExists(req.CartID)
 	case doorInLine:
-		return s.answerQueued(c, facts.place, in.IdempotencyKey, http.StatusAccepted)
+		return s.answerQueued(c, facts.place, s.creatorSecret(*facts.place.Entry, in.IdempotencyKey, facts.secretVersion), http.StatusAccepted)
 	case doorSoldOut:
 		metrics.SoldOut.Inc()
 		return outOfStock(facts.shortages)

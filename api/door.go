@@ -16,6 +16,9 @@ import (
 type doorFacts struct {
 	recorded bool             // Postgres recorded the cart: a saga's, or an end in the room
 	creator  shop.Fingerprint // the request that created it: the record's, or the line's
+	// secretVersion is the version of the cart's secret, read with its record: a 202 signs
+	// the secret with it.
+	secretVersion int64
 	// place is the room's word, asked only for a cart Postgres has not recorded.
 	place shop.RoomPlace
 	// seen: Redis saw the cart's saga start or hold (it may not be recorded yet).
@@ -85,6 +88,7 @@ func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRu
 		if err != nil {
 			return f, unavailable("postgres", err)
 		}
+		f.secretVersion = a.secretVersion
 		if a.recorded {
 			f.recorded, f.creator = true, a.creator
 			return f, nil

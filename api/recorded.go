@@ -28,21 +28,24 @@ type recordedCheck struct {
 	asks *batch.Runner[*recordedAsk]
 }
 
-// recordedAsk is one cart's question, and its answer once the query that carried it ended.
-// A new cart's POST also asks for its customer's standing (the door counts it), and names
-// the SKUs whose units it needs (those with a max_per_customer).
+// recordedAsk is one cart's question, and its answer once the query that carried it ended:
+// whether it is recorded, and by whose request, and its secret's version (the door's 202
+// signs with it, reading it no second time). A new cart's POST also asks for its customer's
+// standing (the door counts it), and names the SKUs whose units it needs (those with a
+// max_per_customer).
 type recordedAsk struct {
-	id       string
-	customer string   // "": no standing asked
-	skus     []string // the SKUs of the customer's standing
-	recorded bool
-	creator  shop.Fingerprint
-	standing shop.Standing
-	err      error
+	id            string
+	customer      string   // "": no standing asked
+	skus          []string // the SKUs of the customer's standing
+	recorded      bool
+	creator       shop.Fingerprint
+	secretVersion int64
+	standing      shop.Standing
+	err           error
 }
 
 // recordedLookup is CheckoutRecords.RecordedCheckouts.
-type recordedLookup func(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error)
+type recordedLookup func(ctx context.Context, ids, customers, skus []string) (shop.Recorded, error)
 
 func newRecordedCheck(lookup recordedLookup) *recordedCheck {
 	return &recordedCheck{asks: &batch.Runner[*recordedAsk]{
@@ -56,10 +59,11 @@ func newRecordedCheck(lookup recordedLookup) *recordedCheck {
 					skus = append(skus, a.skus...)
 				}
 			}
-			found, standings, err := lookup(ctx, distinct(ids), distinct(customers), distinct(skus))
+			found, err := lookup(ctx, distinct(ids), distinct(customers), distinct(skus))
 			for _, a := range asks {
-				a.creator, a.recorded = found[a.id]
-				a.standing = standings[a.customer]
+				a.creator, a.recorded = found.Creators[a.id]
+				a.secretVersion = found.SecretVersions[a.id]
+				a.standing = found.Standings[a.customer]
 				a.err = err
 			}
 		},
@@ -87,7 +91,8 @@ func (r *recordedCheck) recorded(ctx context.Context, cartID string) (creator sh
 }
 
 // recordedAndStanding asks, in the same query, whether Postgres recorded the cart (as
-// recorded) and the standing of its customer, with their units of skus.
+// recorded), its secret's version, and the standing of its customer, with their units of
+// skus.
 func (r *recordedCheck) recordedAndStanding(ctx context.Context, cartID, customer string, skus []string) (*recordedAsk, error) {
 	a := &recordedAsk{id: cartID, customer: customer, skus: skus}
 	if err := r.asks.Do(ctx, a); err != nil {

@@ -42,14 +42,14 @@ func newHeldLookup(s *store.Store) *heldLookup {
 	return &heldLookup{lookup: s.RecordedCheckouts, door: make(chan struct{}), entered: make(chan []string, 100), ended: make(chan struct{}, 100)}
 }
 
-func (h *heldLookup) run(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error) {
+func (h *heldLookup) run(ctx context.Context, ids, customers, skus []string) (shop.Recorded, error) {
 	h.queries.Add(1)
 	h.entered <- ids
 	select {
 	case <-h.door:
 	case <-ctx.Done():
 		h.ended <- struct{}{}
-		return nil, nil, ctx.Err()
+		return shop.Recorded{}, ctx.Err()
 	}
 	return h.lookup(ctx, ids, customers, skus)
 }

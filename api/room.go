@@ -79,14 +79,15 @@ func (s *Server) enterRoom(c echo.Context, in workflows.Input, rules saleRules, 
 	case err != nil:
 		return nil, true, unavailable("redis", err)
 	case a.Outcome == shop.RoomQueued || a.Outcome == shop.RoomEarly:
-		return nil, true, s.answerEntered(c, in, a)
+		return nil, true, s.answerEntered(c, in, a, f.secretVersion)
 	}
 	return nil, true, roomRefusal(a)
 }
 
 // answerEntered answers a POST whose cart the room has in line, or waiting for its sale:
-// another request of the cart may have put it there a moment before this one.
-func (s *Server) answerEntered(c echo.Context, in workflows.Input, a shop.RoomAnswer) error {
+// another request of the cart may have put it there a moment before this one. secretVersion
+// is the cart's, as the door read it.
+func (s *Server) answerEntered(c echo.Context, in workflows.Input, a shop.RoomAnswer, secretVersion int64) error {
 	switch a.Entry.Creator().Judge(fingerprint(in)) {
 	case shop.KeyReused:
 		return keyReused(in.IdempotencyKey)
@@ -98,7 +99,7 @@ func (s *Server) answerEntered(c echo.Context, in workflows.Input, a shop.RoomAn
 	if a.Outcome == shop.RoomEarly {
 		place.State = shop.PlaceEarly
 	}
-	return s.answerQueued(c, place, in.IdempotencyKey, http.StatusAccepted)
+	return s.answerQueued(c, place, s.creatorSecret(a.Entry, in.IdempotencyKey, secretVersion), http.StatusAccepted)
 }
 
 // roomRefusal is the answer to a cart the room would not take.
@@ -127,9 +128,9 @@ func overloaded() *Problem {
 	return p
 }
 
-// answerQueued is the 202 (or a GET's 200) of a waiting cart. The checkout's secret goes
-// only to requests under the key the cart entered with, as for a created checkout.
-func (s *Server) answerQueued(c echo.Context, place shop.RoomPlace, key string, status int) error {
+// answerQueued is the 202 (or a GET's 200) of a waiting cart, with its secret ("" for none:
+// see creatorSecret).
+func (s *Server) answerQueued(c echo.Context, place shop.RoomPlace, secret string, status int) error {
 	e := *place.Entry
 	wait := s.runner.EstimateWait(place.Position)
 	v := QueuedView{
@@ -144,16 +145,20 @@ func (s *Server) answerQueued(c echo.Context, place shop.RoomPlace, key string, 
 		v.Status, v.Position, v.SaleStartsAt = "waiting_for_sale", 0, &starts
 		v.EstimatedWaitMS, v.RefreshAfterMS = wait, refreshAfter(wait)
 	}
-	if key != "" && key == e.IdempotencyKey {
-		secret, err := s.signSecret(c.Request().Context(), e.CartID)
-		if err != nil {
-			return err
-		}
-		v.CheckoutSecret = secret
-	}
+	v.CheckoutSecret = secret
 	c.Response().Header().Set(echo.HeaderLocation, v.Links.Self)
 	c.Response().Header().Set("Retry-After", "1")
 	return c.JSON(status, v)
+}
+
+// creatorSecret is a waiting cart's secret, at version, for a POST under key: "" unless key is
+// the one the cart entered with, as for a created checkout. The version is the door's read,
+// with the cart's record: a revocation committed before the POST arrived is in it.
+func (s *Server) creatorSecret(e shop.RoomEntry, key string, version int64) string {
+	if key == "" || key != e.IdempotencyKey {
+		return ""
+	}
+	return s.secrets.sign(e.CartID, version)
 }
 
 // saleRules are what the room must know of a cart's SKUs: each SKU's max_per_customer (for

@@ -141,6 +141,49 @@ func TestACartBehindACrowdIsAnsweredItsPlaceAtOnce(t *testing.T) {
 	h.assertUntouched(t, h.sku, 100)
 }
 
+// countedVersions counts the reads of secret versions on their own (not those the door's
+// read of the cart's record carries).
+type countedVersions struct {
+	api.CheckoutRecords
+	reads atomic.Int64
+}
+
+func (c *countedVersions) SecretVersions(ctx context.Context, ids []string) (map[string]int64, error) {
+	c.reads.Add(1)
+	return c.CheckoutRecords.SecretVersions(ctx, ids)
+}
+
+// A waiting cart's 202 signs its secret with the version the door read with the cart's
+// record: it asks Postgres no second time. Support's revocation of a waiting cart's secret
+// still holds: the old secret opens nothing, and the creator's retry gets a fresh one that
+// opens the cart.
+func TestAWaitingCartsSecretComesWithTheDoorsReadAndCanBeRevoked(t *testing.T) {
+	var records *countedVersions
+	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, d *api.Deps) {
+		records = &countedVersions{CheckoutRecords: d.Records}
+		d.Records = records
+	})
+	old := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted).CheckoutSecret
+	if again := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted); again.CheckoutSecret != old || old == "" {
+		t.Fatalf("secrets of the POST and its retry: %q and %q, want one secret", old, again.CheckoutSecret)
+	}
+	if n := records.reads.Load(); n != 0 {
+		t.Errorf("the two 202s read secret versions %d times on their own, want 0 (the door's read carries them)", n)
+	}
+
+	if rec := h.do(t, request{method: http.MethodPost, path: "/v1/admin/checkouts/c-1/revoke-secret", header: bearer(testAdminToken)}); rec.Code != http.StatusOK {
+		t.Fatalf("revoke the waiting cart's secret: %d %s", rec.Code, rec.Body)
+	}
+	problemOf(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1", header: withSecret(old)}), http.StatusNotFound, "not_found")
+	fresh := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted).CheckoutSecret
+	if fresh == old || fresh == "" {
+		t.Fatalf("the retry after the revocation got %q, want a fresh secret", fresh)
+	}
+	if get := queued(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1", header: withSecret(fresh)}), http.StatusOK); get.Position != 2 {
+		t.Errorf("GET with the fresh secret = %+v, want place 2", get)
+	}
+}
+
 func TestAFullWaitingRoomAnswers503(t *testing.T) {
 	h := newRoomHarness(t, 100, 1, 2, nil)
 	queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted)

@@ -43,9 +43,10 @@ type Inventory interface {
 type CheckoutRecords interface {
 	Checkout(ctx context.Context, checkoutID string) (shop.CheckoutRecord, error)
 	// RecordedCheckouts reports which of ids are recorded, with the fingerprint of the
-	// request that created each, and the standing of each of customers (their open
-	// checkouts, and their units of skus held or bought), in one round trip.
-	RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error)
+	// request that created each, the secret versions of ids, and the standing of each of
+	// customers (their open checkouts, and their units of skus held or bought), in one round
+	// trip.
+	RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (shop.Recorded, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
 	// SecretVersions are the versions of the secrets of ids, in one round trip: a

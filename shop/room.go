@@ -45,6 +45,19 @@ type Standing struct {
 	Units map[string]int64
 }
 
+// Recorded is what Postgres holds of the carts and customers the door asks about, read in one
+// round trip (a crowd's POSTs together).
+type Recorded struct {
+	// Creators are the carts Postgres recorded, each with the fingerprint of the request
+	// that created it.
+	Creators map[string]Fingerprint
+	// Standings are the customers' standings (absent: no open checkout, no units).
+	Standings map[string]Standing
+	// SecretVersions are the versions of the carts' secrets that support revoked (absent:
+	// 0), recorded or not: a cart in line has a secret too.
+	SecretVersions map[string]int64
+}
+
 // Creator is the fingerprint of the request that put the cart in line.
 func (e RoomEntry) Creator() Fingerprint {
 	return Fingerprint{RequestHash: e.RequestHash, IdempotencyKey: e.IdempotencyKey, Caller: e.Caller}

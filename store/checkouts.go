@@ -26,16 +26,15 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (shop.CheckoutR
 // checkouts_open_customer_idx (migration 013): a customer's past checkouts are not read.
 const openCheckoutsSQL = `SELECT customer_id, count(*) FROM checkouts WHERE customer_id = ANY($1) AND ended_at IS NULL GROUP BY customer_id`
 
-// RecordedCheckouts reports which of ids Postgres has recorded as checkouts, with the
-// fingerprint of the request that created each, and the standing of each of customers (their
-// open checkouts, and their units of skus in open and confirmed checkouts, as InsertCheckout
-// counts them for its limits; a customer with neither is absent). It is one round trip
-// however many they are: every POST asks it, many at a time (api's recordedCheck).
-func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (map[string]shop.Fingerprint, map[string]shop.Standing, error) {
-	recorded := make(map[string]shop.Fingerprint, len(ids))
-	standings := map[string]shop.Standing{}
+// RecordedCheckouts reads, in one round trip however many they are, which of ids Postgres
+// has recorded as checkouts (with the fingerprint of the request that created each), the
+// secret versions of ids, and the standing of each of customers (their open checkouts, and
+// their units of skus in open and confirmed checkouts, as InsertCheckout counts them for its
+// limits). Every POST asks it, many at a time (api's recordedCheck).
+func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (shop.Recorded, error) {
+	r := shop.Recorded{Creators: make(map[string]shop.Fingerprint, len(ids)), Standings: map[string]shop.Standing{}, SecretVersions: map[string]int64{}}
 	standing := func(customer string) shop.Standing {
-		st := standings[customer]
+		st := r.Standings[customer]
 		if st.Units == nil {
 			st.Units = map[string]int64{}
 		}
@@ -47,11 +46,12 @@ func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []st
 			var id string
 			var f shop.Fingerprint
 			_, err := pgx.ForEachRow(rows, []any{&id, &f.RequestHash, &f.IdempotencyKey, &f.Caller}, func() error {
-				recorded[id] = f
+				r.Creators[id] = f
 				return nil
 			})
 			return err
 		})
+	b.Queue(secretVersionsSQL, ids).Query(func(rows pgx.Rows) error { return scanSecretVersions(rows, r.SecretVersions) })
 	if len(customers) > 0 {
 		b.Queue(openCheckoutsSQL, customers).
 			Query(func(rows pgx.Rows) error {
@@ -60,7 +60,7 @@ func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []st
 				_, err := pgx.ForEachRow(rows, []any{&customer, &open}, func() error {
 					st := standing(customer)
 					st.Open = open
-					standings[customer] = st
+					r.Standings[customer] = st
 					return nil
 				})
 				return err
@@ -77,16 +77,16 @@ func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []st
 				_, err := pgx.ForEachRow(rows, []any{&customer, &sku, &units}, func() error {
 					st := standing(customer)
 					st.Units[sku] = units
-					standings[customer] = st
+					r.Standings[customer] = st
 					return nil
 				})
 				return err
 			})
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, fmt.Errorf("read which of %d checkouts are recorded, and %d customers' standing: %w", len(ids), len(customers), err)
+		return shop.Recorded{}, fmt.Errorf("read which of %d checkouts are recorded, and %d customers' standing: %w", len(ids), len(customers), err)
 	}
-	return recorded, standings, nil
+	return r, nil
 }
 
 // queueReadCheckout queues the two reads of a checkout (its row, its items) into c. A

@@ -65,15 +65,15 @@ func TestRecordedCheckoutsNamesOnlyRecordedOnes(t *testing.T) {
 	ctx, rec := t.Context(), bundle.rec
 	recorded := rec.CheckoutID
 	unknown := testenv.RandomID("c-")
-	got, _, err := s.RecordedCheckouts(ctx, []string{unknown, recorded, recorded}, nil, nil)
+	got, err := s.RecordedCheckouts(ctx, []string{unknown, recorded, recorded}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := got[recorded]; len(got) != 1 || !ok {
-		t.Errorf("RecordedCheckouts(%s, %s) = %v, want only %s", unknown, recorded, got, recorded)
+	if _, ok := got.Creators[recorded]; len(got.Creators) != 1 || !ok {
+		t.Errorf("RecordedCheckouts(%s, %s) = %v, want only %s", unknown, recorded, got.Creators, recorded)
 	}
-	if got, _, err := s.RecordedCheckouts(ctx, nil, nil, nil); err != nil || len(got) != 0 {
-		t.Errorf("RecordedCheckouts(nil) = %v, %v; want nothing", got, err)
+	if got, err := s.RecordedCheckouts(ctx, nil, nil, nil); err != nil || len(got.Creators)+len(got.SecretVersions) != 0 {
+		t.Errorf("RecordedCheckouts(nil) = %+v, %v; want nothing", got, err)
 	}
 }
 
@@ -106,13 +106,13 @@ func TestRecordedCheckoutsReadsEachCustomersStanding(t *testing.T) {
 	}
 	record(bob, 5)
 
-	_, got, err := s.RecordedCheckouts(ctx, nil, []string{alice, testenv.RandomID("nobody-")}, []string{limited})
+	got, err := s.RecordedCheckouts(ctx, nil, []string{alice, testenv.RandomID("nobody-")}, []string{limited})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]shop.Standing{alice: {Open: 1, Units: map[string]int64{limited: 3}}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("standings = %+v, want %+v", got, want)
+	if !reflect.DeepEqual(got.Standings, want) {
+		t.Errorf("standings = %+v, want %+v", got.Standings, want)
 	}
 }
 
@@ -191,9 +191,9 @@ func TestACheckoutKeepsTheFingerprintOfItsCreator(t *testing.T) {
 			t.Errorf("checkout %s: fingerprint %+v, %v; want the creator's %+v", id, rec.Fingerprint, err, creator)
 		}
 	}
-	got, _, err := s.RecordedCheckouts(ctx, []string{saga.CheckoutID, room.CheckoutID}, nil, nil)
-	if err != nil || got[saga.CheckoutID] != creator || got[room.CheckoutID] != creator {
-		t.Errorf("RecordedCheckouts = %+v, %v; want the creator's fingerprint for both", got, err)
+	got, err := s.RecordedCheckouts(ctx, []string{saga.CheckoutID, room.CheckoutID}, nil, nil)
+	if err != nil || got.Creators[saga.CheckoutID] != creator || got.Creators[room.CheckoutID] != creator {
+		t.Errorf("RecordedCheckouts = %+v, %v; want the creator's fingerprint for both", got.Creators, err)
 	}
 }
 

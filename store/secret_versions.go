@@ -10,20 +10,30 @@ import (
 // SecretVersions are the versions of the secrets of ids, in one query: a checkout's is 0
 // (absent from the map) until support first revokes it.
 func (s *Store) SecretVersions(ctx context.Context, ids []string) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT checkout_id, version FROM checkout_secret_versions WHERE checkout_id = ANY($1)`, ids)
+	versions := map[string]int64{}
+	rows, err := s.pool.Query(ctx, secretVersionsSQL, ids)
+	if err == nil {
+		err = scanSecretVersions(rows, versions)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the secret versions of %d checkouts: %w", len(ids), err)
 	}
-	versions := map[string]int64{}
+	return versions, nil
+}
+
+// secretVersionsSQL reads the secret versions of the checkouts $1 (those never revoked have
+// no row); RecordedCheckouts reads it too.
+const secretVersionsSQL = `SELECT checkout_id, version FROM checkout_secret_versions WHERE checkout_id = ANY($1)`
+
+// scanSecretVersions reads secretVersionsSQL's rows into versions.
+func scanSecretVersions(rows pgx.Rows, versions map[string]int64) error {
 	var id string
 	var v int64
-	if _, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error {
 		versions[id] = v
 		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read the secret versions of %d checkouts: %w", len(ids), err)
-	}
-	return versions, nil
+	})
+	return err
 }
 
 // RevokeSecret moves the checkout's secret to the next version and returns it: every secret
