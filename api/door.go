@@ -76,13 +76,33 @@ func decideDoor(f doorFacts, req shop.Fingerprint) doorDecision {
 	return doorEnter
 }
 
-// doorFacts asks each owner in turn, and stops at the first that knows the cart: Postgres
-// (one batched query for the POSTs of the moment, which also reads the customer's standing
-// for the room), then the room, then the sold-out gate.
+// doorFacts asks the three owners at once, so a POST waits for the slowest of them, not for
+// their sum: Postgres (one batched query for the POSTs of the moment, which also reads the
+// customer's standing for the room), the room, and the sold-out gate. It heeds the first
+// that knows the cart, in that order: a cart Postgres recorded is answered without waiting
+// for Redis at all, and the gate's word counts only for a cart the room does not know.
 // Postgres or the room unable to answer is a 503: the door never guesses, so no cart
 // overtakes the line or is answered for another's.
 func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRules) (doorFacts, error) {
 	f := doorFacts{beforeSale: rules.beforeSale()}
+	type lookup struct {
+		place shop.RoomPlace
+		err   error
+	}
+	room, gate := make(chan lookup, 1), make(chan shop.Precheck, 1)
+	if s.Room != nil {
+		go func() {
+			place, err := s.Room.Lookup(ctx, in.CheckoutID)
+			room <- lookup{place, err}
+		}()
+	} else {
+		room <- lookup{}
+	}
+	if !f.beforeSale {
+		go func() { gate <- s.soldOut(ctx, in.CheckoutID, in.Items) }()
+	} else {
+		gate <- shop.Precheck{}
+	}
 	if s.recorded != nil {
 		a, err := s.recorded.recordedAndStanding(ctx, in.CheckoutID, s.standingAsked(in, rules), slices.Collect(maps.Keys(rules.maxPerCustomer)))
 		if err != nil {
@@ -95,24 +115,20 @@ func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRu
 		}
 		f.standing = a.standing
 	}
-	if s.Room != nil {
-		place, err := s.Room.Lookup(ctx, in.CheckoutID)
-		if err != nil {
-			return f, unavailable("redis", err)
-		}
-		f.place = place
-		switch {
-		case place.InLine():
-			f.creator = place.Entry.Creator()
-			return f, nil
-		case place.State == shop.PlaceLeft:
-			return f, nil // its saga answers
-		}
+	l := <-room
+	if l.err != nil {
+		return f, unavailable("redis", l.err)
 	}
-	if !f.beforeSale {
-		pre := s.soldOut(ctx, in.CheckoutID, in.Items)
-		f.shortages, f.seen, f.available = pre.Shortages, pre.Seen, pre.Available
+	f.place = l.place
+	switch {
+	case f.place.InLine():
+		f.creator = f.place.Entry.Creator()
+		return f, nil
+	case f.place.State == shop.PlaceLeft:
+		return f, nil // its saga answers
 	}
+	pre := <-gate
+	f.shortages, f.seen, f.available = pre.Shortages, pre.Seen, pre.Available
 	return f, nil
 }
 

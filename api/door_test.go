@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -74,6 +75,39 @@ func TestARetryOfAConfirmedCartAnswersItsEndNotAPlaceInLine(t *testing.T) {
 	if place, err := h.room.Lookup(t.Context(), cart); err != nil || place.InLine() {
 		t.Fatalf("the confirmed cart is in line: %+v %v", place, err)
 	}
+}
+
+// A retried POST of a confirmed cart is answered from Postgres and its saga while the
+// room's Redis hangs (it takes connections and never answers): the door asks the room and
+// Postgres at once, and a cart Postgres recorded does not wait for the room's word.
+func TestARetryOfARecordedCartDoesNotWaitForAHungRoom(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hung.Close() })
+	go func() {
+		for {
+			conn, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: hung.Addr().String(), ReadTimeout: -1, WriteTimeout: -1})
+	t.Cleanup(func() { rdb.Close() })
+	h := emptyRoomHarness(t, rdb, 5, 100, func(cfg *api.Config, d *api.Deps) {
+		cfg.RequestTimeout = 5 * time.Second
+		d.Temporal = temporalForgot(t)
+	})
+	cart := testenv.RandomID("c-paid-")
+	h.confirmed(t, cart)
+	if v := checkoutView(t, h.post(t, cart, 1, ""), http.StatusOK); v.Status != shop.StatusConfirmed {
+		t.Fatalf("retried POST = %+v, want its confirmed end", v)
+	}
+	// A new cart needs the room's word: it waits for it, and is 503 when it does not come.
+	problemOf(t, h.post(t, testenv.RandomID("c-new-"), 1, ""), http.StatusServiceUnavailable, "service_unavailable")
 }
 
 // A retried POST of a cart whose saga runs (recorded open), its Redis markers lost, while
