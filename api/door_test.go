@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,14 +86,25 @@ func TestARetryOfARecordedCartDoesNotWaitForAHungRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { hung.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		hung.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			conn, err := hung.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { conn.Close() })
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
 		}
 	}()
 	rdb := redis.NewClient(&redis.Options{Addr: hung.Addr().String(), ReadTimeout: -1, WriteTimeout: -1})
