@@ -266,8 +266,10 @@ func (p *Product) ServeAPIWith(cfg api.Config, tc client.Client, o APIOptions) (
 			cfg.DefaultPaymentTimeoutSeconds = def.DefaultPaymentTimeoutSeconds
 		}
 	}
+	// Keys and Owners as the product wires them: every new cart claims its Idempotency-Key in
+	// Postgres (a round trip the flash sale's figures must include).
 	deps := api.Deps{Temporal: tc, Catalog: p.Catalog, Inventory: p.Inventory, Records: p.Store, Payments: p.Store,
-		Logger: p.opts.Logger, Audit: p.Auditor(), Ready: p.opts.Ready}
+		Keys: p.Store, Owners: p.Store, Logger: p.opts.Logger, Audit: p.Auditor(), Ready: p.opts.Ready}
 	if gate { // the gate as the product wires it: losers of a sold-out SKU answered from memory
 		deps.Gate = lua.NewSoldOutFlag(p.Stock, lua.DefaultSoldOutBound)
 	}
