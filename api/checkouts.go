@@ -173,10 +173,10 @@ func fingerprint(in workflows.Input) shop.Fingerprint {
 // callerScope). The saga checks again within its cart; this index is what catches a key
 // reused for another cart, and it outlives Temporal's retention.
 func (s *Server) claimKey(ctx context.Context, scope, key, cartID, hash string) *Problem {
-	if s.Keys == nil {
+	if s.keyClaims == nil {
 		return nil
 	}
-	held, err := s.Keys.ClaimIdempotencyKey(ctx, shop.IdempotencyClaim{Scope: scope, Key: key, CartID: cartID, RequestHash: hash}, s.cfg.IdempotencyKeyRetention)
+	held, err := s.keyClaims.claim(ctx, shop.IdempotencyClaim{Scope: scope, Key: key, CartID: cartID, RequestHash: hash})
 	if err != nil {
 		return unavailable("postgres", err)
 	}

@@ -74,9 +74,10 @@ type Gate interface {
 }
 
 // IdempotencyKeys binds each Idempotency-Key to the first request body its caller used it
-// with, across carts (Postgres, see store.Store.ClaimIdempotencyKey).
+// with, across carts (Postgres, see store.Store.ClaimIdempotencyKeys): many claims in one
+// round trip, each answered the binding that holds afterwards.
 type IdempotencyKeys interface {
-	ClaimIdempotencyKey(ctx context.Context, c shop.IdempotencyClaim, retention time.Duration) (shop.IdempotencyClaim, error)
+	ClaimIdempotencyKeys(ctx context.Context, claims []shop.IdempotencyClaim, retention time.Duration) ([]shop.IdempotencyClaim, error)
 }
 
 // Config is the API's behaviour, from the environment (see cmd/checkout).
@@ -190,6 +191,7 @@ type Server struct {
 	// secretReads reads the secret versions of the checkouts of many requests at once
 	// (checkout_secret.go)
 	secretReads *secretReads
+	keyClaims   *keyClaims  // the Idempotency-Key claims of many POSTs at once; nil without Keys
 	waits       *waitPlaces // the GETs that wait (?wait=N) at once
 	ends        *endWatches // their long polls, one per checkout
 	e           *echo.Echo
@@ -258,6 +260,9 @@ func NewServer(cfg Config, deps Deps) *Server {
 	s.ends = newEndWatches(s.pollEnd)
 	if deps.RateLimits != nil && deps.RateLimits.local == nil {
 		deps.RateLimits.local = newLocalLimits()
+	}
+	if deps.Keys != nil {
+		s.keyClaims = newKeyClaims(deps.Keys, cfg.IdempotencyKeyRetention)
 	}
 	if deps.Records != nil {
 		s.recorded = newRecordedCheck(deps.Records.RecordedCheckouts)

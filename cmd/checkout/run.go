@@ -405,7 +405,7 @@ func roomConfig(cfg config) room.Config {
 }
 
 // pruneEvery is how often the API deletes expired Idempotency-Keys. Expiry itself is exact
-// (an expired key is free at once, see ClaimIdempotencyKey); pruning only bounds the table,
+// (an expired key is free at once, see ClaimIdempotencyKeys); pruning only bounds the table,
 // so hourly is plenty. Every API process prunes; two doing it at once is harmless.
 const pruneEvery = time.Hour
 
