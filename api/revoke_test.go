@@ -50,7 +50,7 @@ func TestSupportRevokesOneCheckoutsSecret(t *testing.T) {
 		t.Fatalf("revoke: %d %s, want 200", rec.Code, rec.Body.String())
 	}
 
-	wrong := problemOf(t, l.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + revoked, header: withSecret("A" + old[1:])}), http.StatusNotFound, "not_found")
+	wrong := problemOf(t, l.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + revoked, header: withSecret(wrongSecret(old))}), http.StatusNotFound, "not_found")
 	for _, r := range []request{
 		{method: http.MethodGet, path: "/v1/checkouts/" + revoked, header: withSecret(old)},
 		{method: http.MethodGet, path: "/v1/checkouts/" + revoked + "?wait=1", header: withSecret(old)},

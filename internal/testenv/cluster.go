@@ -83,7 +83,8 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 	// every replica is one, with its link to its master up.
 	waitFor(t, fmt.Sprintf("%d replicas in sync", masters*replicas), func() error {
 		synced := 0
-		for _, a := range addrs {
+		var nodes []string // each node's role and link, for a failure's message
+		for i, a := range addrs {
 			c := redis.NewClient(&redis.Options{Addr: a})
 			info, err := c.Info(context.Background(), "replication").Result()
 			c.Close()
@@ -93,9 +94,15 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 			if strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
 				synced++
 			}
+			nodes = append(nodes, fmt.Sprintf("node %d (%s): %s %s", i, a, infoField(info, "role"), infoField(info, "master_link_status")))
 		}
 		if synced != masters*replicas {
-			return fmt.Errorf("%d of %d replicas in sync", synced, masters*replicas)
+			for i := range addrs { // the last lines of each node's log, for a failure's message
+				log, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("node-%d.log", i)))
+				lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+				nodes = append(nodes, fmt.Sprintf("node %d's log ends:\n%s", i, strings.Join(lines[max(len(lines)-5, 0):], "\n")))
+			}
+			return fmt.Errorf("%d of %d replicas in sync; %s", synced, masters*replicas, strings.Join(nodes, "\n"))
 		}
 		return nil
 	})
@@ -113,6 +120,16 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 		return err
 	})
 	return rdb
+}
+
+// infoField is field's value in an INFO reply, "" when absent.
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // clusterPort returns a free port whose cluster bus port (port + 10000) is free too.
