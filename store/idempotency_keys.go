@@ -14,10 +14,10 @@ import (
 // hash of the claim unless it is already bound to a body younger than retention, and returns
 // for each claim, in order, the binding that holds afterwards: the claim itself, or the body
 // the key was first used with in that scope. Of two claims of one key in one call, only the
-// first is tried; the second is told what holds after it. A key older than retention counts as free even before PruneIdempotencyKeys
-// deletes it, so a key's life does not depend on when pruning ran. However many the claims,
-// they take one round trip and one commit (the POSTs of a flash sale's opening second, each a
-// new cart).
+// first is tried; the second is told what holds after it. A key older than retention counts
+// as free even before PruneIdempotencyKeys deletes it, so a key's life does not depend on
+// when pruning ran. However many the claims, they take one round trip and one commit (the
+// POSTs of a flash sale's opening second, each a new cart).
 func (s *Store) ClaimIdempotencyKeys(ctx context.Context, claims []shop.IdempotencyClaim, retention time.Duration) ([]shop.IdempotencyClaim, error) {
 	held := make(map[scopedKey]shop.IdempotencyClaim, len(claims))
 	var pending []shop.IdempotencyClaim
