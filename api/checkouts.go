@@ -95,7 +95,7 @@ func (s *Server) checkoutRequest(c echo.Context) (CheckoutRequest, workflows.Inp
 	}
 	c.Set(ctxCheckoutID, req.CartID)
 	c.Set(ctxWorkflowID, shop.WorkflowID(req.CartID))
-	if err := s.limitCustomer(c, req.CustomerID); err != nil {
+	if err := s.limitCustomer(c.Request().Context(), req.CustomerID); err != nil {
 		return req, workflows.Input{}, err
 	}
 	timeout := s.cfg.DefaultPaymentTimeoutSeconds

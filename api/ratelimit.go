@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -76,7 +75,7 @@ func (s *Server) limitAddress(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if addr, ok := s.limitedAddress(c); ok {
-			if err := s.allow(c, "addr:"+addr, s.RateLimits.PerAddress, "requests from your address"); err != nil {
+			if err := s.allow(c.Request().Context(), "addr:"+addr, s.RateLimits.PerAddress, "requests from your address"); err != nil {
 				return err
 			}
 		}
@@ -101,7 +100,7 @@ func (s *Server) limitCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if client, _ := c.Get(ctxClient).(string); client != "" {
-			if err := s.allow(c, "checkouts-client:"+client, s.RateLimits.CheckoutsPerClient, "checkouts of your client"); err != nil {
+			if err := s.allow(c.Request().Context(), "checkouts-client:"+client, s.RateLimits.CheckoutsPerClient, "checkouts of your client"); err != nil {
 				return err
 			}
 		}
@@ -109,7 +108,7 @@ func (s *Server) limitCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
 			return asRequest(c)
 		}
 		if addr, ok := s.limitedAddress(c); ok {
-			if err := s.allow(c, "checkouts-addr:"+addr, s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
+			if err := s.allow(c.Request().Context(), "checkouts-addr:"+addr, s.RateLimits.CheckoutsPerAddress, "checkouts from your address"); err != nil {
 				return err
 			}
 		}
@@ -119,20 +118,20 @@ func (s *Server) limitCheckouts(next echo.HandlerFunc) echo.HandlerFunc {
 
 // limitCustomer answers 429 once the customer has started its share of checkouts, from
 // whatever addresses.
-func (s *Server) limitCustomer(c echo.Context, customerID string) error {
+func (s *Server) limitCustomer(ctx context.Context, customerID string) error {
 	if s.RateLimits == nil {
 		return nil
 	}
-	return s.allow(c, "checkouts-customer:"+customerID, s.RateLimits.PerCustomer, "checkouts for this customer")
+	return s.allow(ctx, "checkouts-customer:"+customerID, s.RateLimits.PerCustomer, "checkouts for this customer")
 }
 
-func (s *Server) allow(c echo.Context, key string, limit shop.RateLimit, what string) error {
+func (s *Server) allow(ctx context.Context, key string, limit shop.RateLimit, what string) error {
 	if s.RateLimits.Limiter == nil || limit.IsZero() {
 		return nil
 	}
 	var allowed bool
 	var retryAfter time.Duration
-	res, err := s.RateLimits.Limiter.Allow(c.Request().Context(), key, limit)
+	res, err := s.RateLimits.Limiter.Allow(ctx, key, limit)
 	switch {
 	case err == nil:
 		allowed, retryAfter = res.Allowed, res.RetryAfter
@@ -149,9 +148,10 @@ func (s *Server) allow(c echo.Context, key string, limit shop.RateLimit, what st
 	if allowed {
 		return nil
 	}
-	retry := int(math.Ceil(retryAfter.Seconds()))
-	c.Response().Header().Set("Retry-After", strconv.Itoa(max(retry, 1)))
-	return problem(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many %s: at most %s; try again in %d s", what, limit, max(retry, 1)))
+	retry := max(int(math.Ceil(retryAfter.Seconds())), 1)
+	p := problem(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many %s: at most %s; try again in %d s", what, limit, retry))
+	p.retryAfter = retry
+	return p
 }
 
 // warnCountedLocally logs that the limits are counted in this process, at most once a

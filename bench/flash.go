@@ -306,12 +306,15 @@ func (g gateResult) bareRate() float64    { return g.bare.rate() }
 func (g gateResult) soldOutRate() float64 { return g.soldOut.rate() }
 func (g gateResult) limitedRate() float64 { return g.limited.rate() }
 
-// gateLimits are the product's three rate limits (cmd/checkout wires them: per address a
+// productLimits are the product's three rate limits (cmd/checkout wires them: per address a
 // second with a burst of twice the rate, checkouts per address and per customer a minute),
-// each at the configuration's highest value (1,000,000): every gate request comes from one
-// address and one customer, and none may be refused, so the limiter costs its Redis calls and
-// changes no answer. A POST counts on two of them: checkouts per address and per customer.
-func gateLimits(rdb *redis.Client) *api.RateLimits {
+// each at the configuration's highest value (1,000,000): every request of the benchmark comes
+// from one address (the gate's from one customer too), and none may be refused, so the
+// limiter costs its Redis calls and changes no answer. A POST counts on two of them
+// (checkouts per address and per customer), a GET on the first. The stack's product (the
+// flash sale, the drop) runs with them, as the binary does; phase 5 compares a replica with
+// them against one without.
+func productLimits(rdb *redis.Client) *api.RateLimits {
 	const n = 1_000_000
 	return &api.RateLimits{Limiter: lua.NewRateLimiter(lua.NewCoalescedScripts(rdb)), // as cmd/checkout wires it
 		PerAddress:          shop.RateLimit{Rate: n, Burst: 2 * n, Period: time.Second},
@@ -359,7 +362,7 @@ func (s *stack) benchGate(ctx context.Context, sz sizes) (gateResult, error) {
 	// Every key of the room carries the run id, so the run's clean-up removes them.
 	room := lua.NewRoom(s.rdb, "bench-gate-"+s.runID)
 	off := s.product.ServeAPIWith(api.Config{}, s.tc, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true})
-	on := s.product.ServeAPIWith(api.Config{}, s.tc, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true, RateLimits: gateLimits(s.rdb)})
+	on := s.product.ServeAPIWith(api.Config{}, s.tc, checkouttest.APIOptions{Gate: true, Room: room, Dispatch: true, RateLimits: productLimits(s.rdb)})
 
 	// New carts for the sold-out SKU, each answered 409 without a saga.
 	var mu sync.Mutex

@@ -85,6 +85,9 @@ type Options struct {
 	Ready map[string]func(context.Context) error
 	// Wrap wraps the API's handler, e.g. with the OpenAPI check (Start does).
 	Wrap func(http.Handler) http.Handler
+	// RateLimits are the API's limits per address, customer and client (nil: none, as the
+	// tests run; cmd/checkout always wires them, and the benchmark wires them as it does).
+	RateLimits *api.RateLimits
 }
 
 // Product is the product running in this process.
@@ -134,7 +137,7 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 		}
 	}
 	if !opts.NoAPI {
-		o := APIOptions{Gate: true}
+		o := APIOptions{Gate: true, RateLimits: opts.RateLimits}
 		if !opts.NoWaitingRoom { // a room of its own: tests share one Redis
 			o.Room, o.Dispatch = lua.NewRoom(svc.Redis, "test-"+testenv.RandomID("")), true
 		}
