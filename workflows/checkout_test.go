@@ -44,6 +44,30 @@ type fixture struct {
 	stock   *lua.Stock
 	// checkoutID is the checkout run runs, for the payment events signalPayment records.
 	checkoutID string
+	// errorsLogged counts what the workflows logged at Error: each is a page for support.
+	errorsLogged *atomic.Int64
+}
+
+// countingErrors is a log handler that counts the records at Error or above, and hands every
+// record on.
+type countingErrors struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h countingErrors) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h countingErrors) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return countingErrors{h.Handler.WithAttrs(attrs), h.n}
+}
+
+func (h countingErrors) WithGroup(name string) slog.Handler {
+	return countingErrors{h.Handler.WithGroup(name), h.n}
 }
 
 // newFixture is the saga's environment; Refund children are recorded, not run (the Refund
@@ -84,9 +108,11 @@ func newFixtureOn(t *testing.T, pool *pgxpool.Pool, stock *lua.Stock) *fixture {
 		inv:   &inventory.Inventory{Store: store, Stock: stock},
 		pool:  pool,
 		stock: stock,
+
+		errorsLogged: &atomic.Int64{},
 	}
 	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	s.SetLogger(log.NewStructuredLogger(slog.New(countingErrors{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), f.errorsLogged})))
 	f.env = s.NewTestWorkflowEnvironment()
 	worker.Register(f.env, f.acts)
 	return f

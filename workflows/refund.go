@@ -288,7 +288,12 @@ func (r *refund) record(ctx workflow.Context, status string) error {
 		AmountCents: r.in.AmountCents, Currency: r.in.Currency, Reason: r.in.Reason, Status: status,
 		ProviderRefundID: r.view.ProviderRefundID,
 	}).Get(ctx, nil)
-	if err != nil {
+	switch {
+	case IsErrorType(err, shop.ErrTypePaymentKept):
+		// Handled by the caller: the order keeps the money, and nothing is wrong to fix.
+		workflow.GetLogger(ctx).Warn("refund not recorded: the payment paid an order", "status", status)
+		return err
+	case err != nil:
 		workflow.GetLogger(ctx).Error("record refund", "status", status, "error", err)
 		return err
 	}

@@ -96,6 +96,9 @@ func TestRefundOfThePaymentOfAnOrderKeepsIt(t *testing.T) {
 	if v.Status != workflows.RefundKept {
 		t.Errorf("refund %+v, want kept", v)
 	}
+	if n := f.errorsLogged.Load(); n != 0 {
+		t.Errorf("%d records logged at Error for a payment kept as it should be, want none", n)
+	}
 	if refunds := stripe.Refunds(); len(refunds) != 0 {
 		t.Errorf("stripe has refunds %+v, want none", refunds)
 	}
