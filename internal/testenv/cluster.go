@@ -36,13 +36,17 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicas int) *redis.Cluste
 		t.Fatalf("redis-server is not installed: %v", err)
 	}
 	dir := t.TempDir()
+	// The tests fail over by command (FailOver), never by timeout, so the node timeout only
+	// has to outlast a stall: at 2 s, a node that a loaded CI machine (or a replica's first
+	// full sync, which forks) held still that long could be failed while the cluster formed.
+	const nodeTimeout = "5000"
 	var addrs []string
 	for i := range masters * (1 + replicas) {
 		port := clusterPort(t)
 		nodeDir := filepath.Join(dir, strconv.Itoa(i))
 		cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(nodeDir, "nodes.conf"), "--dir", dir, "--dbfilename", fmt.Sprintf("dump-%d.rdb", i),
-			"--save", "", "--appendonly", "no", "--cluster-node-timeout", "2000", "--logfile", filepath.Join(dir, fmt.Sprintf("node-%d.log", i)))
+			"--save", "", "--appendonly", "no", "--cluster-node-timeout", nodeTimeout, "--logfile", filepath.Join(dir, fmt.Sprintf("node-%d.log", i)))
 		if err := exec.Command("mkdir", "-p", nodeDir).Run(); err != nil {
 			t.Fatal(err)
 		}
