@@ -458,7 +458,9 @@ func (r results) markdown(o options, charts []chart) string {
 		w("   its tombstone key); the run checks it created %d holds for %d requests:\n\n   ```\n   %s\n   ```\n", r.holds.rb.holdsMade, r.holds.rb.requests, r.holds.rb.command)
 	}
 	w("3. **End to end.** The API (`api.New` on a loopback `httptest` listener) and the worker (`worker.New`) run in\n")
-	w("   this process with the product's default pool sizes. The empty workflow (returns at once, its own task queue and\n")
+	w("   this process with the product's default pool sizes, wired as `checkout api` wires them: the sold-out gate, the\n")
+	w("   waiting room, the Idempotency-Key claims in Postgres and the rate limits (at 1,000,000 each, so none refuses, and\n")
+	w("   each counts in Redis). The empty workflow (returns at once, its own task queue and\n")
 	w("   worker) is started and awaited %d times by %d goroutines; each `client.ExecuteWorkflow` call is timed as\n", r.empty.workflows, r.empty.concurrency)
 	w("   the server's StartWorkflow latency. The floor workflow (the checkout's shape with nothing in it: update-with-start\n")
 	w("   whose update it answers at once, a 10-minute timer, one signal, done) runs the same way: update-with-start until\n")
