@@ -311,9 +311,9 @@ func (g gateResult) limitedRate() float64 { return g.limited.rate() }
 // each at the configuration's highest value (1,000,000): every request of the benchmark comes
 // from one address (the gate's from one customer too), and none may be refused, so the
 // limiter costs its Redis calls and changes no answer. A POST counts on two of them
-// (checkouts per address and per customer), a GET on the first. The stack's product (the
-// flash sale, the drop) runs with them, as the binary does; phase 5 compares a replica with
-// them against one without.
+// (checkouts per address and per customer), a GET on the first. The stack's product (phase
+// 3's checkouts, the flash sale, the drop) runs with them, as the binary does; phase 5
+// compares a replica with them against one without.
 func productLimits(rdb *redis.Client) *api.RateLimits {
 	const n = 1_000_000
 	return &api.RateLimits{Limiter: lua.NewRateLimiter(lua.NewCoalescedScripts(rdb)), // as cmd/checkout wires it
