@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -101,11 +102,17 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 	r.answers = map[string]int{}
 	winnerIDs := map[string]bool{}
 	var rejectLat, holdLat, waits, posts []time.Duration
+	byAnswer := map[int][]time.Duration{} // POST latencies by the first answer: 201, 202, 409
 	var lastLoser time.Time
 	for i, p := range results {
 		if p.err == nil {
 			waits = append(waits, p.answered.Sub(p.sent))
 			posts = append(posts, p.latency)
+			first := p.code
+			if p.queued {
+				first = http.StatusAccepted
+			}
+			byAnswer[first] = append(byAnswer[first], p.latency)
 		}
 		if p.queued {
 			r.queued++
@@ -152,6 +159,10 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 	progress("   buyers: wait p50 %s p99 %s max %s; POST answered p99 %s; %d waited in the room; %d overtaken; last loser %s after sell-out",
 		fmtDur(r.buyerWait.pct(50)), fmtDur(r.buyerWait.pct(99)), fmtDur(r.buyerWait.pct(100)), fmtDur(r.postLatency.pct(99)),
 		r.queued, r.overtaken, fmtDur(r.loserAfterSellOut))
+	for _, code := range slices.Sorted(maps.Keys(byAnswer)) {
+		l := newLatencies(byAnswer[code])
+		progress("   POSTs answered %d: %d, p50 %s p99 %s max %s", code, len(byAnswer[code]), fmtDur(l.pct(50)), fmtDur(l.pct(99)), fmtDur(l.pct(100)))
+	}
 	progress("   burst answered in %s: %d held (%d of them learnt on a retry), %d rejected, %d gave up after %d retries, %d errors; answers %v",
 		r.allAnswered.Round(time.Millisecond), r.held, r.heldOnRetry, r.rejected, r.gaveUp, sz.flashRetries, r.errors, r.answers)
 
