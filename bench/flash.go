@@ -45,10 +45,13 @@ type flashResult struct {
 	// The buyer's wait: from the first POST to the final answer (201, or the 202 followed
 	// until the cart left the waiting room, or 409), retries and queueing included.
 	buyerWait, postLatency latencies
-	queued                 int           // carts answered 202 (the waiting room)
-	overtaken              int           // pairs where a buyer 200 ms later holds what an earlier one was refused
-	loserAfterSellOut      time.Duration // the last loser's answer after the last unit was held
-	cpu                    cpuSnapshot
+	// byFirstAnswer is each POST's latency by its first answer (201, 202, 409, ...): the
+	// POST p99 mixes the carts that passed, those queued in the burst and the later refusals.
+	byFirstAnswer     map[int]latencies
+	queued            int           // carts answered 202 (the waiting room)
+	overtaken         int           // pairs where a buyer 200 ms later holds what an earlier one was refused
+	loserAfterSellOut time.Duration // the last loser's answer after the last unit was held
+	cpu               cpuSnapshot
 	// Timelines for the chart, in seconds since the burst started.
 	heldAt, rejectedAt, confirmedAt []float64
 	outOfStockHistory               int // history events of a checkout the saga refused, 0 if none
@@ -159,10 +162,11 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 	progress("   buyers: wait p50 %s p99 %s max %s; POST answered p99 %s; %d waited in the room; %d overtaken; last loser %s after sell-out",
 		fmtDur(r.buyerWait.pct(50)), fmtDur(r.buyerWait.pct(99)), fmtDur(r.buyerWait.pct(100)), fmtDur(r.postLatency.pct(99)),
 		r.queued, r.overtaken, fmtDur(r.loserAfterSellOut))
-	for _, code := range slices.Sorted(maps.Keys(byAnswer)) {
-		l := newLatencies(byAnswer[code])
-		progress("   POSTs answered %d: %d, p50 %s p99 %s max %s", code, len(byAnswer[code]), fmtDur(l.pct(50)), fmtDur(l.pct(99)), fmtDur(l.pct(100)))
+	r.byFirstAnswer = map[int]latencies{}
+	for code, l := range byAnswer {
+		r.byFirstAnswer[code] = newLatencies(l)
 	}
+	progress("   POST latency by first answer: %s", r.firstAnswers())
 	progress("   burst answered in %s: %d held (%d of them learnt on a retry), %d rejected, %d gave up after %d retries, %d errors; answers %v",
 		r.allAnswered.Round(time.Millisecond), r.held, r.heldOnRetry, r.rejected, r.gaveUp, sz.flashRetries, r.errors, r.answers)
 
@@ -266,6 +270,16 @@ func (s *stack) benchFlashSale(ctx context.Context, sz sizes) (flashResult, erro
 		r.sold, r.units, r.orderLines, r.oversold, r.sellOut.Round(time.Millisecond), r.allConfirmed.Round(time.Millisecond),
 		r.outOfStockSagas, r.cpu.self.Seconds(), r.cpu.devServer.Seconds(), r.cpu.redis.Seconds())
 	return r, nil
+}
+
+// firstAnswers is the POST latency by first answer, as "202: 985, p50 70 ms, p99 480 ms; ...".
+func (r flashResult) firstAnswers() string {
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(r.byFirstAnswer)) {
+		l := r.byFirstAnswer[code]
+		parts = append(parts, fmt.Sprintf("%d: %d, p50 %s, p99 %s, max %s", code, len(l), fmtDur(l.pct(50)), fmtDur(l.pct(99)), fmtDur(l.pct(100))))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // overtaken counts the pairs of buyers where the later one, by more than gap, holds a unit

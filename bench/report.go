@@ -353,6 +353,7 @@ func (r results) table() string {
 	row("4 flash sale", "rejection (409) latency", fmt.Sprintf("p50 %s, p99 %s", fmtDur(f.rejectLatency.pct(50)), fmtDur(f.rejectLatency.pct(99))))
 	row("4 flash sale", "hold (201) latency", fmt.Sprintf("p50 %s, p99 %s", fmtDur(f.holdLatency.pct(50)), fmtDur(f.holdLatency.pct(99))))
 	row("4 flash sale", "POST answered (201, 202 or 409), per attempt", fmt.Sprintf("p50 %s, p99 %s, max %s", fmtDur(f.postLatency.pct(50)), fmtDur(f.postLatency.pct(99)), fmtDur(f.postLatency.pct(100))))
+	row("4 flash sale", "POST answered, by its first answer (201: passed at once; 202: queued; 409: refused)", f.firstAnswers())
 	row("4 flash sale", "a buyer's wait, first POST to final answer (retries and the waiting room included)", fmt.Sprintf("p50 %s, p99 %s, max %s", fmtDur(f.buyerWait.pct(50)), fmtDur(f.buyerWait.pct(99)), fmtDur(f.buyerWait.pct(100))))
 	row("4 flash sale", "carts that waited in the waiting room (202) / buyers overtaken (by 200 ms) / last loser after sell-out", fmt.Sprintf("%d / **%d** / %s", f.queued, f.overtaken, fmtDur(f.loserAfterSellOut)))
 	cpuTotal := f.cpu.self + f.cpu.devServer
