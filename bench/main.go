@@ -80,7 +80,7 @@ type options struct {
 	quick, scale, scaleOnly                              bool
 	scaleShapes                                          string
 	e2eOnly, gateOnly, flashOnly, grpcGzip, devSARefresh bool
-	dropOnly                                             bool
+	dropOnly, doorOnly, doorWarm                         bool
 	poll                                                 time.Duration
 	partitions, e2eRounds                                int
 	cpuProfile                                           string
@@ -99,6 +99,8 @@ func main() {
 	flag.BoolVar(&o.e2eOnly, "e2e-only", false, "run only phase 3 (empty workflows, then checkouts) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.gateOnly, "gate-only", false, "run only phase 5 (the sold-out gate beside a bare Echo handler, with the rate limiter off and on) and print its figures, for trying a change; writes no report")
 	flag.BoolVar(&o.flashOnly, "flash-only", false, "run only phase 4 (the flash sale) and print its figures, for trying a change to the waiting room or the admission; writes no report")
+	flag.BoolVar(&o.doorOnly, "door-only", false, "run only the door: bursts of new carts, as many as the flash sale's clients, sent at once to a replica whose waiting room is held, so each is answered 202 and no saga starts; prints each burst's POST latency and CPU per POST, writes no report")
+	flag.BoolVar(&o.doorWarm, "door-warm", false, "with -door-only: the clients open their connections before the first burst")
 	flag.BoolVar(&o.dropOnly, "drop-only", false, "run only the scheduled drop (buyers who come before a SKU's sale starts, and the rank correlation of their arrival and serving orders) and print its figures, for trying a change to the drop's shuffle; writes no report")
 	flag.BoolVar(&o.grpcGzip, "grpc-gzip", false, "gzip the in-process clients' requests to Temporal (the SDK's default; the product's is TEMPORAL_GRPC_COMPRESSION=none), to measure what that costs")
 	flag.BoolVar(&o.devSARefresh, "dev-sa-refresh", false, "keep the dev CLI's system.forceSearchAttributesCacheRefreshOnRead=true (a read of cluster metadata per search-attribute read, which no production server does)")
@@ -192,6 +194,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.dropOnly {
 		return runDropOnly(ctx, e, logger, o.sizes)
+	}
+	if o.doorOnly {
+		return runDoorOnly(ctx, e, logger, o.sizes, o.doorWarm)
 	}
 	if o.scaleOnly {
 		progress("scale profile: %s, %d checkouts each", o.scaleShapes, o.sizes.e2eCheckouts)
@@ -333,6 +338,16 @@ func runFlashOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes) er
 		return fmt.Errorf("flash sale: %w", err)
 	}
 	return nil
+}
+
+// runDoorOnly is the door alone (benchDoor): its figures are the progress lines on stderr.
+func runDoorOnly(ctx context.Context, e *env, logger *slog.Logger, sz sizes, warm bool) error {
+	st, err := e.openStack(ctx, logger, quietAPILogger())
+	if err != nil {
+		return fmt.Errorf("start api and worker: %w", err)
+	}
+	defer st.close()
+	return st.benchDoor(ctx, sz, warm)
 }
 
 // runDropOnly is the scheduled drop alone, for trying a change to the drop's shuffle: its
