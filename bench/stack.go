@@ -95,7 +95,7 @@ func (e *env) openStack(ctx context.Context, logger, apiLogger *slog.Logger) (_ 
 	s.closers = append(s.closers, s.pool.Close)
 
 	p, err := checkouttest.Open(ctx, checkouttest.Services{Temporal: s.tc, Pool: s.pool, Redis: s.rdb}, checkouttest.Options{Logger: apiLogger,
-		MaxOpenPerCustomer: store.DefaultMaxOpenPerCustomer, RateLimits: productLimits(s.rdb)})
+		MaxOpenPerCustomer: store.DefaultMaxOpenPerCustomer, RateLimits: productLimits(s.rdb), RoomName: "bench-" + s.runID})
 	if err != nil {
 		return nil, err
 	}

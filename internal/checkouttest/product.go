@@ -13,6 +13,7 @@
 package checkouttest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ type Options struct {
 	// NoWaitingRoom serves the API without its waiting room: past the admission bound a
 	// request waits, then is answered 503 (the API's behaviour when Redis cannot hold the room).
 	NoWaitingRoom bool
+	// RoomName names the waiting room, whose keys carry it ("": "test-" and a random id, a
+	// room of its own; the benchmark names it with its run id, so its clean-up finds them).
+	RoomName string
 	// Logger is the API's and the SDK clients' logger (Start: warnings to stderr).
 	Logger *slog.Logger
 	// UI serves the dev server's Web UI (Start only).
@@ -139,7 +143,7 @@ func Open(ctx context.Context, svc Services, opts Options) (_ *Product, err erro
 	if !opts.NoAPI {
 		o := APIOptions{Gate: true, RateLimits: opts.RateLimits}
 		if !opts.NoWaitingRoom { // a room of its own: tests share one Redis
-			o.Room, o.Dispatch = lua.NewRoom(svc.Redis, "test-"+testenv.RandomID("")), true
+			o.Room, o.Dispatch = lua.NewRoom(svc.Redis, cmp.Or(opts.RoomName, "test-"+testenv.RandomID(""))), true
 		}
 		url := p.ServeAPIWith(opts.API, svc.Temporal, o)
 		p.URL = url
