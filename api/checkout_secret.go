@@ -12,7 +12,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/checkout-saga/checkout-saga/batch"
 	"github.com/checkout-saga/checkout-saga/shop"
 )
 
@@ -78,68 +77,33 @@ func (keys checkoutSecrets) verify(cartID string, version int64, secret string) 
 }
 
 // secretVersion is the version of cartID's secret (0 without Records: tests with no
-// Postgres, where nothing can be revoked), read from a table that holds only revoked
-// checkouts on every request that carries a Checkout-Secret and every answer that hands one
-// out (a waiting room's 202 has it from the door's read: creatorSecret); Postgres
-// unreachable is 503, since a secret that may be revoked must not open its checkout.
+// Postgres, where nothing can be revoked), read with the cart's record (recordedCheck: one
+// query for the requests of the moment, a crowd of long polls, a buyer's tabs, the waiting
+// room's 202s, which would otherwise queue for the pool's few connections) on every request
+// that carries a Checkout-Secret and every answer that hands one out (a waiting room's 202
+// has it from the door's read: creatorSecret). A request never joins a read already running:
+// a revocation committed before it arrived is in its read. Postgres unreachable is 503, since
+// a secret that may be revoked must not open its checkout.
 func (s *Server) secretVersion(ctx context.Context, cartID string) (int64, error) {
-	if s.Records == nil {
-		return 0, nil
+	a, err := s.readRecord(ctx, cartID)
+	return a.version(), err
+}
+
+// ctxRecordRead holds the read of the cart's record that checked the request's secret (a
+// *recordedAsk): a GET that looked the room up before it needs no second read (getCheckout).
+const ctxRecordRead = "record_read"
+
+// readRecord is Postgres's word on cartID: whether it recorded the cart, by whose request,
+// and its secret's version; nil without Records. Postgres unreachable is 503.
+func (s *Server) readRecord(ctx context.Context, cartID string) (*recordedAsk, error) {
+	if s.recorded == nil {
+		return nil, nil
 	}
-	v, err := s.secretReads.version(ctx, cartID)
+	a, err := s.recorded.recordedAndStanding(ctx, cartID, "", nil)
 	if err != nil {
-		return 0, unavailable("postgres", err)
+		return nil, unavailable("postgres", err)
 	}
-	return v, nil
-}
-
-// maxSecretBatch bounds the checkouts one read of secret versions asks about.
-const maxSecretBatch = 500
-
-// secretReads reads secret versions for many requests at once, as recordedCheck reads
-// records: one query at a time, and the requests that come while it runs go together in the
-// next (WHERE checkout_id = ANY($1)). A crowd of long polls, a buyer's tabs, the waiting
-// room's 202s: one each would queue for the pool's few connections, and 2,000 polls of one
-// checkout starved every other request of them (TestTwoThousandWaits...). A read belongs to
-// no one request: it runs until every request it carries has stopped waiting.
-//
-// A request never joins a read that is already running: it waits for the next, whose
-// snapshot is taken after it arrived. So a request that comes after a revocation committed
-// always sees it.
-type secretReads struct {
-	asks *batch.Runner[*secretAsk]
-}
-
-type secretAsk struct {
-	id      string
-	version int64
-	err     error
-}
-
-func newSecretReads(read func(ctx context.Context, ids []string) (map[string]int64, error)) *secretReads {
-	return &secretReads{asks: &batch.Runner[*secretAsk]{
-		Max: maxSecretBatch,
-		Send: func(ctx context.Context, asks []*secretAsk) {
-			ids := make([]string, len(asks))
-			for i, a := range asks {
-				ids[i] = a.id
-			}
-			versions, err := read(ctx, distinct(ids))
-			for _, a := range asks {
-				a.version, a.err = versions[a.id], err
-			}
-		},
-	}}
-}
-
-// version is the version of cartID's secret; an error when Postgres could not answer or ctx
-// ended first.
-func (r *secretReads) version(ctx context.Context, cartID string) (int64, error) {
-	a := &secretAsk{id: cartID}
-	if err := r.asks.Do(ctx, a); err != nil {
-		return 0, err
-	}
-	return a.version, a.err
+	return a, nil
 }
 
 // signSecret is cartID's secret at its current version, for the answer to its creator.
@@ -159,11 +123,12 @@ func (s *Server) signSecret(ctx context.Context, cartID string) (string, error) 
 func (s *Server) openedBySecretOrToken(c echo.Context, cartID string) (bool, error) {
 	ctx := c.Request().Context()
 	if secret := c.Request().Header.Get(CheckoutSecretHeader); secret != "" {
-		version, err := s.secretVersion(ctx, cartID)
+		read, err := s.readRecord(ctx, cartID)
 		if err != nil {
 			return false, err
 		}
-		if s.secrets.verify(cartID, version, secret) {
+		c.Set(ctxRecordRead, read)
+		if s.secrets.verify(cartID, read.version(), secret) {
 			c.SetRequest(c.Request().WithContext(openedBySecret(ctx)))
 			return true, nil
 		}

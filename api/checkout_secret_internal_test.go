@@ -7,32 +7,34 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/checkout-saga/checkout-saga/shop"
 )
 
-// slowVersions is a CheckoutRecords whose secret-version read waits for release and counts
-// the reads that reached it.
+// slowVersions is a CheckoutRecords whose read of records (with their secret versions) waits
+// for release and counts the reads that reached it.
 type slowVersions struct {
 	CheckoutRecords
 	reads   atomic.Int64
 	release chan struct{}
 }
 
-func (r *slowVersions) SecretVersions(ctx context.Context, ids []string) (map[string]int64, error) {
+func (r *slowVersions) RecordedCheckouts(ctx context.Context, ids, _, _ []string) (shop.Recorded, error) {
 	r.reads.Add(1)
 	select {
 	case <-r.release:
-		versions := map[string]int64{}
+		found := shop.Recorded{SecretVersions: map[string]int64{}}
 		for _, id := range ids {
-			versions[id] = 3
+			found.SecretVersions[id] = 3
 		}
-		return versions, nil
+		return found, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return shop.Recorded{}, ctx.Err()
 	}
 }
 
 func serverOn(records *slowVersions) *Server {
-	return &Server{Deps: Deps{Records: records}, secretReads: newSecretReads(records.SecretVersions)}
+	return &Server{Deps: Deps{Records: records}, recorded: newRecordedCheck(records.RecordedCheckouts)}
 }
 
 // A crowd of requests (a buyer's tabs, 2,000 long polls, the waiting room's 202s, a hostile

@@ -306,10 +306,18 @@ const MaxWaitSeconds = 10
 // saga's result, or from Postgres once Temporal no longer keeps the history. With
 // ?wait=N it first waits up to N seconds for the checkout to end.
 func (s *Server) getCheckout(c echo.Context) error {
-	id, err := s.buyerCart(c, buyerClientOrAdmin)
+	id, err := cartParam(c)
 	if err != nil {
 		return err
 	}
+	// The room first, then the caller (nothing of the room's word is answered before): the
+	// read of the cart's record that checks a buyer's secret comes after the room's, so it
+	// also says whether Postgres recorded a cart the room has in line.
+	place, roomErr := s.lookupRoom(c.Request().Context(), id)
+	if _, err := s.buyerCart(c, buyerClientOrAdmin); err != nil {
+		return err
+	}
+	read, _ := c.Get(ctxRecordRead).(*recordedAsk)
 	wait, err := waitParam(c)
 	if err != nil {
 		return err
@@ -317,7 +325,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 	wait, release := s.admitWait(c, wait) // past the bound on waits, no wait
 	defer release()
 	ctx := c.Request().Context()
-	place, roomErr, answered, err := s.getFromRoom(c, id, wait)
+	place, roomErr, answered, err := s.getFromRoom(c, id, place, roomErr, read, wait)
 	if answered {
 		return err
 	}
@@ -348,12 +356,14 @@ func (s *Server) getCheckout(c echo.Context) error {
 // its start (at once), or in line (once it left the line, or after wait). answered is false
 // when its saga or Postgres must answer: the room does not know the cart, Postgres recorded it
 // (Redis may have gone back in time and put an ended or started cart back in line), or it
-// left the line for its saga. place and roomErr are what the room said.
-func (s *Server) getFromRoom(c echo.Context, id string, wait time.Duration) (place shop.RoomPlace, roomErr error, answered bool, err error) {
+// left the line for its saga. looked and lookErr are the room's first word (lookupRoom), read
+// a read of the cart's record made after it (nil: none). place and roomErr are what the room
+// said last.
+func (s *Server) getFromRoom(c echo.Context, id string, looked shop.RoomPlace, lookErr error, read *recordedAsk, wait time.Duration) (place shop.RoomPlace, roomErr error, answered bool, err error) {
 	ctx := c.Request().Context()
-	place, roomErr = s.lookupRoom(ctx, id)
+	place, roomErr = looked, lookErr
 	if place.Waiting() {
-		if place, err = s.unrecordedPlace(ctx, id, place); err != nil {
+		if place, err = s.unrecordedPlace(ctx, id, place, read); err != nil {
 			return place, roomErr, true, err
 		}
 	}

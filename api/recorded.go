@@ -14,8 +14,9 @@ import (
 // one after the other.
 const maxRecordedBatch = 500
 
-// recordedCheck answers "has Postgres recorded this cart, and from which request?" for every
-// POST, and for the GETs and cancels the waiting room would answer (a crowd). One query runs at
+// recordedCheck answers "has Postgres recorded this cart, from which request, and what is its
+// secret's version?" for every POST, every request that carries a Checkout-Secret, and the
+// GETs the waiting room would answer (a crowd). One query runs at
 // a time: the carts refused while it runs wait for the
 // next, which asks about all of them at once (CheckoutRecords.RecordedCheckouts, WHERE
 // checkout_id = ANY($1)). So a crowd costs Postgres one query per round trip, not one per
@@ -42,6 +43,14 @@ type recordedAsk struct {
 	secretVersion int64
 	standing      shop.Standing
 	err           error
+}
+
+// version is the secret's version the read found; 0 for no read (nil: no Postgres).
+func (a *recordedAsk) version() int64 {
+	if a == nil {
+		return 0
+	}
+	return a.secretVersion
 }
 
 // recordedLookup is CheckoutRecords.RecordedCheckouts.
@@ -78,16 +87,6 @@ func distinct(list []string) []string {
 		seen[s] = true
 		return repeat
 	})
-}
-
-// recorded reports whether Postgres recorded the cart, with the fingerprint of the request
-// that created it; an error when Postgres could not answer or ctx ended first.
-func (r *recordedCheck) recorded(ctx context.Context, cartID string) (creator shop.Fingerprint, recorded bool, err error) {
-	a, err := r.recordedAndStanding(ctx, cartID, "", nil)
-	if err != nil {
-		return shop.Fingerprint{}, false, err
-	}
-	return a.creator, a.recorded, nil
 }
 
 // recordedAndStanding asks, in the same query, whether Postgres recorded the cart (as

@@ -62,8 +62,8 @@ type recordedAnswer struct {
 // ask asks in the background and returns where the answer will arrive.
 func ask(ctx context.Context, r *recordedCheck, id string) <-chan recordedAnswer {
 	return testenv.Go(func() recordedAnswer {
-		_, rec, err := r.recorded(ctx, id)
-		return recordedAnswer{rec, err}
+		a, err := r.recordedAndStanding(ctx, id, "", nil)
+		return recordedAnswer{a != nil && a.recorded, err}
 	})
 }
 
@@ -133,9 +133,9 @@ func TestRecordedCheckWithPostgresDownAnswersAnError(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Go(func() {
-			_, rec, err := r.recorded(t.Context(), fmt.Sprintf("c-down-%d", i))
-			if err == nil || rec {
-				t.Errorf("with Postgres down: recorded %v, err %v; want an error", rec, err)
+			a, err := r.recordedAndStanding(t.Context(), fmt.Sprintf("c-down-%d", i), "", nil)
+			if err == nil || (a != nil && a.recorded) {
+				t.Errorf("with Postgres down: %+v, err %v; want an error", a, err)
 			}
 		})
 	}

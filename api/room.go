@@ -232,16 +232,16 @@ func outOfStock(shortages []shop.Shortage) *Problem {
 }
 
 // unrecordedPlace is the room's place of a cart in line, or nothing when Postgres recorded
-// the cart: then its saga or Postgres answers.
-func (s *Server) unrecordedPlace(ctx context.Context, cartID string, place shop.RoomPlace) (shop.RoomPlace, error) {
-	if s.recorded == nil {
-		return place, nil
+// the cart: then its saga or Postgres answers. read is a read of the cart's record made after
+// the room's place was (nil: none yet; it reads one).
+func (s *Server) unrecordedPlace(ctx context.Context, cartID string, place shop.RoomPlace, read *recordedAsk) (shop.RoomPlace, error) {
+	if read == nil {
+		var err error
+		if read, err = s.readRecord(ctx, cartID); read == nil {
+			return place, err
+		}
 	}
-	_, recorded, err := s.recorded.recorded(ctx, cartID)
-	switch {
-	case err != nil:
-		return place, unavailable("postgres", err)
-	case recorded:
+	if read.recorded {
 		return shop.RoomPlace{}, nil
 	}
 	return place, nil

@@ -141,16 +141,35 @@ func TestACartBehindACrowdIsAnsweredItsPlaceAtOnce(t *testing.T) {
 	h.assertUntouched(t, h.sku, 100)
 }
 
-// countedVersions counts the reads of secret versions on their own (not those the door's
-// read of the cart's record carries).
-type countedVersions struct {
+// countedRecords counts the reads of Postgres's records (each carries the carts' secret
+// versions).
+type countedRecords struct {
 	api.CheckoutRecords
 	reads atomic.Int64
 }
 
-func (c *countedVersions) SecretVersions(ctx context.Context, ids []string) (map[string]int64, error) {
+func (c *countedRecords) RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (shop.Recorded, error) {
 	c.reads.Add(1)
-	return c.CheckoutRecords.SecretVersions(ctx, ids)
+	return c.CheckoutRecords.RecordedCheckouts(ctx, ids, customers, skus)
+}
+
+// A buyer's GET of its waiting cart asks Postgres once: the read that checks its secret's
+// version also says whether Postgres recorded the cart (a recorded cart is its saga's, whatever
+// the room says). A drop's crowd polls its places; two reads each doubled its load on the pool.
+func TestAGetOfAWaitingCartReadsPostgresOnce(t *testing.T) {
+	var records *countedRecords
+	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, d *api.Deps) {
+		records = &countedRecords{CheckoutRecords: d.Records}
+		d.Records = records
+	})
+	secret := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted).CheckoutSecret
+	before := records.reads.Load()
+	if get := queued(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1", header: withSecret(secret)}), http.StatusOK); get.Position != 2 {
+		t.Fatalf("GET = %+v, want place 2", get)
+	}
+	if n := records.reads.Load() - before; n != 1 {
+		t.Errorf("the GET read Postgres %d times, want 1", n)
+	}
 }
 
 // A waiting cart's 202 signs its secret with the version the door read with the cart's
@@ -158,17 +177,17 @@ func (c *countedVersions) SecretVersions(ctx context.Context, ids []string) (map
 // still holds: the old secret opens nothing, and the creator's retry gets a fresh one that
 // opens the cart.
 func TestAWaitingCartsSecretComesWithTheDoorsReadAndCanBeRevoked(t *testing.T) {
-	var records *countedVersions
+	var records *countedRecords
 	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, d *api.Deps) {
-		records = &countedVersions{CheckoutRecords: d.Records}
+		records = &countedRecords{CheckoutRecords: d.Records}
 		d.Records = records
 	})
 	old := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted).CheckoutSecret
 	if again := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted); again.CheckoutSecret != old || old == "" {
 		t.Fatalf("secrets of the POST and its retry: %q and %q, want one secret", old, again.CheckoutSecret)
 	}
-	if n := records.reads.Load(); n != 0 {
-		t.Errorf("the two 202s read secret versions %d times on their own, want 0 (the door's read carries them)", n)
+	if n := records.reads.Load(); n != 2 {
+		t.Errorf("the two 202s read Postgres %d times, want 2 (each its door's read, which carries the version)", n)
 	}
 
 	if rec := h.do(t, request{method: http.MethodPost, path: "/v1/admin/checkouts/c-1/revoke-secret", header: bearer(testAdminToken)}); rec.Code != http.StatusOK {

@@ -49,9 +49,6 @@ type CheckoutRecords interface {
 	RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (shop.Recorded, error)
 	// OrderPaymentRef is the payment reference recorded on the checkout's order.
 	OrderPaymentRef(ctx context.Context, checkoutID string) (string, error)
-	// SecretVersions are the versions of the secrets of ids, in one round trip: a
-	// checkout's is 0 (absent) until support revokes it.
-	SecretVersions(ctx context.Context, ids []string) (map[string]int64, error)
 	// RevokeSecret moves the checkout's secret to the next version and returns it.
 	RevokeSecret(ctx context.Context, checkoutID string) (int64, error)
 	// RecordEnd records the end of a cart that ended in the waiting room, without a saga, and
@@ -184,17 +181,14 @@ type Server struct {
 	Deps
 	admission *room.Bound    // one place per checkout request talking to Temporal
 	runner    *room.Runner   // takes carts from Deps.Room's line; nil without one
-	recorded  *recordedCheck // the gate's Postgres reads of refused carts, many per query
+	recorded  *recordedCheck // Postgres reads of carts' records and secret versions, many per query
 	workers   *workerCheck   // nil without Deps.Workers
 	standard  standardVerifiers
 	secrets   checkoutSecrets
-	// secretReads reads the secret versions of the checkouts of many requests at once
-	// (checkout_secret.go)
-	secretReads *secretReads
-	keyClaims   *keyClaims  // the Idempotency-Key claims of many POSTs at once; nil without Keys
-	waits       *waitPlaces // the GETs that wait (?wait=N) at once
-	ends        *endWatches // their long polls, one per checkout
-	e           *echo.Echo
+	keyClaims *keyClaims  // the Idempotency-Key claims of many POSTs at once; nil without Keys
+	waits     *waitPlaces // the GETs that wait (?wait=N) at once
+	ends      *endWatches // their long polls, one per checkout
+	e         *echo.Echo
 	// readyCache answers /readyz from one round of checks a second (ops.go)
 	readyCache readyCache
 }
@@ -266,7 +260,6 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	if deps.Records != nil {
 		s.recorded = newRecordedCheck(deps.Records.RecordedCheckouts)
-		s.secretReads = newSecretReads(deps.Records.SecretVersions)
 	}
 
 	e := echo.New()

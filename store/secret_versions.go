@@ -7,22 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// SecretVersions are the versions of the secrets of ids, in one query: a checkout's is 0
-// (absent from the map) until support first revokes it.
-func (s *Store) SecretVersions(ctx context.Context, ids []string) (map[string]int64, error) {
-	versions := map[string]int64{}
-	rows, err := s.pool.Query(ctx, secretVersionsSQL, ids)
-	if err == nil {
-		err = scanSecretVersions(rows, versions)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the secret versions of %d checkouts: %w", len(ids), err)
-	}
-	return versions, nil
-}
-
 // secretVersionsSQL reads the secret versions of the checkouts $1 (those never revoked have
-// no row); RecordedCheckouts reads it too.
+// no row: version 0), for RecordedCheckouts.
 const secretVersionsSQL = `SELECT checkout_id, version FROM checkout_secret_versions WHERE checkout_id = ANY($1)`
 
 // scanSecretVersions reads secretVersionsSQL's rows into versions.
