@@ -312,7 +312,8 @@ func (s *Server) getCheckout(c echo.Context) error {
 	}
 	// The room first, then the caller (nothing of the room's word is answered before): the
 	// read of the cart's record that checks a buyer's secret comes after the room's, so it
-	// also says whether Postgres recorded a cart the room has in line.
+	// also says whether Postgres recorded a cart the room has in line, and whether it recorded
+	// the end of a checkout whose saga still runs (withRecordedEnd).
 	place, roomErr := s.lookupRoom(c.Request().Context(), id)
 	if _, err := s.buyerCart(c, buyerClientOrAdmin); err != nil {
 		return err
@@ -328,6 +329,9 @@ func (s *Server) getCheckout(c echo.Context) error {
 	place, roomErr, answered, err := s.getFromRoom(c, id, place, roomErr, read, wait)
 	if answered {
 		return err
+	}
+	if wait > 0 {
+		read = nil // made before the wait: it does not know what happened during it
 	}
 	if place.InLine() || place.State == shop.PlaceLeft {
 		wait = 0 // it waited for the room already
@@ -349,7 +353,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 		// Taken from the line, its reservation not answered yet: it has not left the room.
 		return s.answerQueued(c, place, "", http.StatusOK)
 	}
-	return c.JSON(http.StatusOK, s.present(s.withRecordedEnd(ctx, v)))
+	return c.JSON(http.StatusOK, s.present(s.withRecordedEnd(ctx, v, read)))
 }
 
 // getFromRoom answers a GET of a cart the room speaks for: waiting for its sale or refused at
@@ -448,8 +452,10 @@ func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error)
 // run that support reset to before its end waits again (until its timer, when it adopts the
 // end), while Postgres recorded how the checkout ended (confirmed, with its order). An end is
 // final, forever: Postgres's is the one that stands. A read that fails answers the saga's view.
-func (s *Server) withRecordedEnd(ctx context.Context, v shop.View) shop.View {
-	if v.Status.Final() || s.Records == nil {
+// read is a read of the cart's record made just before the view was asked (nil: none): when it
+// found no end, the view answers without a second read.
+func (s *Server) withRecordedEnd(ctx context.Context, v shop.View, read *recordedAsk) shop.View {
+	if v.Status.Final() || s.Records == nil || (read != nil && read.ended.IsZero()) {
 		return v
 	}
 	if rec, err := s.Records.Checkout(ctx, v.CheckoutID); err == nil && rec.Status != shop.RecordOpen {

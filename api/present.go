@@ -161,7 +161,7 @@ func failedProblem(v shop.View) *Problem {
 func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult, key string) error {
 	v := res.View
 	if !res.Created && res.RejectCode == "" && !v.Status.Final() {
-		v = s.withRecordedEnd(c.Request().Context(), v) // a run reset to before its end
+		v = s.withRecordedEnd(c.Request().Context(), v, nil) // a run reset to before its end
 	}
 	reject := rejectCode(res.RejectCode, v)
 	if reject == shop.RejectOutOfStock {

@@ -5,6 +5,7 @@ package api
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/checkout-saga/checkout-saga/batch"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -40,6 +41,7 @@ type recordedAsk struct {
 	skus          []string // the SKUs of the customer's standing
 	recorded      bool
 	creator       shop.Fingerprint
+	ended         time.Time // when Postgres recorded its end; zero: open, or not recorded
 	secretVersion int64
 	standing      shop.Standing
 	err           error
@@ -71,6 +73,7 @@ func newRecordedCheck(lookup recordedLookup) *recordedCheck {
 			found, err := lookup(ctx, distinct(ids), distinct(customers), distinct(skus))
 			for _, a := range asks {
 				a.creator, a.recorded = found.Creators[a.id]
+				a.ended = found.Ended[a.id]
 				a.secretVersion = found.SecretVersions[a.id]
 				a.standing = found.Standings[a.customer]
 				a.err = err

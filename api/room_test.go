@@ -520,3 +520,39 @@ func TestAWaitingGetIsAnsweredWithTheSagasAnswerToItsStart(t *testing.T) {
 		t.Fatalf("GET after the cart left: %s, want the saga's answer to its start", rec.Body)
 	}
 }
+
+// countedReads counts every read of Postgres's records a GET can make: the batched read that
+// checks a secret (RecordedCheckouts) and the read of one checkout (Checkout).
+type countedReads struct {
+	countedRecords
+	checkouts atomic.Int64
+}
+
+func (c *countedReads) Checkout(ctx context.Context, id string) (shop.CheckoutRecord, error) {
+	c.checkouts.Add(1)
+	return c.CheckoutRecords.Checkout(ctx, id)
+}
+
+func (c *countedReads) total() int64 { return c.reads.Load() + c.checkouts.Load() }
+
+// A buyer's GET of an open checkout reads Postgres once: the read that checks its secret also
+// says the checkout is open, so the saga's view answers without a second read for an end
+// Postgres recorded (withRecordedEnd). A sale's buyers read their checkouts while they pay.
+func TestAGetOfAnOpenCheckoutReadsPostgresOnce(t *testing.T) {
+	var records *countedReads
+	l := newLive(t, nil, func(_ *api.Config, d *api.Deps) {
+		records = &countedReads{countedRecords: countedRecords{CheckoutRecords: d.Records}}
+		d.Records = records
+	})
+	l.startWorker(t)
+	sku := l.stockSKU(t, "OPEN-", 10, 99900, 2, "usd")
+	id := testenv.RandomID("c-")
+	secret := secretOf(t, l.do(t, request{method: http.MethodPost, path: "/v1/checkouts", body: body(cart(id, "u-1", sku, 1))}))
+	before := records.total()
+	if v := checkoutView(t, l.do(t, request{method: http.MethodGet, path: "/v1/checkouts/" + id, header: withSecret(secret)}), http.StatusOK); v.Status != shop.StatusAwaitingPayment {
+		t.Fatalf("GET = %+v, want awaiting_payment", v)
+	}
+	if n := records.total() - before; n != 1 {
+		t.Errorf("the GET read Postgres %d times, want 1", n)
+	}
+}
