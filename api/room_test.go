@@ -153,15 +153,21 @@ func (c *countedRecords) RecordedCheckouts(ctx context.Context, ids, customers, 
 	return c.CheckoutRecords.RecordedCheckouts(ctx, ids, customers, skus)
 }
 
-// A buyer's GET of its waiting cart asks Postgres once: the read that checks its secret's
-// version also says whether Postgres recorded the cart (a recorded cart is its saga's, whatever
-// the room says). A drop's crowd polls its places; two reads each doubled its load on the pool.
-func TestAGetOfAWaitingCartReadsPostgresOnce(t *testing.T) {
+// countedRoomHarness is newRoomHarness(t, 100, 1, 100) whose reads of records are counted.
+func countedRoomHarness(t *testing.T) (*roomHarness, *countedRecords) {
 	var records *countedRecords
 	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, d *api.Deps) {
 		records = &countedRecords{CheckoutRecords: d.Records}
 		d.Records = records
 	})
+	return h, records
+}
+
+// A buyer's GET of its waiting cart asks Postgres once: the read that checks its secret's
+// version also says whether Postgres recorded the cart (a recorded cart is its saga's, whatever
+// the room says). A drop's crowd polls its places; two reads each doubled its load on the pool.
+func TestAGetOfAWaitingCartReadsPostgresOnce(t *testing.T) {
+	h, records := countedRoomHarness(t)
 	secret := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted).CheckoutSecret
 	before := records.reads.Load()
 	if get := queued(t, h.do(t, request{method: http.MethodGet, path: "/v1/checkouts/c-1", header: withSecret(secret)}), http.StatusOK); get.Position != 2 {
@@ -177,11 +183,7 @@ func TestAGetOfAWaitingCartReadsPostgresOnce(t *testing.T) {
 // still holds: the old secret opens nothing, and the creator's retry gets a fresh one that
 // opens the cart.
 func TestAWaitingCartsSecretComesWithTheDoorsReadAndCanBeRevoked(t *testing.T) {
-	var records *countedRecords
-	h := newRoomHarness(t, 100, 1, 100, func(_ *api.Config, d *api.Deps) {
-		records = &countedRecords{CheckoutRecords: d.Records}
-		d.Records = records
-	})
+	h, records := countedRoomHarness(t)
 	old := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted).CheckoutSecret
 	if again := queued(t, h.post(t, "c-1", 1, ""), http.StatusAccepted); again.CheckoutSecret != old || old == "" {
 		t.Fatalf("secrets of the POST and its retry: %q and %q, want one secret", old, again.CheckoutSecret)
