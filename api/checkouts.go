@@ -455,7 +455,7 @@ func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error)
 // read is a read of the cart's record made just before the view was asked (nil: none): when it
 // found no end, the view answers without a second read.
 func (s *Server) withRecordedEnd(ctx context.Context, v shop.View, read *recordedAsk) shop.View {
-	if v.Status.Final() || s.Records == nil || (read != nil && read.ended.IsZero()) {
+	if v.Status.Final() || s.Records == nil || (read != nil && !read.ended) {
 		return v
 	}
 	if rec, err := s.Records.Checkout(ctx, v.CheckoutID); err == nil && rec.Status != shop.RecordOpen {

@@ -5,7 +5,6 @@ package api
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/checkout-saga/checkout-saga/batch"
 	"github.com/checkout-saga/checkout-saga/shop"
@@ -15,13 +14,14 @@ import (
 // one after the other.
 const maxRecordedBatch = 500
 
-// recordedCheck answers "has Postgres recorded this cart, from which request, and what is its
-// secret's version?" for every POST, every request that carries a Checkout-Secret, and the
-// GETs the waiting room would answer (a crowd). One query runs at
-// a time: the carts refused while it runs wait for the
-// next, which asks about all of them at once (CheckoutRecords.RecordedCheckouts, WHERE
-// checkout_id = ANY($1)). So a crowd costs Postgres one query per round trip, not one per
-// cart, and a lone cart waits for no timer.
+// recordedCheck answers "has Postgres recorded this cart, from which request, has it ended,
+// and what is its secret's version?" for every POST, every request that carries a
+// Checkout-Secret, and the GETs the waiting room would answer (a crowd). One query runs at a
+// time: the carts asked about while it runs wait for the next, which asks about all of them
+// at once (CheckoutRecords.RecordedCheckouts, WHERE checkout_id = ANY($1)). So a crowd costs
+// Postgres one query per round trip, not one per cart, and a lone cart waits for no timer. A
+// request never joins a query already running: a write committed before it arrived (a
+// revocation of its secret) is in its answer.
 //
 // A query belongs to no one request: it runs until it answers, or until every cart it asks
 // about has stopped waiting (their requests ended), and then it is cancelled. A cart whose
@@ -41,7 +41,7 @@ type recordedAsk struct {
 	skus          []string // the SKUs of the customer's standing
 	recorded      bool
 	creator       shop.Fingerprint
-	ended         time.Time // when Postgres recorded its end; zero: open, or not recorded
+	ended         bool // Postgres recorded its end
 	secretVersion int64
 	standing      shop.Standing
 	err           error

@@ -1,7 +1,5 @@
 package shop
 
-import "time"
-
 // The waiting room: carts that cannot start their saga yet wait in line, in the order they
 // first arrived, across every API replica, and hold nothing (see lua.Room and the contract's
 // 202 answer).
@@ -53,8 +51,8 @@ type Recorded struct {
 	// Creators are the carts Postgres recorded, each with the fingerprint of the request
 	// that created it.
 	Creators map[string]Fingerprint
-	// Ended are the recorded carts that ended, with when (absent: open, or not recorded).
-	Ended map[string]time.Time
+	// Ended are the recorded carts that ended (absent: open, or not recorded).
+	Ended map[string]bool
 	// Standings are the customers' standings (absent: no open checkout, no units).
 	Standings map[string]Standing
 	// SecretVersions are the versions of the carts' secrets that support revoked (absent:

@@ -27,13 +27,13 @@ func (s *Store) Checkout(ctx context.Context, checkoutID string) (shop.CheckoutR
 const openCheckoutsSQL = `SELECT customer_id, count(*) FROM checkouts WHERE customer_id = ANY($1) AND ended_at IS NULL GROUP BY customer_id`
 
 // RecordedCheckouts reads, in one round trip however many they are, which of ids Postgres
-// has recorded as checkouts (with the fingerprint of the request that created each, and when
-// each that ended did), the
+// has recorded as checkouts (with the fingerprint of the request that created each, and
+// whether it ended), the
 // secret versions of ids, and the standing of each of customers (their open checkouts, and
 // their units of skus in open and confirmed checkouts, as InsertCheckout counts them for its
 // limits). Every POST asks it, many at a time (api's recordedCheck).
 func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []string) (shop.Recorded, error) {
-	r := shop.Recorded{Creators: make(map[string]shop.Fingerprint, len(ids)), Ended: map[string]time.Time{}, Standings: map[string]shop.Standing{}, SecretVersions: map[string]int64{}}
+	r := shop.Recorded{Creators: make(map[string]shop.Fingerprint, len(ids)), Ended: map[string]bool{}, Standings: map[string]shop.Standing{}, SecretVersions: map[string]int64{}}
 	standing := func(customer string) shop.Standing {
 		st := r.Standings[customer]
 		if st.Units == nil {
@@ -42,15 +42,15 @@ func (s *Store) RecordedCheckouts(ctx context.Context, ids, customers, skus []st
 		return st
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT checkout_id, request_hash, idempotency_key, caller, ended_at FROM checkouts WHERE checkout_id = ANY($1)`, ids).
+	b.Queue(`SELECT checkout_id, request_hash, idempotency_key, caller, ended_at IS NOT NULL FROM checkouts WHERE checkout_id = ANY($1)`, ids).
 		Query(func(rows pgx.Rows) error {
 			var id string
 			var f shop.Fingerprint
-			var ended *time.Time
+			var ended bool
 			_, err := pgx.ForEachRow(rows, []any{&id, &f.RequestHash, &f.IdempotencyKey, &f.Caller, &ended}, func() error {
 				r.Creators[id] = f
-				if ended != nil {
-					r.Ended[id] = *ended
+				if ended {
+					r.Ended[id] = true
 				}
 				return nil
 			})
