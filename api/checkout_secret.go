@@ -76,25 +76,17 @@ func (keys checkoutSecrets) verify(cartID string, version int64, secret string) 
 	return ok
 }
 
-// secretVersion is the version of cartID's secret (0 without Records: tests with no
-// Postgres, where nothing can be revoked), read with the cart's record (recordedCheck: one
-// query for the requests of the moment, a crowd of long polls, a buyer's tabs, the waiting
-// room's 202s, which would otherwise queue for the pool's few connections) on every request
-// that carries a Checkout-Secret and every answer that hands one out (a waiting room's 202
-// has it from the door's read: creatorSecret). A request never joins a read already running:
-// a revocation committed before it arrived is in its read. Postgres unreachable is 503, since
-// a secret that may be revoked must not open its checkout.
-func (s *Server) secretVersion(ctx context.Context, cartID string) (int64, error) {
-	a, err := s.readRecord(ctx, cartID)
-	return a.version(), err
-}
-
 // ctxRecordRead holds the read of the cart's record that checked the request's secret (a
 // *recordedAsk): a GET that looked the room up before it needs no second read (getCheckout).
 const ctxRecordRead = "record_read"
 
 // readRecord is Postgres's word on cartID: whether it recorded the cart, by whose request,
-// and its secret's version; nil without Records. Postgres unreachable is 503.
+// whether it ended, and its secret's version; nil without Records (tests with no Postgres,
+// where no secret is revoked: version 0). It is read with the records of the moment's other
+// requests (recordedCheck): a crowd of long polls, a buyer's tabs, the waiting room's 202s
+// would otherwise queue for the pool's few connections. Every request that carries a
+// Checkout-Secret reads it, and every answer that hands one out has it from the door's read.
+// Postgres unreachable is 503, since a secret that may be revoked must not open its checkout.
 func (s *Server) readRecord(ctx context.Context, cartID string) (*recordedAsk, error) {
 	if s.recorded == nil {
 		return nil, nil
@@ -104,15 +96,6 @@ func (s *Server) readRecord(ctx context.Context, cartID string) (*recordedAsk, e
 		return nil, unavailable("postgres", err)
 	}
 	return a, nil
-}
-
-// signSecret is cartID's secret at its current version, for the answer to its creator.
-func (s *Server) signSecret(ctx context.Context, cartID string) (string, error) {
-	v, err := s.secretVersion(ctx, cartID)
-	if err != nil {
-		return "", err
-	}
-	return s.secrets.sign(cartID, v), nil
 }
 
 // openedBySecretOrToken reports whether the request's Checkout-Secret opens cartID, or, in

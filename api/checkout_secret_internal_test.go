@@ -54,7 +54,8 @@ func TestACrowdsSecretVersionsAreReadTogether(t *testing.T) {
 			if i%2 == 1 {
 				cart = fmt.Sprint("c-", i)
 			}
-			v, err := s.secretVersion(t.Context(), cart)
+			a, err := s.readRecord(t.Context(), cart)
+			v := a.version()
 			if err != nil {
 				t.Errorf("secret version: %v", err)
 			}
@@ -87,7 +88,7 @@ func TestACancelledRequestDoesNotFailTheSharedSecretRead(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() {
-		_, err := s.secretVersion(ctx, "c-1")
+		_, err := s.readRecord(ctx, "c-1")
 		first <- err
 	}()
 	for deadline := time.Now().Add(30 * time.Second); records.reads.Load() == 0 && time.Now().Before(deadline); {
@@ -95,7 +96,7 @@ func TestACancelledRequestDoesNotFailTheSharedSecretRead(t *testing.T) {
 	}
 	second := make(chan error, 1)
 	go func() {
-		_, err := s.secretVersion(t.Context(), "c-1")
+		_, err := s.readRecord(t.Context(), "c-1")
 		second <- err
 	}()
 	cancel()

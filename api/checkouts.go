@@ -59,7 +59,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		}
 		// Its saga answers: it starts none, so it waits for no place (room.Bound.Take).
 		defer s.admission.Take()()
-		return s.startSaga(c, in)
+		return s.startSaga(c, in, facts)
 	default: // doorEnter
 		if err := s.claim(c, in); err != nil {
 			return err
@@ -72,7 +72,7 @@ func (s *Server) startCheckout(c echo.Context) error {
 		if err := s.markStarted(ctx, in.CheckoutID); err != nil {
 			return err
 		}
-		return s.startSaga(c, in)
+		return s.startSaga(c, in, facts)
 	}
 }
 
@@ -146,8 +146,9 @@ func (s *Server) markStarted(ctx context.Context, cartID string) error {
 }
 
 // startSaga starts the cart's saga, or attaches to the one it has, and answers with its
-// reservation. Nothing of the saga's is shown to a request that did not create it.
-func (s *Server) startSaga(c echo.Context, in workflows.Input) error {
+// reservation. Nothing of the saga's is shown to a request that did not create it. door is
+// what the door read of the cart.
+func (s *Server) startSaga(c echo.Context, in workflows.Input, door doorFacts) error {
 	ctx := c.Request().Context()
 	res, err := s.reserve(ctx, in)
 	if err != nil {
@@ -160,7 +161,7 @@ func (s *Server) startSaga(c echo.Context, in workflows.Input) error {
 	case shop.OtherRequest:
 		return checkoutExists(in.CheckoutID)
 	}
-	return s.answerReservation(c, res, in.IdempotencyKey)
+	return s.answerReservation(c, res, in.IdempotencyKey, door)
 }
 
 // fingerprint is the request's, to judge against a checkout's creator.
@@ -353,7 +354,7 @@ func (s *Server) getCheckout(c echo.Context) error {
 		// Taken from the line, its reservation not answered yet: it has not left the room.
 		return s.answerQueued(c, place, "", http.StatusOK)
 	}
-	return c.JSON(http.StatusOK, s.present(s.withRecordedEnd(ctx, v, read)))
+	return c.JSON(http.StatusOK, s.present(s.withRecordedEnd(ctx, v, read == nil || read.ended)))
 }
 
 // getFromRoom answers a GET of a cart the room speaks for: waiting for its sale or refused at
@@ -452,10 +453,10 @@ func (s *Server) view(ctx context.Context, checkoutID string) (shop.View, error)
 // run that support reset to before its end waits again (until its timer, when it adopts the
 // end), while Postgres recorded how the checkout ended (confirmed, with its order). An end is
 // final, forever: Postgres's is the one that stands. A read that fails answers the saga's view.
-// read is a read of the cart's record made just before the view was asked (nil: none): when it
-// found no end, the view answers without a second read.
-func (s *Server) withRecordedEnd(ctx context.Context, v shop.View, read *recordedAsk) shop.View {
-	if v.Status.Final() || s.Records == nil || (read != nil && !read.ended) {
+// readEnded is false when a read of the cart's record made just before the view was asked
+// found no end: then the view answers without a second read.
+func (s *Server) withRecordedEnd(ctx context.Context, v shop.View, readEnded bool) shop.View {
+	if v.Status.Final() || s.Records == nil || !readEnded {
 		return v
 	}
 	if rec, err := s.Records.Checkout(ctx, v.CheckoutID); err == nil && rec.Status != shop.RecordOpen {

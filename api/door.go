@@ -16,8 +16,11 @@ import (
 type doorFacts struct {
 	recorded bool             // Postgres recorded the cart: a saga's, or an end in the room
 	creator  shop.Fingerprint // the request that created it: the record's, or the line's
-	// secretVersion is the version of the cart's secret, read with its record: a 202 signs
-	// the secret with it.
+	// ended: Postgres recorded the end of the cart's checkout (its saga's view of a run reset
+	// to before that end is not the answer: withRecordedEnd).
+	ended bool
+	// secretVersion is the version of the cart's secret, read with its record: the answer
+	// that hands the secret out signs it with it.
 	secretVersion int64
 	// place is the room's word, asked only for a cart Postgres has not recorded.
 	place shop.RoomPlace
@@ -110,7 +113,7 @@ func (s *Server) doorFacts(ctx context.Context, in workflows.Input, rules saleRu
 		}
 		f.secretVersion = a.secretVersion
 		if a.recorded {
-			f.recorded, f.creator = true, a.creator
+			f.recorded, f.creator, f.ended = true, a.creator, a.ended
 			return f, nil
 		}
 		f.standing = a.standing

@@ -157,11 +157,13 @@ func failedProblem(v shop.View) *Problem {
 
 // answerReservation maps the saga's reservation outcome to the contract's responses. The
 // checkout's secret goes to the request that created it and to retries under its
-// Idempotency-Key: the same body under another key knows the cart, which is not enough.
-func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult, key string) error {
+// Idempotency-Key: the same body under another key knows the cart, which is not enough. door
+// is what the door read of the cart a moment before: whether Postgres recorded its end, and
+// its secret's version.
+func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResult, key string, door doorFacts) error {
 	v := res.View
 	if !res.Created && res.RejectCode == "" && !v.Status.Final() {
-		v = s.withRecordedEnd(c.Request().Context(), v, nil) // a run reset to before its end
+		v = s.withRecordedEnd(c.Request().Context(), v, door.ended) // a run reset to before its end
 	}
 	reject := rejectCode(res.RejectCode, v)
 	if reject == shop.RejectOutOfStock {
@@ -183,11 +185,7 @@ func (s *Server) answerReservation(c echo.Context, res workflows.ReservationResu
 	}
 	view := s.present(v)
 	if res.Created || res.IdempotencyKey == key {
-		secret, err := s.signSecret(c.Request().Context(), v.CheckoutID)
-		if err != nil {
-			return err
-		}
-		view.CheckoutSecret = secret
+		view.CheckoutSecret = s.secrets.sign(v.CheckoutID, door.secretVersion)
 	}
 	return c.JSON(status, view)
 }

@@ -51,7 +51,7 @@ func TestAnUnsettledCheckoutNeverReadsNothingIsHeld(t *testing.T) {
 	if strings.Contains(*got.Reason, "nothing is held") {
 		t.Errorf("view of an open record whose saga is gone reads %q", *got.Reason)
 	}
-	err := s.answerReservation(nil, workflows.ReservationResult{View: v}, "")
+	err := s.answerReservation(nil, workflows.ReservationResult{View: v}, "", doorFacts{})
 	if p, ok := err.(*Problem); !ok || p.Code != "checkout_failed" || strings.Contains(p.Detail, "nothing is held") {
 		t.Errorf("a retried POST of that checkout answers %v", err)
 	}
