@@ -79,7 +79,7 @@ func (s *Server) supportRevokeSecret(c echo.Context) error {
 		return unavailable("postgres", err)
 	}
 	// A read of the old version still in flight is not joined by the next request: it
-	// waits for the next read (secretVersion).
+	// waits for the next read (readRecord).
 	// The request log names the path, the checkout and the admin token; this line says what
 	// changed, for whoever audits who revoked what.
 	s.Logger.Info("checkout secret revoked", "checkout_id", id, "secret_version", version,
